@@ -1,0 +1,1 @@
+"""The validation gate: parse, compile, run, correctness, profile (DESIGN.md)."""

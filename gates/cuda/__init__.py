@@ -1,0 +1,1 @@
+"""GPU backend `cuda`: nvcc-built launchers called through ctypes on torch CUDA tensors."""

@@ -1,0 +1,241 @@
+"""The correctness protocol, shared by every backend (DESIGN.md, 'The gate').
+
+For each shape of the set and each seed: fresh random signed inputs, the reference on copies;
+then two launches, each with outputs and scratch poisoned by a different byte pattern (and, on
+`emu`, under a different thread schedule). Afterwards: inputs must be bit-identical to before,
+no output element may still hold its poison in both launches, the two launches must agree bit
+for bit (unless the workload tolerates nondeterminism), and the outputs must match the reference
+within the per-dtype tolerance. This code runs inside the gate's child process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from klineage.gates.result import ShapeCheck
+from klineage.workload import Scalar, Tensor, Tolerance, Workload
+
+#: Byte patterns written over outputs and scratch before the first and second launch. 0xFF is a
+#: NaN in every float format and -1 in integers; 0x5A gives a finite value, so a kernel that
+#: leaves an element alone shows the pattern of each launch in turn.
+POISONS = (0xFF, 0x5A)
+
+
+class Runner(Protocol):
+    """What a backend gives the protocol: a device, schedules, and a launcher call."""
+
+    device: torch.device
+    #: one schedule per launch of the pair (emu: forward and reverse lane order)
+    schedules: Sequence[int]
+
+    def launch(self, args: Sequence[Any], schedule: int) -> None:
+        """Call the launcher with tensors and scalars in workload order; return once done."""
+
+
+@dataclass
+class Verdict:
+    category: str  # "ok" or a rejection category
+    message: str
+    checks: list[ShapeCheck]
+
+    @property
+    def ok(self) -> bool:
+        return self.category == "ok"
+
+
+def ctypes_args(workload: Workload, values: Sequence[Any], stream: int | None) -> list[Any]:
+    """Marshal launcher arguments: tensors as pointers, scalars by their C type, then the stream."""
+    out: list[Any] = []
+    for a, v in zip(workload.args, values, strict=True):
+        if isinstance(a, Tensor):
+            out.append(ctypes.c_void_p(v.data_ptr()))
+        elif a.dtype == "int32":
+            out.append(ctypes.c_int32(int(v)))
+        elif a.dtype == "int64":
+            out.append(ctypes.c_int64(int(v)))
+        elif a.dtype == "float32":
+            out.append(ctypes.c_float(float(v)))
+        else:
+            out.append(ctypes.c_double(float(v)))
+    out.append(ctypes.c_void_p(stream))
+    return out
+
+
+def poisoned(shape: tuple[int, ...], dtype: torch.dtype, pattern: int, device: torch.device) -> torch.Tensor:
+    t = torch.empty(shape, dtype=dtype, device=device)
+    t.view(torch.uint8).fill_(pattern) if t.numel() else None
+    return t
+
+
+def _bytes_per_element(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().view(torch.uint8).reshape(t.numel(), t.element_size())
+
+
+def holds_pattern(t: torch.Tensor, pattern: int) -> torch.Tensor:
+    """Bool mask (flattened) of elements whose every byte equals `pattern`."""
+    return (_bytes_per_element(t) == pattern).all(dim=1)
+
+
+def first_index(mask: torch.Tensor, shape: Sequence[int]) -> list[int]:
+    flat = int(torch.nonzero(mask.reshape(-1))[0].item())
+    idx = []
+    for d in reversed(shape):
+        idx.append(flat % d)
+        flat //= d
+    return list(reversed(idx))
+
+
+def compare(got: torch.Tensor, want: torch.Tensor, tol: Tolerance) -> tuple[bool, float, float, list[int] | None]:
+    """(ok, max_abs, max_rel, first bad index). NaN in `got` never passes."""
+    shape = list(got.shape)
+    if tuple(want.shape) != tuple(got.shape):
+        want = want.reshape(got.shape)
+    g = got.detach().to("cpu", torch.float64)
+    w = want.detach().to("cpu", torch.float64)
+    if g.numel() == 0:
+        return True, 0.0, 0.0, None
+    diff = (g - w).abs()
+    nan = torch.isnan(g) | torch.isnan(w)
+    finite_diff = torch.where(nan, torch.zeros_like(diff), diff)
+    max_abs = float(finite_diff.max())
+    rel = finite_diff / w.abs().clamp_min(1e-30)
+    max_rel = float(torch.where(w == 0, torch.zeros_like(rel), rel).max())
+    if tol.metric == "frobenius":
+        denom = float(torch.linalg.vector_norm(w))
+        fro = float(torch.linalg.vector_norm(finite_diff)) / max(denom, 1e-30)
+        bad = nan
+        ok = fro <= tol.rtol and not bool(nan.any())
+        if not ok and not bool(nan.any()):
+            bad = diff == diff.max()
+        return ok, max_abs, fro, (first_index(bad, shape) if not ok else None)
+    inf_match = torch.isinf(g) & torch.isinf(w) & (torch.sign(g) == torch.sign(w))
+    bad = nan | (~inf_match & ~(diff <= tol.atol + tol.rtol * w.abs()))
+    if bool(bad.any()):
+        return False, max_abs, max_rel, first_index(bad, shape)
+    return True, max_abs, max_rel, None
+
+
+def check_workload(
+    workload: Workload,
+    runner: Runner,
+    shape_set: str = "test",
+    seeds: Sequence[int] = (0, 1),
+    shapes: Sequence[Mapping[str, int]] | None = None,
+) -> Verdict:
+    """Run the whole protocol; stop at the first failing (shape, seed)."""
+    checks: list[ShapeCheck] = []
+    device = runner.device
+    bindings_list = list(shapes) if shapes is not None else workload.shape_set(shape_set)
+    for bindings in bindings_list:
+        for seed in seeds:
+            verdict = _check_one(workload, runner, dict(bindings), seed, device, checks)
+            if verdict is not None:
+                return verdict
+    return Verdict("ok", f"{len(bindings_list)} shapes x {len(seeds)} seeds x {len(runner.schedules)} runs", checks)
+
+
+def _check_one(
+    workload: Workload,
+    runner: Runner,
+    bindings: dict[str, int],
+    seed: int,
+    device: torch.device,
+    checks: list[ShapeCheck],
+) -> Verdict | None:
+    where = f"shape {bindings} seed {seed}"
+    host_inputs = workload.make_inputs(bindings, seed)
+    dev_inputs = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in host_inputs.items()}
+    expected = workload.run_reference(dev_inputs)
+    runs: list[dict[str, torch.Tensor]] = []
+    for run, (schedule, pattern) in enumerate(zip(runner.schedules, POISONS, strict=False)):
+        values: list[Any] = []
+        live_inputs: dict[str, torch.Tensor] = {}
+        produced: dict[str, torch.Tensor] = {}
+        for a in workload.args:
+            if isinstance(a, Scalar):
+                values.append(dev_inputs[a.name])
+                continue
+            shape = workload.tensor_shape(a, bindings)
+            if a.role == "in":
+                t = dev_inputs[a.name].clone()
+                live_inputs[a.name] = t
+            elif a.role == "inout":
+                t = dev_inputs[a.name].clone()
+                produced[a.name] = t
+            else:
+                t = poisoned(shape, a.torch_dtype, pattern, device)
+                if a.role == "out":
+                    produced[a.name] = t
+            values.append(t)
+        runner.launch(values, schedule)
+        for name, t in live_inputs.items():
+            before = dev_inputs[name]
+            changed = ~(_bytes_per_element(t) == _bytes_per_element(before)).all(dim=1)
+            if bool(changed.any()):
+                idx = first_index(changed.cpu(), list(t.shape))
+                checks.append(ShapeCheck(bindings, seed, name, False, first_bad_index=idx, note="input mutated"))
+                return Verdict("input_mutated", f"input '{name}' was written by the kernel at index {idx} ({where}, run {run})", checks)
+        runs.append(produced)
+
+    outs = workload.outputs
+    for t in outs:
+        if t.role != "out" or len(runs) < 2:
+            continue
+        a, b = runs[0][t.name], runs[1][t.name]
+        unwritten = holds_pattern(a, POISONS[0]) & holds_pattern(b, POISONS[1])
+        if bool(unwritten.any()):
+            idx = first_index(unwritten.cpu(), list(a.shape))
+            count = int(unwritten.sum())
+            checks.append(ShapeCheck(bindings, seed, t.name, False, first_bad_index=idx, note="unwritten"))
+            return Verdict(
+                "unwritten_output",
+                f"output '{t.name}': {count} of {a.numel()} elements never written, first at index {idx} ({where})",
+                checks,
+            )
+    for t in outs:
+        if len(runs) < 2 or workload.nondeterminism_tolerated:
+            continue
+        a, b = runs[0][t.name], runs[1][t.name]
+        differs = ~(_bytes_per_element(a) == _bytes_per_element(b)).all(dim=1)
+        if bool(differs.any()):
+            idx = first_index(differs.cpu(), list(a.shape))
+            checks.append(ShapeCheck(bindings, seed, t.name, False, first_bad_index=idx, note="runs differ"))
+            return Verdict(
+                "nondeterministic",
+                f"output '{t.name}' differs between two runs ({_schedule_words(runner)}) at index {idx}: "
+                f"{_elem(a, idx)} vs {_elem(b, idx)} ({where})",
+                checks,
+            )
+    for t in outs:
+        tol = workload.tolerance_for(t)
+        for run, produced in enumerate(runs):
+            ok, max_abs, max_rel, idx = compare(produced[t.name], expected[t.name], tol)
+            check = ShapeCheck(bindings, seed, t.name, ok, max_abs, max_rel, idx)
+            if not ok:
+                checks.append(check)
+                got = _elem(produced[t.name], idx) if idx else "?"
+                want = _elem(expected[t.name].reshape(produced[t.name].shape), idx) if idx else "?"
+                return Verdict(
+                    "mismatch",
+                    f"output '{t.name}' wrong at index {idx}: got {got}, expected {want} "
+                    f"(max abs err {max_abs:.3g}, max rel err {max_rel:.3g}; atol {tol.atol:g}, rtol {tol.rtol:g}; {where}, run {run})",
+                    checks,
+                )
+            if run == 0:
+                checks.append(check)
+    return None
+
+
+def _elem(t: torch.Tensor, idx: Sequence[int]) -> str:
+    v = t[tuple(idx)].item()
+    return f"{v:.6g}" if isinstance(v, float) else str(v)
+
+
+def _schedule_words(runner: Runner) -> str:
+    s = list(runner.schedules)
+    return "two thread schedules" if len(set(s)) > 1 else "same schedule"

@@ -1,0 +1,1 @@
+"""Materializer: apply a skill curriculum to a new kernel under the gate."""
