@@ -66,10 +66,51 @@ def ctypes_args(workload: Workload, values: Sequence[Any], stream: int | None) -
     return out
 
 
-def poisoned(shape: tuple[int, ...], dtype: torch.dtype, pattern: int, device: torch.device) -> torch.Tensor:
-    t = torch.empty(shape, dtype=dtype, device=device)
-    t.view(torch.uint8).fill_(pattern) if t.numel() else None
-    return t
+#: Bytes of guard zone before and after every tensor the kernel sees (a multiple of 256, so the
+#: tensor keeps the alignment a torch allocation has).
+GUARD_BYTES = 4096
+
+
+class Guarded:
+    """A tensor with guard zones on both sides. The guards hold NaN (floats) or a fixed value
+    (integers): a write past either end shows as changed guard bytes (`out_of_bounds`) on every
+    backend, and a float read past the end brings a NaN into the result."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> None:
+        esize = torch.empty((), dtype=dtype).element_size()
+        self.pad = GUARD_BYTES // esize
+        self.numel = 1
+        for d in shape:
+            self.numel *= d
+        self.buffer = torch.empty(self.numel + 2 * self.pad, dtype=dtype, device=device)
+        canary = float("nan") if dtype.is_floating_point else (True if dtype == torch.bool else 0x5B)
+        self.buffer[: self.pad].fill_(canary)
+        self.buffer[self.pad + self.numel :].fill_(canary)
+        self.guard_copy = torch.cat([self.buffer[: self.pad], self.buffer[self.pad + self.numel :]]).clone()
+        self.tensor = self.buffer[self.pad : self.pad + self.numel].view(shape)
+
+    def breach(self) -> str | None:
+        """Where the kernel wrote outside the tensor, in words, or None."""
+        now = torch.cat([self.buffer[: self.pad], self.buffer[self.pad + self.numel :]])
+        changed = ~(_bytes_per_element(now) == _bytes_per_element(self.guard_copy)).all(dim=1)
+        if not bool(changed.any()):
+            return None
+        idx = torch.nonzero(changed).reshape(-1).cpu()
+        before = idx[idx < self.pad]
+        if len(before):
+            return f"{len(idx)} elements outside its bounds, first {self.pad - int(before[-1])} before its start"
+        return f"{len(idx)} elements outside its bounds, first at element {self.numel + int(idx[0]) - self.pad} (size {self.numel})"
+
+
+def guarded(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, pattern: int | None = None,
+            data: torch.Tensor | None = None) -> Guarded:
+    """A guarded tensor filled with `data`, or with the byte `pattern` (poison)."""
+    g = Guarded(shape, dtype, device)
+    if data is not None:
+        g.tensor.copy_(data)
+    elif pattern is not None and g.numel:
+        g.tensor.view(torch.uint8).fill_(pattern)
+    return g
 
 
 def _bytes_per_element(t: torch.Tensor) -> torch.Tensor:
@@ -156,23 +197,29 @@ def _check_one(
         values: list[Any] = []
         live_inputs: dict[str, torch.Tensor] = {}
         produced: dict[str, torch.Tensor] = {}
+        guards: dict[str, Guarded] = {}
         for a in workload.args:
             if isinstance(a, Scalar):
                 values.append(dev_inputs[a.name])
                 continue
             shape = workload.tensor_shape(a, bindings)
-            if a.role == "in":
-                t = dev_inputs[a.name].clone()
-                live_inputs[a.name] = t
-            elif a.role == "inout":
-                t = dev_inputs[a.name].clone()
-                produced[a.name] = t
+            if a.is_read:
+                g = guarded(shape, a.torch_dtype, device, data=dev_inputs[a.name])
             else:
-                t = poisoned(shape, a.torch_dtype, pattern, device)
-                if a.role == "out":
-                    produced[a.name] = t
+                g = guarded(shape, a.torch_dtype, device, pattern=pattern)
+            guards[a.name] = g
+            t = g.tensor
+            if a.role == "in":
+                live_inputs[a.name] = t
+            elif a.role in ("out", "inout"):
+                produced[a.name] = t
             values.append(t)
         runner.launch(values, schedule)
+        for name, g in guards.items():
+            breach = g.breach()
+            if breach:
+                checks.append(ShapeCheck(bindings, seed, name, False, note="out of bounds"))
+                return Verdict("out_of_bounds", f"the kernel wrote to '{name}' at {breach} ({where}, run {run})", checks)
         for name, t in live_inputs.items():
             before = dev_inputs[name]
             changed = ~(_bytes_per_element(t) == _bytes_per_element(before)).all(dim=1)

@@ -1,0 +1,68 @@
+"""Content-addressed gate results and the archive of every candidate.
+
+The key covers everything that can change a verdict: the source, the workload file, the gate
+options, the toolchains and the protocol version. Each candidate's folder keeps its source, the
+compiler and child logs, and result.json; a result is reused only when result.json exists, so a
+run killed mid-gate leaves nothing that looks finished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from klineage.gates.result import GateResult
+from klineage.paths import home
+
+#: Bump when the protocol or result semantics change, so old verdicts are not reused.
+PROTOCOL_VERSION = 1
+
+
+def cache_key(source: str, workload_fingerprint: str, options: dict[str, Any], toolchain: str) -> str:
+    blob = json.dumps(
+        {
+            "source": source,
+            "workload": workload_fingerprint,
+            "options": options,
+            "toolchain": toolchain,
+            "protocol": PROTOCOL_VERSION,
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def artifact_dir(key: str, root: Path | None = None) -> Path:
+    return (root or home() / "gate") / key[:2] / key
+
+
+def load_cached(key: str, root: Path | None = None) -> GateResult | None:
+    path = artifact_dir(key, root) / "result.json"
+    if not path.exists():
+        return None
+    try:
+        result = GateResult.from_dict(json.loads(path.read_text()))
+    except (json.JSONDecodeError, TypeError, ValueError):
+        return None
+    result.cached = True
+    return result
+
+
+def store(key: str, result: GateResult, root: Path | None = None) -> None:
+    d = artifact_dir(key, root)
+    d.mkdir(parents=True, exist_ok=True)
+    tmp = d / "result.json.tmp"
+    tmp.write_text(json.dumps(result.to_dict(), indent=1))
+    tmp.replace(d / "result.json")
+
+
+def fresh_dir(key: str, root: Path | None = None) -> Path:
+    """An empty artifact folder for a new gate of this key."""
+    d = artifact_dir(key, root)
+    if d.exists():
+        shutil.rmtree(d)
+    d.mkdir(parents=True)
+    return d

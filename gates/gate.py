@@ -1,0 +1,164 @@
+"""`gate(source, workload, options) -> GateResult`: parse → compile → run → correctness → profile.
+
+The same plain, auditable sequence for every backend (DESIGN.md, 'The gate'). Nothing of the
+candidate runs in this process: the backend builds it here (a compiler in a child process with a
+time limit), and gates/worker.py runs it in a child process of its own.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from klineage.errors import KLineageError, SourceError
+from klineage.gates import cache
+from klineage.gates.backend import BuildOutcome, GateOptions
+from klineage.gates.backends import get_backend
+from klineage.gates.child import run_worker
+from klineage.gates.compile import CompileResult, compile_cubin, nvcc_version
+from klineage.gates.result import GateResult, ShapeCheck, Timing
+from klineage.source.parser import captures, error_nodes, parse
+from klineage.workload import Workload, load_workload
+
+_LAUNCHER_QUERY = """
+(linkage_specification value: (string_literal) @lang body: (function_definition
+   declarator: (function_declarator declarator: (identifier) @name)))
+(linkage_specification value: (string_literal) @lang body: (declaration_list (function_definition
+   declarator: (function_declarator declarator: (identifier) @name))))
+"""
+
+
+def read_source(path: str | Path) -> str:
+    """A kernel file as text; a missing or non-UTF-8 file is one clear error."""
+    p = Path(path)
+    if not p.is_file():
+        raise SourceError(f"{p}: no such file")
+    data = p.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise SourceError(f"{p}:{line}: not UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start})") from None
+
+
+def check_parse(source: str, name: str) -> GateResult | None:
+    """Parse stage: a parse error or a missing `extern "C" launch` rejects before compiling."""
+    tree = parse(source)
+    errs = error_nodes(tree)
+    if errs:
+        n = errs[0]
+        row, col = n.start_point
+        what = f"missing {n.type}" if n.is_missing else "syntax error"
+        return GateResult.reject("parse", "parse_error", f"{name}:{row + 1}:{col + 1}: {what}")
+    found = captures(tree.root_node, _LAUNCHER_QUERY)
+    names = [n.text.decode() for n in found.get("name", [])]
+    if "launch" not in names:
+        return GateResult.reject(
+            "parse", "parse_error", f'{name}: no extern "C" launch(...) launcher (found: {", ".join(names) or "none"})'
+        )
+    return None
+
+
+def _map_file(message: str, name: str) -> str:
+    return re.sub(r"\bkernel\.cu\b", name, message)
+
+
+def gate(
+    source: str | Path,
+    workload: Workload | str | Path,
+    options: GateOptions | None = None,
+    *,
+    name: str | None = None,
+    use_cache: bool = True,
+    cache_root: Path | None = None,
+) -> GateResult:
+    """Gate one candidate. `source` is a path or the text itself (then give `name`)."""
+    options = options or GateOptions()
+    t0 = time.perf_counter()
+    if isinstance(source, Path):
+        name = name or str(source)
+        text = read_source(source)
+    else:
+        text = source
+        name = name or "<candidate>"
+    wl = workload if isinstance(workload, Workload) else load_workload(workload)
+    if wl.source_dir is None:
+        raise KLineageError(f"workload '{wl.name}' has no folder: the gate's child process loads it from workload.py")
+
+    early = check_parse(text, name)
+    if early is not None:
+        early.backend = options.backend
+        early.elapsed_s = time.perf_counter() - t0
+        return early
+
+    try:
+        backend = get_backend(options.backend)
+    except KLineageError as e:
+        if options.backend == "emu":
+            return GateResult.reject("compile", "unsupported", f"{e}", backend=options.backend)
+        raise
+    toolchain = f"nvcc {nvcc_version()} | {backend.toolchain()}"
+    key = cache.cache_key(text, wl.fingerprint(), options.key_fields(), toolchain)
+    if use_cache:
+        hit = cache.load_cached(key, cache_root)
+        if hit is not None:
+            return hit
+    work = cache.fresh_dir(key, cache_root)
+    (work / "source.cu").write_text(text)
+    result = _run_stages(text, name, wl, options, backend, work)
+    result.artifact_id = key[:16]
+    result.backend = options.backend
+    result.elapsed_s = time.perf_counter() - t0
+    cache.store(key, result, cache_root)
+    return result
+
+
+def _run_stages(text: str, name: str, wl: Workload, options: GateOptions, backend, work: Path) -> GateResult:
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        nvcc_future = pool.submit(
+            compile_cubin, text, work / "nvcc", options.arch, options.nvcc_flags, options.timeout_s
+        )
+        build_future = pool.submit(backend.build, text, work / "build", options)
+        comp: CompileResult = nvcc_future.result()
+        build: BuildOutcome = build_future.result()
+    resources = comp.resources
+    nvcc_missing = not nvcc_version()
+    if not comp.ok and not nvcc_missing:
+        return GateResult.reject("compile", "compile_error", _map_file(comp.first_error(), name))
+    if not build.ok:
+        return GateResult.reject("compile", build.category, _map_file(build.message, name), resources=resources)
+
+    payload = {
+        "library": str(build.library),
+        "workload_dir": str(wl.source_dir),
+        "options": options.key_fields() | {"timeout_s": options.timeout_s},
+    }
+    child = run_worker(payload, work / "run", options.timeout_s, env=backend.child_env(options))
+    if child.timed_out:
+        return GateResult.reject(
+            "run", "timeout", f"{name}: no result within {options.timeout_s:g} s (hang or spin-wait?)", resources=resources
+        )
+    if child.result is None:
+        classified = backend.classify_failure(child.returncode, child.stderr)
+        if classified is None:
+            sig = child.signal_name or f"exit code {child.returncode}"
+            tail = [ln for ln in child.stderr.splitlines() if ln.strip()][-1:]
+            classified = ("crash", f"{name}: the kernel process died ({sig}){': ' + tail[0] if tail else ''}")
+        category, message = classified
+        return GateResult.reject("run", category, _map_file(message, name), resources=resources)
+    r = child.result
+    checks = [ShapeCheck(**c) for c in r.get("checks", [])]
+    category = r["category"]
+    timing = r.get("timing")
+    return GateResult(
+        accepted=category == "ok",
+        stage="done" if category == "ok" else r.get("stage", "correctness"),
+        category=category,
+        message=_map_file(r.get("message", ""), name) + ("" if not nvcc_missing else " (nvcc not found: resources unmeasured)"),
+        shapes=checks,
+        resources=resources,
+        timing=Timing(**timing) if timing else None,
+        profile=r.get("profile", {}),
+    )
