@@ -1,0 +1,28 @@
+"""The one place operators are registered, in the soft removal order of DESIGN.md."""
+
+from __future__ import annotations
+
+from klineage.deopt.base import Operator
+from klineage.deopt.launch_bounds import LaunchBounds
+from klineage.deopt.pragma_unroll import PragmaUnroll
+from klineage.deopt.restrict import Restrict
+from klineage.errors import KLineageError
+
+#: Every rule operator, one instance each. Add new operators here (and nowhere else).
+_OPERATORS: list[Operator] = [
+    LaunchBounds(),
+    PragmaUnroll(),
+    Restrict(),
+]
+
+
+def operators() -> list[Operator]:
+    """All rule operators, sorted by the soft removal prior (stable within a category)."""
+    return sorted(_OPERATORS, key=lambda op: op.rank)
+
+
+def get_operator(name: str) -> Operator:
+    for op in _OPERATORS:
+        if op.name == name:
+            return op
+    raise KLineageError(f"unknown operator '{name}' (known: {', '.join(o.name for o in operators())})")
