@@ -41,16 +41,22 @@ class Refused(KLineageError):
     """The operator will not edit this site; the message says which condition failed."""
 
 
+#: Kinds of precondition, as skill cards group them (the published SKILL.md prefixes).
+PRECONDITION_KINDS = ("Data types", "Layout", "Storage", "Pipeline", "Hardware")
+
+
 @dataclass(frozen=True)
 class Precondition:
-    """A static fact at a site: `holds` False refuses the edit, `reason` says why in words."""
+    """A static fact at a site: `holds` False refuses the edit, `reason` says why in words.
+    `kind` is one of PRECONDITION_KINDS ("" lets the card exporter infer it from the name)."""
 
     name: str
     holds: bool
     reason: str
+    kind: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "holds": self.holds, "reason": self.reason}
+        return {"name": self.name, "holds": self.holds, "reason": self.reason, "kind": self.kind}
 
 
 @dataclass(frozen=True)
