@@ -4,11 +4,12 @@ A path such as `kernel:softmax_kernel/for[1]/if[0]/call:__shfl_xor_sync[0]` star
 function (or `file`) and descends through statement constructs (loops, ifs, else, switch, case,
 lambdas, bare blocks), each with its index among same-labelled constructs of its container. Edits
 outside the function never change the path; the text fingerprint catches shifts inside it, and a
-construct that is gone resolves to None.
+construct that is gone (or was itself rewritten) resolves to None.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
@@ -41,7 +42,12 @@ _FINGERPRINT_LEN = 60
 
 @dataclass(frozen=True)
 class Anchor:
-    """File, enclosing function, construct path, node kind, line span and a text fingerprint."""
+    """File, enclosing function, construct path, node kind, line span and a text fingerprint.
+
+    `fingerprint` is the readable head of the node's normalized text (a loop's header, a call);
+    `digest` hashes all of it, so two loops with the same header are told apart. A function is
+    fingerprinted by its name alone: edits inside it do not lose it.
+    """
 
     file: str
     function: str | None
@@ -50,6 +56,7 @@ class Anchor:
     line: int
     end_line: int
     fingerprint: str
+    digest: str
 
     def resolve(self, src: CudaSource) -> ts.Node | None:
         """The node this anchor names in `src`, or None when the construct is gone."""
@@ -141,14 +148,13 @@ def _chain(node: ts.Node, root: ts.Node) -> list[ts.Node]:
     return [*reversed(chain), node]
 
 
-def fingerprint(src: CudaSource, node: ts.Node) -> str:
-    """Short normalized text: a function's name, a construct's head (before `{`), or its text."""
+def fingerprint(src: CudaSource, node: ts.Node) -> tuple[str, str]:
+    """(head, digest): a function's name and "", else the normalized text's head and its hash."""
     if node.type == "function_definition":
-        return N.func_name(node)
+        return N.func_name(node), ""
     text = normalize(src.text_of(node))
-    if "{" in text[1:]:
-        text = text[: text.index("{", 1)]
-    return text[:_FINGERPRINT_LEN]
+    head = text[: text.index("{", 1)] if "{" in text[1:] else text
+    return head[:_FINGERPRINT_LEN], hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
 
 
 def _functions_named(src: CudaSource, name: str) -> list[ts.Node]:
@@ -168,6 +174,7 @@ def anchor_for(src: CudaSource, node: ts.Node) -> Anchor:
         k = next(i for i, f in enumerate(twins) if f == fn)
         root_seg, top = label(fn) + (f"[{k}]" if k else ""), fn
     segs = [root_seg]
+    head, digest = fingerprint(src, node)
     if node != top:
         container = top
         for c in _chain(node, top):
@@ -182,7 +189,8 @@ def anchor_for(src: CudaSource, node: ts.Node) -> Anchor:
         node_kind=node.type,
         line=node.start_point.row + 1,
         end_line=node.end_point.row + 1,
-        fingerprint=fingerprint(src, node),
+        fingerprint=head,
+        digest=digest,
     )
 
 
@@ -221,9 +229,10 @@ def resolve(src: CudaSource, anchor: Anchor) -> ts.Node | None:
     """Follow the path; if what it reaches is not the anchored construct, search by fingerprint."""
     root, segs = _split(anchor.path)
     tops = _tops(src, anchor, root)
+    want_fp = (anchor.fingerprint, anchor.digest)
 
     def fits(n: ts.Node | None) -> bool:
-        return n is not None and n.type == anchor.node_kind and fingerprint(src, n) == anchor.fingerprint
+        return n is not None and n.type == anchor.node_kind and fingerprint(src, n) == want_fp
 
     for top in tops:
         hit = _walk_path(top, segs)
