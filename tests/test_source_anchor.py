@@ -148,3 +148,38 @@ def test_anchor_survives_unrelated_insertions(edits: list[Edit], which: int) -> 
     assert found.start_byte == node.start_byte + shift
     assert normalize(edited.text_of(found)) == normalize(SRC.text_of(node))
     assert edited.anchor(found).path == anchor.path
+
+
+MISC = CudaSource.from_text('''
+__global__ void k(int* o, int n) {
+    if (n > 0) { o[0] = 1; } else if (n < 0) { o[0] = atomicAdd(o, 1); } else { o[1] = 2; }
+    switch (n) { case 1: o[2] = __popc(n); break; default: { o[3] = __clz(n); } }
+    { int t = __ffs(n); o[4] = t; }
+}
+struct S { __device__ float get() const { return __fdividef(1.f, 2.f); } };
+torch::Tensor fwd(torch::Tensor x) {
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fwd", ([&] {
+        kern<scalar_t><<<1, 32, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<scalar_t>());
+    }));
+    return x;
+}
+''', "misc.cu")
+
+
+@pytest.mark.parametrize(("pattern", "path"), [
+    ("atomicAdd", "kernel:k/if[0]/else[0]/if[0]/call:atomicAdd[0]"),
+    ("__popc", "kernel:k/switch[0]/case[0]/call:__popc[0]"),
+    ("__clz", "kernel:k/switch[0]/case[1]/call:__clz[0]"),
+    ("__ffs", "kernel:k/block[0]/call:__ffs[0]"),
+    ("__fdividef", "device:get/call:__fdividef[0]"),
+])
+def test_paths_through_else_switch_blocks_and_methods(pattern: str, path: str) -> None:
+    call = MISC.calls(pattern)[0]
+    a = MISC.anchor(call)
+    assert a.path == path and MISC.node_at(a) == MISC.node_for(call)
+
+
+def test_launch_inside_dispatch_lambda() -> None:
+    (ls,) = MISC.launch_sites
+    assert ls.function == "fwd" and ls.stream == "at::cuda::getCurrentCUDAStream()"
+    assert MISC.anchor(ls).path == "host:fwd/lambda[0]/launch:kern[0]"

@@ -37,9 +37,6 @@ if TYPE_CHECKING:
 class CudaSource:
     """A parsed CUDA file. Node byte offsets index `text_bytes`; read node text with `text_of`."""
 
-    __slots__ = ("path", "text", "text_bytes", "parse_bytes", "pragma_spans", "tree", "_line_starts",
-                 "__dict__")
-
     def __init__(self, text: str, path: str, data: bytes, parse_bytes: bytes,
                  pragma_spans: tuple[tuple[int, int], ...], tree: ts.Tree) -> None:
         """Use `from_text` or `from_file`; this only stores what they computed."""
@@ -214,6 +211,12 @@ class CudaSource:
         from klineage.source.anchor import resolve
 
         return resolve(self, anchor)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CudaSource) and (self.path, self.text) == (other.path, other.text)
+
+    def __hash__(self) -> int:
+        return hash((self.path, self.text))
 
     def __repr__(self) -> str:
         return f"CudaSource({self.path!r}, {len(self.text_bytes)} bytes, {len(self.functions)} functions)"
