@@ -69,12 +69,13 @@ def test_remove_then_reapply_pragma_round_trips() -> None:
 
 
 def test_remove_launch_bounds_normalizes_back() -> None:
-    node = SRC.node_for(SRC.kernels[0])
-    lb = next(c for c in node.children if c.type == "launch_bounds")
+    (lb,) = SRC.kernels[0].attributes
+    assert lb.name == "__launch_bounds__" and SRC.text_of((lb.start, lb.end)) == "__launch_bounds__(256, 2)"
     stripped = apply_edits(SRC, [delete(SRC, lb)])
-    assert stripped.kernels[0].launch_bounds == ()
-    back = apply_edits(stripped, [insert_after(stripped.node_for(stripped.kernels[0]).children[1],
-                                               "  __launch_bounds__( 256,2 )")])
+    assert stripped.kernels[0].launch_bounds == () and stripped.kernels[0].attributes == ()
+    k = stripped.node_for(stripped.kernels[0])
+    void = k.child_by_field_name("type")
+    back = apply_edits(stripped, [insert_after(void, " __launch_bounds__( 256,2 )")])
     assert back.kernels[0].launch_bounds == ("256", "2")
     assert normalize(back.text) == normalize(SRC.text)
 

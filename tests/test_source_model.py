@@ -156,6 +156,18 @@ def test_grammar_gaps_parse() -> None:
     src = CudaSource.from_text(
         "struct __align__(8) V { float a, b; };\n"
         "__global__ void k(float* o) { auto f = [=] __device__ (int i) { return i; }; o[0] = f(1); }\n"
+        "template <int S>\n"
+        "__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(128, 1, 2) tma(float* o) {\n"
+        "    __shared__ alignas(128) char buf[S][1024];\n"
+        "}\n"
+        "__global__ void __maxnreg__(64) capped(float* o) {}\n"
     )
-    assert [k.name for k in src.kernels] == ["k"]
+    assert [k.name for k in src.kernels] == ["k", "tma", "capped"]
     assert src.text_of(src.tree.root_node).startswith("struct __align__(8)")
+    tma = src.kernels[1]
+    assert tma.launch_bounds == ("128", "1", "2")
+    assert [(a.name, a.args) for a in tma.attributes] == [
+        ("__cluster_dims__", ("2", "1", "1")), ("__launch_bounds__", ("128", "1", "2"))]
+    assert src.text_of((tma.attributes[0].start, tma.attributes[0].end)) == "__cluster_dims__(2, 1, 1)"
+    assert [(a.name, a.args) for a in src.kernels[2].attributes] == [("__maxnreg__", ("64",))]
+    assert src.shared_decls[0].align == "128" and src.shared_decls[0].dims == ("S", "1024")

@@ -7,6 +7,7 @@ re-parsed source; `read_embedded_cuda` / `write_embedded_cuda` handle KernelBenc
 
 from klineage.source.anchor import Anchor
 from klineage.source.constructs import (
+    Attribute,
     Call,
     Construct,
     Function,
@@ -33,7 +34,7 @@ from klineage.source.embedded import EmbeddedCuda, read_embedded_cuda, write_emb
 from klineage.source.model import CudaSource
 
 __all__ = [
-    "Anchor", "Call", "Construct", "CudaSource", "Edit", "EmbeddedCuda", "Function", "LaunchSite", "Loop",
+    "Anchor", "Attribute", "Call", "Construct", "CudaSource", "Edit", "EmbeddedCuda", "Function", "LaunchSite", "Loop",
     "Param", "Pragma", "SharedDecl", "Template", "TemplateParam", "apply_edits", "delete", "indent_of",
     "insert_after", "insert_before", "lines_of", "normalize", "read_embedded_cuda", "replace",
     "write_embedded_cuda",

@@ -8,6 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from klineage.source.mask import Attribute
+
+__all__ = [
+    "Attribute", "Call", "Construct", "Function", "LaunchSite", "Loop", "Param", "Pragma", "SharedDecl",
+    "Template", "TemplateParam",
+]
+
 
 @dataclass(frozen=True)
 class Construct:
@@ -46,12 +53,17 @@ class TemplateParam:
 
 @dataclass(frozen=True)
 class Function(Construct):
-    """A function definition; kind is kernel, device, launcher (extern "C" host) or host."""
+    """A function definition; kind is kernel, device, launcher (extern "C" host) or host.
+
+    `attributes` are `__launch_bounds__`, `__cluster_dims__`, `__maxnreg__` with their byte ranges
+    (to remove or change them); `launch_bounds` repeats the first one's arguments.
+    """
 
     qualifiers: tuple[str, ...]
     return_type: str
     params: tuple[Param, ...]
     launch_bounds: tuple[str, ...]
+    attributes: tuple[Attribute, ...]
     template_params: tuple[TemplateParam, ...]
     is_extern_c: bool
     body_start: int

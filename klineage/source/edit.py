@@ -13,6 +13,7 @@ import tree_sitter as ts
 
 from klineage.errors import SourceError
 from klineage.source.constructs import Construct
+from klineage.source.mask import Attribute
 from klineage.source.model import CudaSource
 from klineage.source.text import normalize
 
@@ -21,7 +22,7 @@ __all__ = [
     "normalize",
 ]
 
-Target = ts.Node | Construct
+Target = ts.Node | Construct | Attribute
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
 _WS = re.compile(r"\s+")
 _RESTRICT = frozenset({"__restrict__", "__restrict", "restrict"})
-_ALIGN = re.compile(r"__align__\s*\(([^()]*)\)")
 _COMMENT_TYPES = frozenset({"comment"})
+_ALIGNAS = re.compile(r"\balignas\s*\(([^()]*)\)")
 
 
 def _squash(text: str) -> str:
@@ -134,7 +134,9 @@ def _template_of(fn: ts.Node) -> ts.Node | None:
 def function(src: CudaSource, fn: ts.Node) -> Function:
     type_node = fn.child_by_field_name("type")
     body = fn.child_by_field_name("body")
-    lb = [c for c in fn.children if c.type == "launch_bounds"]
+    decl = N.func_declarator(fn)
+    attrs = src.attributes_in(fn.start_byte, decl.start_byte if decl is not None else fn.end_byte)
+    lb = next((a.args for a in attrs if a.name == "__launch_bounds__"), ())
     tmpl = _template_of(fn)
     return Function(
         name=N.func_name(fn),
@@ -143,7 +145,8 @@ def function(src: CudaSource, fn: ts.Node) -> Function:
         qualifiers=N.func_qualifiers(fn),
         return_type=src.text_of(type_node) if type_node is not None else "",
         params=params_of(src, fn),
-        launch_bounds=tuple(src.text_of(a) for a in _named(lb[0])) if lb else (),
+        launch_bounds=lb,
+        attributes=attrs,
         template_params=template_params(src, tmpl),
         is_extern_c=N.is_extern_c(fn),
         body_start=body.start_byte if body is not None else fn.end_byte,
@@ -230,7 +233,10 @@ def shared_decls(src: CudaSource) -> tuple[SharedDecl, ...]:
             continue
         storage = [src.text_of(c) for c in d.children if c.type == "storage_class_specifier"]
         type_node = d.child_by_field_name("type")
-        align = _ALIGN.search(src.text_of(d))
+        align = next((a.args[0] for a in src.attributes_in(d.start_byte, d.end_byte)
+                      if a.name == "__align__" and a.args), None)
+        if align is None and (m := _ALIGNAS.search(src.text_of(d))):
+            align = m.group(1).strip()
         for decl in d.children_by_field_name("declarator"):
             target = decl.child_by_field_name("declarator") if decl.type == "init_declarator" else decl
             name_node = _innermost_name(target)
@@ -241,7 +247,7 @@ def shared_decls(src: CudaSource) -> tuple[SharedDecl, ...]:
                 element_type=_squash(src.text_of(type_node)) if type_node is not None else "",
                 dims=tuple(_squash(src.text_of(s)) if s is not None else "" for s in dims),
                 is_extern="extern" in storage,
-                align=align.group(1).strip() if align else None,
+                align=align,
                 function=_fn_name(d),
                 declarator_start=decl.start_byte,
                 declarator_end=decl.end_byte,

@@ -27,7 +27,7 @@ from klineage.source.constructs import (
     SharedDecl,
     Template,
 )
-from klineage.source.mask import mask
+from klineage.source.mask import Attribute, Masked, mask
 from klineage.source.parser import error_nodes, parse
 
 if TYPE_CHECKING:
@@ -37,14 +37,14 @@ if TYPE_CHECKING:
 class CudaSource:
     """A parsed CUDA file. Node byte offsets index `text_bytes`; read node text with `text_of`."""
 
-    def __init__(self, text: str, path: str, data: bytes, parse_bytes: bytes,
-                 pragma_spans: tuple[tuple[int, int], ...], tree: ts.Tree) -> None:
+    def __init__(self, text: str, path: str, data: bytes, masked: Masked, tree: ts.Tree) -> None:
         """Use `from_text` or `from_file`; this only stores what they computed."""
         self.path = path
         self.text = text
         self.text_bytes = data
-        self.parse_bytes = parse_bytes
-        self.pragma_spans = pragma_spans
+        self.parse_bytes = masked.data
+        self.pragma_spans = masked.pragmas
+        self.attributes = masked.attributes
         self.tree = tree
         self._line_starts = [0] + [i + 1 for i, b in enumerate(data) if b == 0x0A]
 
@@ -54,9 +54,9 @@ class CudaSource:
     def from_text(cls, text: str, path: str = "<memory>") -> CudaSource:
         """Parse `text`; SourceError naming `path:line:col` if it does not parse cleanly."""
         data = text.encode("utf-8")
-        masked, spans = mask(data)
-        tree = parse(masked)
-        src = cls(text, path, data, masked, tuple(spans), tree)
+        masked = mask(data)
+        tree = parse(masked.data)
+        src = cls(text, path, data, masked, tree)
         errors = error_nodes(tree)
         if errors:
             raise SourceError(src.describe_error(errors[0]))
@@ -103,6 +103,10 @@ class CudaSource:
             start, end = (node.start_byte, node.end_byte) if isinstance(node, ts.Node) else (
                 node.start, node.end)
         return self.text_bytes[start:end].decode("utf-8")
+
+    def attributes_in(self, start: int, end: int) -> tuple[Attribute, ...]:
+        """`__launch_bounds__`, `__cluster_dims__`, `__maxnreg__`, `__align__` within [start, end)."""
+        return tuple(a for a in self.attributes if start <= a.start and a.end <= end)
 
     def line_of(self, byte: int) -> int:
         """1-based line of a byte offset."""
