@@ -1,0 +1,122 @@
+"""The `emu` gate backend (gates/backend.py's Backend, as a module): CUDA C++ on the CPU.
+
+build(): tree-sitter rewrite (gates/emu/rewrite.py) then one g++ call against the cached runtime.
+make_runner(): loads the library in the gate's child process; each launch selects the thread
+schedule (0 forward, 1 reverse) so the protocol's two runs also compare two interleavings.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import time
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from klineage.gates.backend import BuildOutcome, GateOptions, ProfileOutcome
+from klineage.gates.emu import compile as emu_compile
+from klineage.gates.emu.failures import classify
+from klineage.gates.emu.rewrite import Unsupported, translate
+from klineage.gates.protocol import ctypes_args
+from klineage.workload import Workload
+
+NAME = "emu"
+DEFAULT_SHAPE_SET = "emu"
+
+
+def toolchain() -> str:
+    return f"{emu_compile.compiler_version()} + klemu {emu_compile.runtime_hash()}"
+
+
+def _source_name(options: GateOptions) -> str:
+    return str(options.extra.get("source_name", "kernel.cu")).rsplit("/", 1)[-1]
+
+
+def build(source: str, workdir: Path, options: GateOptions) -> BuildOutcome:
+    """Translate and compile `source`; unsupported constructs are refused before compiling."""
+    t0 = time.monotonic()
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    name = _source_name(options)
+    (workdir / name).write_text(source)
+    try:
+        tr = translate(source, name)
+    except Unsupported as e:
+        return BuildOutcome(False, "unsupported", str(e), elapsed_s=time.monotonic() - t0)
+    cpp = workdir / (Path(name).stem + ".emu.cpp")
+    cpp.write_text(tr.text)
+    lib = workdir / ("libkernel_asan.so" if options.sanitize else "libkernel.so")
+    opt = str(options.extra.get("emu_opt", "-O1"))
+    try:
+        res = emu_compile.compile_kernel(cpp, lib, name, options.sanitize, timeout=min(options.timeout_s, 300), opt=opt)
+    except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+        return BuildOutcome(False, "compile_error", f"emu runtime: {e}", elapsed_s=time.monotonic() - t0)
+    if not res.ok:
+        return BuildOutcome(False, "compile_error", res.message, log=res.log, elapsed_s=time.monotonic() - t0)
+    return BuildOutcome(True, "ok", "", library=lib, log=res.log, elapsed_s=time.monotonic() - t0)
+
+
+class EmuRunner:
+    """Calls `launch` of a built library; `schedule` picks the thread order of the run."""
+
+    device = torch.device("cpu")
+    schedules: Sequence[int] = (0, 1)
+
+    def __init__(self, library: Path, workload: Workload) -> None:
+        self.lib = ctypes.CDLL(str(library))
+        self.fn = self.lib.launch
+        self.fn.restype = None
+        self._set = self.lib.klemu_set_schedule
+        self._set.argtypes = [ctypes.c_int]
+        self._set.restype = None
+        self.workload = workload
+
+    def launch(self, args: Sequence[Any], schedule: int) -> None:
+        self._set(int(schedule))
+        self.fn(*ctypes_args(self.workload, args, None))
+
+
+def make_runner(library: Path, workload: Workload, options: GateOptions) -> EmuRunner:
+    return EmuRunner(Path(library), workload)
+
+
+def profile(runner: Any, workload: Workload, options: GateOptions) -> ProfileOutcome | None:
+    """The emulator reports no timing (DESIGN.md)."""
+    return None
+
+
+def classify_failure(returncode: int, stderr: str) -> tuple[str, str] | None:
+    return classify(returncode, stderr)
+
+
+@lru_cache(maxsize=1)
+def _libasan() -> str:
+    try:
+        out = subprocess.run([emu_compile.CXX, "-print-file-name=libasan.so"], capture_output=True, text=True,
+                             timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out if out and os.path.isabs(out) and os.path.exists(out) else ""
+
+
+ASAN_OPTIONS = (
+    "detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode=87:detect_stack_use_after_return=0:"
+    "detect_odr_violation=0:verify_asan_link_order=0:allocator_may_return_null=1:symbolize=1:"
+    "handle_segv=1:print_summary=1:detect_container_overflow=0"
+)
+
+
+def child_env(options: GateOptions) -> dict[str, str]:
+    """ASan must come first in the child's library list: preload it for sanitized builds."""
+    if not options.sanitize:
+        return {}
+    env = {"ASAN_OPTIONS": ASAN_OPTIONS}
+    lib = _libasan()
+    if lib:
+        env["LD_PRELOAD"] = lib
+    return env
