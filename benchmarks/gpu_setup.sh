@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Wheels the GPU machine lacks, fetched HERE (it cannot reach a registry) into .whl/ (ignored),
+# carried with the device call (`carry: [".whl"]`), installed THERE by benchmarks/gpu_env.sh.
+#
+#   bash benchmarks/gpu_setup.sh            # on this machine, once
+#   source benchmarks/gpu_env.sh            # first thing in every device command
+#
+# The device image already has torch, numpy, networkx, jinja2, typer, rich, pyyaml, pytest,
+# nvidia-ml-py (KINDS.md's package list); klineage also imports the packages below. The
+# anthropic SDK is left out: only the LLM provider uses it, never the gate.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3}
+WHEELS=(
+  "tree-sitter==0.26.1"
+  "tree-sitter-cuda==0.21.2"
+  "duckdb==2.0.1"
+  "libcst==1.9.0"
+)
+PLATFORMS=()
+for n in 2_28 2_27 2_24 2_17; do PLATFORMS+=(--platform "manylinux_${n}_x86_64"); done
+PLATFORMS+=(--platform manylinux2014_x86_64 --platform manylinux1_x86_64)
+
+grep -qxF '/.whl/' .git/info/exclude 2>/dev/null || { mkdir -p .git/info; echo '/.whl/' >> .git/info/exclude; }
+mkdir -p .whl
+for spec in "${WHEELS[@]}"; do
+  name=${spec%%==*}
+  stem=${name//-/_}
+  if ls .whl/"${stem}"-"${spec##*==}"-*.whl >/dev/null 2>&1; then
+    echo "have $spec"
+    continue
+  fi
+  "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    "${PLATFORMS[@]}" -d .whl "$spec"
+  echo "got $spec"
+done
+ls -la .whl

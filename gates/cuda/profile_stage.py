@@ -1,0 +1,185 @@
+"""The `cuda` backend's profile stage (child process, after correctness passed).
+
+Options read from GateOptions.extra (all optional): bench_shape (dict), reps, trials, warmup,
+timing_budget_s, sol_margin, sol_ceilings (a Ceilings dict, to skip measuring), skip_side_stream
+(bool, to show what the speed-of-light check alone catches), artifacts_dir (keep traces and tool
+logs there), energy_seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from klineage.gates.backend import GateOptions, ProfileOutcome
+from klineage.gates.cuda import sanitize, sidestream, sol, stats, timing
+from klineage.gates.cuda.probe import probe_command
+from klineage.gates.cuda.runner import CudaRunner
+from klineage.gates.cuda.support import MARKER_KERNEL
+from klineage.gates.result import Timing
+from klineage.workload import Workload
+
+
+def bench_bindings(workload: Workload, options: GateOptions) -> dict[str, int]:
+    """options.extra['bench_shape'], else the first bench shape, else the last test shape."""
+    extra = options.extra.get("bench_shape")
+    if extra:
+        return {k: int(v) for k, v in dict(extra).items()}
+    bench = workload.shape_set("bench")
+    if bench:
+        return bench[0]
+    return workload.shape_set("test")[-1]
+
+
+def _artifacts(options: GateOptions) -> Path | None:
+    d = options.extra.get("artifacts_dir")
+    if not d:
+        return None
+    p = Path(d)
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def _tool_timeout(options: GateOptions, share: float) -> float:
+    return max(30.0, options.timeout_s * share)
+
+
+def run_sanitizers(runner: CudaRunner, workload: Workload, options: GateOptions,
+                   profile: dict[str, Any]) -> ProfileOutcome | None:
+    if workload.source_dir is None:
+        profile["sanitizer"] = {"skipped": "workload has no folder for the probe process"}
+        return None
+    bindings = workload.shape_set("test")[0]
+    probe = probe_command(runner.library.path, workload.source_dir, bindings)
+    # no caching allocator: memcheck then sees each tensor's exact bounds, not a 2 MB segment
+    env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1")
+    runs = sanitize.run_all(probe, _tool_timeout(options, 0.3), env=env)
+    art = _artifacts(options)
+    report: dict[str, Any] = {"shape": bindings}
+    for r in runs:
+        report[r.tool] = {"returncode": r.returncode, "timed_out": r.timed_out,
+                          "finding": r.finding.message() if r.finding else None}
+        if art is not None:
+            (art / f"sanitizer_{r.tool}.log").write_text(r.output)
+    profile["sanitizer"] = report
+    for r in runs:  # memcheck first: an out-of-bounds access also makes racecheck noisy
+        if r.finding is not None:
+            return ProfileOutcome(r.finding.category, r.finding.message(), None, profile)
+    for r in runs:
+        if r.returncode not in (0,) and not r.timed_out and r.returncode != -1:
+            profile["sanitizer"][r.tool]["tail"] = r.output.strip().splitlines()[-5:]
+    return None
+
+
+def run_profile(runner: CudaRunner, workload: Workload, options: GateOptions) -> ProfileOutcome | None:
+    profile: dict[str, Any] = {}
+    if options.sanitize:
+        rejected = run_sanitizers(runner, workload, options, profile)
+        if rejected is not None:
+            return rejected
+    if not options.time_kernel:
+        return ProfileOutcome(profile=profile) if profile else None
+
+    x = options.extra
+    bindings = bench_bindings(workload, options)
+    device = runner.device
+    stream = torch.cuda.Stream(device)
+    bench = timing.Bench(workload, bindings, device)
+    reps = int(x.get("reps", timing.DEFAULT_REPS))
+    trials = int(x.get("trials", timing.DEFAULT_TRIALS))
+    warmup = int(x.get("warmup", timing.DEFAULT_WARMUP))
+    budget = float(x.get("timing_budget_s", 30.0))
+
+    def cand() -> None:
+        runner.launch_async(bench.values, stream.cuda_stream)
+
+    t0 = time.perf_counter()
+    cand_t = timing.timed(cand, bench.refill, stream, reps, trials, warmup, budget)
+    runner.synchronize()
+    s = cand_t.summary
+    tm = Timing(
+        median_ms=s.median_ms, min_ms=s.min_ms, max_ms=s.max_ms, trials=s.trials, reps_per_trial=s.reps_per_trial,
+        shape=dict(bindings),
+        extra={"trial_medians_ms": s.trial_medians_ms, "reduced_reps": cand_t.reduced,
+               "l2_flush_bytes": bench.flush.numel(), "input_sets": len(bench.pool),
+               "stream": "dedicated torch.cuda.Stream", "device": torch.cuda.get_device_name(device)},
+    )
+
+    def outcome(category: str = "ok", message: str = "") -> ProfileOutcome:
+        tm.extra["profile_s"] = round(time.perf_counter() - t0, 3)
+        return ProfileOutcome(category, message, asdict(tm), profile)
+
+    breach = bench.breach()
+    if breach is not None:
+        return outcome("out_of_bounds", breach)
+    stale = timing.verify_after_timing(runner, bench, stream)
+    if stale is not None:
+        return outcome("mismatch", stale)
+
+    art = _artifacts(options)
+    window = sidestream.trace_one(lambda: cand(), runner.library.marker, stream,
+                                  keep=(art / "cupti_trace.json") if art else None)
+    runner.synchronize()
+    profile["cupti"] = window.to_dict()
+    if window.traced:
+        tm.cupti_kernel_ms = window.kernel_ms
+    if not window.ok and not x.get("skip_side_stream"):
+        return outcome("side_stream", window.message())
+
+    # the torch baseline, timed the same way on the same live tensors
+    try:
+        vendor = bench.vendor_call()
+        ref_t = timing.timed(vendor, bench.refill, stream, reps, trials, warmup, budget).summary
+        tm.reference_median_ms, tm.reference_min_ms, tm.reference_max_ms = ref_t.median_ms, ref_t.min_ms, ref_t.max_ms
+        tm.extra["reference"] = "vendor" if workload.vendor else "reference"
+        tm.extra["reference_trial_medians_ms"] = ref_t.trial_medians_ms
+        tm.extra["speedup_vs_torch"] = stats.speedup(ref_t.median_ms, s.median_ms)
+    except Exception as e:  # noqa: BLE001 - a baseline that fails must not reject the candidate
+        tm.extra["reference_error"] = f"{type(e).__name__}: {e}"
+    torch.cuda.synchronize(device)
+
+    # speed of light
+    ceil = sol.ceilings(overrides=x.get("sol_ceilings"))
+    nbytes = workload.bytes_moved(bindings)
+    flops = workload.flops(bindings) if workload.flops else None
+    b = sol.bound(nbytes, flops, ceil, workload.dtypes)
+    tm.bandwidth_fraction, tm.flops_fraction = sol.fractions(s.median_ms, nbytes, flops, ceil, workload.dtypes)
+    tm.extra["sol"] = {"floor_ms": b.floor_ms, "limiter": b.limiter, "bytes_moved": nbytes, "flops": flops,
+                       "copy_tb_s": ceil.copy_bytes_per_s / 1e12,
+                       "matmul_tflops": {k: v / 1e12 for k, v in ceil.matmul_flops_per_s.items()}}
+    margin = float(x.get("sol_margin", sol.DEFAULT_MARGIN))
+    if sol.is_suspicious(s.median_ms, b, margin):
+        return outcome("suspicious", sol.describe(s.median_ms, b, ceil))
+
+    if options.ncu:
+        profile["ncu"] = _ncu(runner, workload, bindings, options, art)
+    if options.energy:
+        try:
+            from klineage.gates.cuda import energy
+
+            profile["energy"] = energy.measure(cand, stream.synchronize, s.median_ms, device.index or 0,
+                                               seconds=float(x.get("energy_seconds", 1.0)))
+        except Exception as e:  # noqa: BLE001 - NVML missing: report, do not reject
+            profile["energy"] = {"error": f"{type(e).__name__}: {e}"}
+    return outcome()
+
+
+def _ncu(runner: CudaRunner, workload: Workload, bindings: dict[str, int], options: GateOptions,
+         art: Path | None) -> dict[str, Any]:
+    from klineage.gates.cuda import ncu
+
+    if workload.source_dir is None:
+        return {"skipped": "workload has no folder for the probe process"}
+    probe = probe_command(runner.library.path, workload.source_dir, bindings, profile_range=True)
+    r = ncu.run(probe, _tool_timeout(options, 0.4), exclude=(MARKER_KERNEL,))
+    if art is not None:
+        (art / "ncu_output.txt").write_text(" ".join(r.command) + "\n" + r.output)
+    if r.summary is None:
+        tail = [ln for ln in r.output.splitlines() if ln.strip()][-4:]
+        return {"error": f"ncu gave no metrics (exit {r.returncode})", "tail": tail}
+    return r.summary.to_dict()

@@ -1,0 +1,182 @@
+"""Timing on the GPU that a skeptical kernel engineer can trust (child process).
+
+Each repetition: refill the inputs in place (same pointers, values from a pool of pre-generated
+sets, so an output cached by input pointer is stale), flush L2 with a write over at least twice
+its size, then CUDA events around the launch alone, all on the launch stream with no host
+synchronization inside the window. Warm-up first; trials of many repetitions; the statistics are
+in gates/cuda/stats.py. After timing, one more launch on a set never used before is compared with
+the reference: a candidate that skipped work during the timed runs fails there.
+The torch vendor function (or the reference) is timed the same way in the same process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from klineage.gates.cuda.runner import CudaRunner
+from klineage.gates.cuda.stats import Summary, plan_reps, summarize
+from klineage.gates.protocol import Guarded, compare, guarded
+from klineage.workload import Scalar, Tensor, Workload
+
+DEFAULT_REPS = 50
+DEFAULT_TRIALS = 3
+DEFAULT_WARMUP = 5
+DEFAULT_SETS = 3
+#: seeds of the timing pool and of the check after timing; the protocol uses small seeds (0, 1)
+POOL_SEED = 9100
+VERIFY_SEED = 9999
+
+
+def l2_bytes(device: torch.device) -> int:
+    props = torch.cuda.get_device_properties(device)
+    return int(getattr(props, "L2_cache_size", 0) or 60 * 2**20)
+
+
+def flush_buffer(device: torch.device) -> torch.Tensor:
+    """A buffer of at least twice the L2 size: writing it evicts every line the kernel could reuse."""
+    return torch.empty(max(2 * l2_bytes(device), 64 * 2**20), dtype=torch.uint8, device=device)
+
+
+@dataclass
+class Timed:
+    summary: Summary
+    reduced: bool = False
+
+
+class Bench:
+    """Live argument tensors at one shape (fixed pointers, guard zones around each) and a pool of
+    value sets for them. Set 0 comes from the workload's generator; the others are that set
+    rolled by different offsets on the device (floating tensors only: integer tensors may be
+    indices whose values must stay put), so big bench shapes cost one host generation."""
+
+    def __init__(self, workload: Workload, bindings: Mapping[str, int], device: torch.device,
+                 sets: int = DEFAULT_SETS) -> None:
+        self.workload = workload
+        self.bindings = dict(bindings)
+        self.device = device
+        first = self._device_inputs(POOL_SEED)
+        self.pool = [first] + [self._rolled(first, k) for k in range(1, max(2, sets))]
+        self.guards: dict[str, Guarded] = {}
+        self.live: dict[str, torch.Tensor] = {}
+        self.outputs: dict[str, torch.Tensor] = {}
+        self.values: list[Any] = []
+        for a in workload.args:
+            if isinstance(a, Scalar):
+                self.values.append(first[a.name])
+                continue
+            shape = workload.tensor_shape(a, self.bindings)
+            if a.is_read:
+                g = guarded(shape, a.torch_dtype, device, data=first[a.name])
+                self.live[a.name] = g.tensor
+            else:
+                g = guarded(shape, a.torch_dtype, device, pattern=0xFF)
+            self.guards[a.name] = g
+            if a.is_checked:
+                self.outputs[a.name] = g.tensor
+            self.values.append(g.tensor)
+        self.flush = flush_buffer(device)
+
+    def _device_inputs(self, seed: int) -> dict[str, Any]:
+        host = self.workload.make_inputs(self.bindings, seed)
+        return {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v) for k, v in host.items()}
+
+    @staticmethod
+    def _rolled(base: dict[str, Any], k: int) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, v in base.items():
+            if isinstance(v, torch.Tensor) and v.dtype.is_floating_point and v.numel() > 1:
+                shift = 1 + (k * 7919) % (v.numel() - 1)
+                out[name] = torch.roll(v.reshape(-1), shift).reshape(v.shape)
+            else:
+                out[name] = v
+        return out
+
+    def refill(self, i: int) -> None:
+        """Copy value set i (mod pool) into the live tensors, then flush L2; stream-ordered."""
+        src = self.pool[i % len(self.pool)]
+        for name, t in self.live.items():
+            t.copy_(src[name], non_blocking=True)
+        self.flush.fill_(i & 0x7F)
+
+    def breach(self) -> str | None:
+        """A write outside any argument tensor during the timed runs, in words, or None."""
+        for name, g in self.guards.items():
+            b = g.breach()
+            if b:
+                return f"the kernel wrote to '{name}' at {b} (timed runs at shape {self.bindings})"
+        return None
+
+    def vendor_call(self) -> Callable[[], Any]:
+        """The torch baseline on the live inputs: workload.vendor, else the reference."""
+        fn = self.workload.vendor or self.workload.reference
+        kwargs = {a.name: (self.live[a.name] if isinstance(a, Tensor) else self.pool[0][a.name])
+                  for a in self.workload.args if isinstance(a, Scalar) or a.is_read}
+        return lambda: fn(**kwargs)
+
+
+def time_reps(step: Callable[[], Any], before: Callable[[int], None], stream: torch.cuda.Stream,
+              reps: int, trials: int, warmup: int) -> list[list[float]]:
+    """Per-repetition times (ms) of `step`, trial by trial. `before(i)` runs outside the events;
+    the host waits only once per trial, after every repetition is enqueued."""
+    with torch.cuda.stream(stream):
+        for w in range(warmup):
+            before(w)
+            step()
+        stream.synchronize()
+        out: list[list[float]] = []
+        i = 0
+        for _ in range(trials):
+            starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+            ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+            for r in range(reps):
+                before(i)
+                i += 1
+                starts[r].record(stream)
+                step()
+                ends[r].record(stream)
+            ends[-1].synchronize()
+            out.append([s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)])
+    return out
+
+
+def estimate_ms(step: Callable[[], Any], before: Callable[[int], None], stream: torch.cuda.Stream) -> float:
+    """One untimed-window repetition's time, to size the trials of a very slow kernel."""
+    t = time_reps(step, before, stream, reps=1, trials=1, warmup=1)
+    return t[0][0]
+
+
+def timed(step: Callable[[], Any], before: Callable[[int], None], stream: torch.cuda.Stream,
+          reps: int = DEFAULT_REPS, trials: int = DEFAULT_TRIALS, warmup: int = DEFAULT_WARMUP,
+          budget_s: float = 30.0) -> Timed:
+    est = estimate_ms(step, before, stream)
+    n, reduced = plan_reps(est, reps, trials, budget_s)
+    return Timed(summarize(time_reps(step, before, stream, n, trials, warmup)), reduced)
+
+
+def verify_after_timing(runner: CudaRunner, bench: Bench, stream: torch.cuda.Stream) -> str | None:
+    """Refill with a set never used before (same pointers), launch once, compare with the
+    reference. Returns a rejection message, or None when the outputs are right."""
+    fresh = bench._device_inputs(VERIFY_SEED)
+    with torch.cuda.stream(stream):
+        for name, t in bench.live.items():
+            t.copy_(fresh[name])
+        live = {x.data_ptr() for x in bench.live.values()}
+        for t in bench.outputs.values():
+            if t.data_ptr() not in live:
+                t.view(torch.uint8).fill_(0xFF)
+        runner.launch_async(bench.values, stream.cuda_stream)
+    runner.synchronize()
+    expected = bench.workload.run_reference(fresh)
+    for t in bench.workload.outputs:
+        ok, max_abs, _, idx = compare(bench.outputs[t.name], expected[t.name], bench.workload.tolerance_for(t))
+        if not ok:
+            return (
+                f"output '{t.name}' is wrong after the timed repetitions (inputs refilled in place with new values): "
+                f"first bad index {idx}, max abs err {max_abs:.3g} at shape {bench.bindings}; "
+                "the kernel skipped work or returned a cached result (keyed by input pointer?)"
+            )
+    return None
