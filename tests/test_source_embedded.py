@@ -96,3 +96,25 @@ def test_bad_python_and_computed_strings() -> None:
         read_embedded_cuda('m = load_inline(name="m", cpp_sources="", cuda_sources=missing)\n')
     with pytest.raises(SourceError, match="no embedded source #9"):
         write_embedded_cuda(PY, {9: "x"})
+
+
+def test_aliases_lists_of_names_and_annotations() -> None:
+    py = (
+        "from torch.utils.cpp_extension import load_inline as build\n"
+        "head: str = '#include <cuda_fp16.h>\\n'\n"
+        "body = '''__global__ void k(__half* x) { x[0] = __float2half(1.f); }\\n'''\n"
+        "srcs = [head, body]\n"
+        "m = build('m', '', [head, body], functions=[])\n"
+        "n = build(name='n', cpp_sources='', cuda_sources=srcs)\n"
+    )
+    found = read_embedded_cuda(py)
+    assert [(e.name, e.call, e.kwarg, e.item) for e in found] == [
+        (None, "m", "cpp_sources", None), ("head", "m", "cuda_sources", None), ("body", "m", "cuda_sources", None),
+        (None, "n", "cpp_sources", None),
+    ]
+    out = write_embedded_cuda(py, {"body": found[2].value.replace("1.f", "2.f")})
+    assert read_embedded_cuda(out)[2].value == found[2].value.replace("1.f", "2.f")
+    old_line, new_line = py.splitlines()[2], out.splitlines()[2]
+    assert new_line == old_line.replace("1.f); }\\n'''", "2.f); }") and out.splitlines()[3] == "'''"
+    assert out.splitlines()[:2] + out.splitlines()[4:] == py.splitlines()[:2] + py.splitlines()[3:]
+    assert CudaSource.from_text(found[1].value + found[2].value).kernels[0].name == "k"

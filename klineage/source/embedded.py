@@ -44,9 +44,24 @@ class _Found:
     node: cst.CSTNode
 
 
-def _is_load_inline(call: cst.Call) -> bool:
+def _load_inline_names(module: cst.Module) -> set[str]:
+    """`load_inline` plus any name it is imported as (`from ... import load_inline as li`)."""
+    names = {"load_inline"}
+
+    class V(cst.CSTVisitor):
+        def visit_ImportAlias(self, node: cst.ImportAlias) -> None:
+            if isinstance(node.name, cst.Name) and node.name.value == "load_inline" and node.asname:
+                alias = node.asname.name
+                if isinstance(alias, cst.Name):
+                    names.add(alias.value)
+
+    module.visit(V())
+    return names
+
+
+def _is_load_inline(call: cst.Call, names: set[str]) -> bool:
     f = call.func
-    return (isinstance(f, cst.Name) and f.value == "load_inline") or (
+    return (isinstance(f, cst.Name) and f.value in names) or (
         isinstance(f, cst.Attribute) and f.attr.value == "load_inline"
     )
 
@@ -90,10 +105,11 @@ class _Scanner:
 
     def run(self) -> list[_Found]:
         calls: list[cst.Call] = []
+        names = _load_inline_names(self.module)
 
         class V(cst.CSTVisitor):
             def visit_Call(self, node: cst.Call) -> None:
-                if _is_load_inline(node):
+                if _is_load_inline(node, names):
                     calls.append(node)
 
         self.module.visit(V())
@@ -115,19 +131,18 @@ class _Scanner:
                 self._value(expr, kw, name, functions, var=None)
 
     def _value(self, expr: cst.BaseExpression, kw: str, call: str | None,
-               functions: tuple[str, ...], var: str | None) -> None:
-        if isinstance(expr, cst.Name) and var is None:
+               functions: tuple[str, ...], var: str | None, depth: int = 0) -> None:
+        if isinstance(expr, cst.Name) and depth < 3:
             if expr.value not in self.assigned:
                 raise SourceError(f"{self.path}:{self.line(expr)}: {kw}={expr.value}: no module-level "
                                   "assignment of that name to read the source from")
-            self._value(self.assigned[expr.value], kw, call, functions, var=expr.value)
+            self._value(self.assigned[expr.value], kw, call, functions, expr.value, depth + 1)
         elif isinstance(expr, cst.List | cst.Tuple):
             for i, el in enumerate(expr.elements):
-                item = el.value
-                if isinstance(item, cst.Name) and var is None:
-                    self._value(item, kw, call, functions, var=None)
-                    continue
-                self._string(item, kw, call, functions, var, i)
+                if isinstance(el.value, cst.Name):
+                    self._value(el.value, kw, call, functions, None, depth + 1)
+                else:
+                    self._string(el.value, kw, call, functions, var, i)
         else:
             self._string(expr, kw, call, functions, var, None)
 

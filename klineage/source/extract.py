@@ -27,6 +27,7 @@ _WS = re.compile(r"\s+")
 _RESTRICT = frozenset({"__restrict__", "__restrict", "restrict"})
 _COMMENT_TYPES = frozenset({"comment"})
 _ALIGNAS = re.compile(r"\balignas\s*\(([^()]*)\)")
+_PRAGMA = re.compile(r"#\s*pragma\s+(\w*)\s*((?:(?!//|/\*).)*)")
 
 
 def _squash(text: str) -> str:
@@ -70,13 +71,12 @@ def param(src: CudaSource, p: ts.Node) -> Param:
     name_node = _innermost_name(decl)
     default = p.child_by_field_name("default_value")
     end = default.start_byte if default is not None else p.end_byte
-    text = src.text_bytes[p.start_byte : end].decode()
+    data = src.text_bytes
     if name_node is not None:
-        a, b = name_node.start_byte - p.start_byte, name_node.end_byte - p.start_byte
-        type_text = text[:a] + text[b:]
+        raw = data[p.start_byte : name_node.start_byte] + data[name_node.end_byte : end]
     else:
-        type_text = text
-    type_text = _squash(type_text.rstrip().rstrip("="))
+        raw = data[p.start_byte : end]
+    type_text = _squash(raw.decode("utf-8").rstrip().rstrip("="))
     kinds = {n.type for n in N.walk(p)}
     quals = [src.text_of(c) for c in p.children if c.type == "type_qualifier"]
     restrict = any(src.text_of(n) in _RESTRICT for n in N.walk(p) if n.type == "type_qualifier")
@@ -315,9 +315,8 @@ def pragmas(src: CudaSource) -> tuple[Pragma, ...]:
                                                   "string_content", "raw_string_content"):
             continue
         text = src.text_bytes[start:end].decode()
-        words = text.lstrip("#").strip()[len("pragma"):].strip()
-        name, _, value = words.partition(" ")
-        value = value.strip()
+        m = _PRAGMA.match(text)
+        name, value = (m.group(1), m.group(2).strip()) if m else ("", "")
         if value.startswith("(") and value.endswith(")"):
             value = value[1:-1].strip()
         target = _loop_after(src, end)
