@@ -183,3 +183,9 @@ def test_launch_inside_dispatch_lambda() -> None:
     (ls,) = MISC.launch_sites
     assert ls.function == "fwd" and ls.stream == "at::cuda::getCurrentCUDAStream()"
     assert MISC.anchor(ls).path == "host:fwd/lambda[0]/launch:kern[0]"
+
+
+def test_pragma_anchor_is_its_loop() -> None:
+    p = SRC.pragmas[2]
+    a = SRC.anchor(p)
+    assert a.path == "kernel:softmax_kernel/for[0]" and SRC.pragma_of(SRC.node_at(a)) == p

@@ -8,6 +8,7 @@ returns a new CudaSource.
 from __future__ import annotations
 
 import bisect
+import re
 from collections import defaultdict
 from functools import cached_property
 from pathlib import Path
@@ -46,7 +47,7 @@ class CudaSource:
         self.pragma_spans = masked.pragmas
         self.attributes = masked.attributes
         self.tree = tree
-        self._line_starts = [0] + [i + 1 for i, b in enumerate(data) if b == 0x0A]
+        self._line_starts = [0] + [m.end() for m in re.finditer(b"\n", data)]
 
     # --- construction -------------------------------------------------------------------------
 
