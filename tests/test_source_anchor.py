@@ -189,3 +189,12 @@ def test_pragma_anchor_is_its_loop() -> None:
     p = SRC.pragmas[2]
     a = SRC.anchor(p)
     assert a.path == "kernel:softmax_kernel/for[0]" and SRC.pragma_of(SRC.node_at(a)) == p
+
+
+def test_file_scope_anchor_does_not_match_inside_functions() -> None:
+    src = CudaSource.from_text("int x = 0;\n__global__ void k(int* o) { int x = 0; o[0] = x; }\n")
+    outer = src.nodes_of_type("declaration")[0]
+    a = src.anchor(outer)
+    assert a.path == "file/decl:x[0]" and src.node_at(a) == outer
+    gone = apply_edits(src, [delete(src, outer)])
+    assert gone.node_at(a) is None

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from klineage.errors import SourceError
 from klineage.source.edit import apply_edits, replace
@@ -118,3 +120,21 @@ def test_aliases_lists_of_names_and_annotations() -> None:
     assert new_line == old_line.replace("1.f); }\\n'''", "2.f); }") and out.splitlines()[3] == "'''"
     assert out.splitlines()[:2] + out.splitlines()[4:] == py.splitlines()[:2] + py.splitlines()[3:]
     assert CudaSource.from_text(found[1].value + found[2].value).kernels[0].name == "k"
+
+
+_PIECES = [*"ab{};\"'\\\n\t\r#%x ", "\'\'\'", '\"\"\"', "\\n", "é"]
+
+
+_STYLES = (
+    "from torch.utils.cpp_extension import load_inline\n"
+    "a = (\"x\")\nb = \"\"\"y\"\"\"\nc = r\'\'\'z\'\'\'\nd = \"p\" \'q\'\n"
+    "m = load_inline(name=\"m\", cpp_sources=[a, b], cuda_sources=[c, d])\n"
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(new=st.lists(st.sampled_from(_PIECES), max_size=30).map("".join))
+def test_any_text_round_trips_through_each_literal_style(new: str) -> None:
+    """Parenthesized "...", triple \"\"\", raw r\'\'\' \'\'\', and a concatenation."""
+    out = write_embedded_cuda(_STYLES, {0: new, 1: new, 2: new, 3: new})
+    assert [e.value for e in read_embedded_cuda(out)] == [new] * 4

@@ -137,6 +137,12 @@ def _root_of(node: ts.Node) -> ts.Node | None:
     return node if node.type == "function_definition" else N.enclosing_function(node)
 
 
+def _owned_by(node: ts.Node, top: ts.Node) -> bool:
+    """True when `top` is the anchor root of `node` (its function, or the file for file scope)."""
+    owner = _root_of(node)
+    return owner == top if top.type == "function_definition" else owner is None
+
+
 def _chain(node: ts.Node, root: ts.Node) -> list[ts.Node]:
     """Containers strictly between root and node, top-down, then node itself."""
     chain = []
@@ -242,7 +248,7 @@ def resolve(src: CudaSource, anchor: Anchor) -> ts.Node | None:
     for top in tops:
         found = []
         for n in N.walk(top):
-            if not fits(n) or (n == top) != (not segs):
+            if not fits(n) or (n == top) != (not segs) or not _owned_by(n, top):
                 continue
             chain = _chain(n, top) if n != top else []
             if [label(c) for c in chain] == want:
