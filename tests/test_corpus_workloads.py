@@ -1,0 +1,89 @@
+"""The memory-bound expert corpus (expert_kernels/, issue 6): every workload spec is valid and
+keeps the corpus rules, and every kernel's launcher takes the workload's arguments in order."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from klineage import Tensor, load_workload
+from klineage.workload import DEFAULT_TOLERANCES
+
+CORPUS = Path(__file__).resolve().parent.parent / "expert_kernels"
+WORKLOADS = (
+    "reduce_sum",
+    "reduce_sum_rows",
+    "softmax",
+    "softmax_fp16",
+    "layernorm",
+    "layernorm_bf16",
+    "rmsnorm",
+    "transpose",
+    "transpose_batched",
+    "topk",
+)
+L2_BYTES = 60 * 2**20
+EMU_MAX_ELEMENTS = 1 << 16
+_LAUNCH = re.compile(r'extern\s+"C"\s+void\s+launch\s*\(([^)]*)\)', re.S)
+
+
+def _params(source: str) -> list[str]:
+    m = _LAUNCH.search(source)
+    assert m, 'no extern "C" void launch(...)'
+    return [re.split(r"[\s*&]+", p.strip())[-1] for p in m.group(1).split(",")]
+
+
+@pytest.mark.parametrize("name", WORKLOADS)
+def test_workload_spec(name: str) -> None:
+    wl = load_workload(CORPUS / name)
+    assert wl.name == name
+    assert wl.vendor is not None
+    assert len(wl.shape_set("test")) >= 3
+    for b in wl.shape_set("emu"):
+        for t in wl.tensors:
+            assert math.prod(wl.tensor_shape(t, b)) <= 2 * EMU_MAX_ELEMENTS, (t.name, b)
+    bench = wl.shape_set("bench")
+    assert bench and wl.bytes_moved(bench[0]) >= 2 * L2_BYTES
+    # no tolerance looser than torch's default for its dtype
+    for t in wl.outputs:
+        tol, default = wl.tolerance_for(t), DEFAULT_TOLERANCES[t.dtype]
+        assert tol.atol <= default.atol and tol.rtol <= default.rtol, t.name
+
+
+@pytest.mark.parametrize("name", WORKLOADS)
+def test_test_shapes_include_ragged_sizes(name: str) -> None:
+    """At least one test shape has a dimension that is odd (no tile or vector width divides it)."""
+    wl = load_workload(CORPUS / name)
+    assert any(any(v % 2 == 1 and v > 1 for v in b.values()) for b in wl.shape_set("test"))
+
+
+@pytest.mark.parametrize("name", WORKLOADS)
+@pytest.mark.parametrize("variant", ["expert", "naive"])
+def test_launcher_arguments_follow_the_workload(name: str, variant: str) -> None:
+    wl = load_workload(CORPUS / name)
+    params = _params((CORPUS / name / f"{variant}.cu").read_text())
+    assert params == [a.name for a in wl.args] + ["stream"]
+
+
+@pytest.mark.parametrize("name", WORKLOADS)
+def test_reference_runs_on_the_smallest_test_shape(name: str) -> None:
+    wl = load_workload(CORPUS / name)
+    b = min(wl.shape_set("test"), key=lambda s: math.prod(s.values()))
+    out = wl.run_reference(wl.make_inputs(b, 0))
+    for t in wl.outputs:
+        assert isinstance(t, Tensor)
+        assert tuple(out[t.name].shape) == wl.tensor_shape(t, b)
+        assert out[t.name].dtype == t.torch_dtype
+        assert not torch.isnan(out[t.name].double()).any()
+
+
+def test_topk_reference_breaks_ties_by_smaller_index() -> None:
+    wl = load_workload(CORPUS / "topk")
+    x = torch.tensor([[1.0, 3.0, 3.0, 2.0, 3.0]])
+    out = wl.reference(x=x, M=1, N=5, K=4)
+    assert out["indices"].tolist() == [[1, 2, 4, 3]]
+    assert out["values"].tolist() == [[3.0, 3.0, 3.0, 2.0]]
