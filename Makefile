@@ -19,6 +19,9 @@ venv: $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/klineage doctor
 	$(VENV)/bin/klineage gate examples/*/naive.cu examples/*/expert.cu
+	$(VENV)/bin/klineage mine expert_kernels --db skills_db/skills.duckdb
+	$(VENV)/bin/klineage skills export --db skills_db/skills.duckdb --out skills_db
+	$(VENV)/bin/klineage skills list --db skills_db/skills.duckdb
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2

@@ -116,7 +116,10 @@ class _nullctx:
 def _print_result(kernel: Path, r) -> None:  # noqa: ANN001 - GateResult, imported lazily
     verdict = "[green]ACCEPTED[/]" if r.accepted else f"[red]REJECTED[/] [bold]{r.category}[/]"
     cached = " (cached)" if r.cached else ""
-    out.print(f"{kernel}: {verdict} [{r.backend}, {r.elapsed_s:.2f} s{cached}] {r.message}", highlight=False)
+    from rich.markup import escape
+
+    out.print(f"{escape(str(kernel))}: {verdict} {escape(f'[{r.backend}, {r.elapsed_s:.2f} s{cached}] {r.message}')}",
+              highlight=False)
     for name, res in r.resources.items():
         out.print(
             f"    {name}: {res.registers} regs, {res.shared_bytes} B smem, {res.stack_bytes} B stack, "
@@ -127,6 +130,155 @@ def _print_result(kernel: Path, r) -> None:  # noqa: ANN001 - GateResult, import
         t = r.timing
         ref = f", torch {t.reference_median_ms:.4f} ms" if t.reference_median_ms else ""
         out.print(f"    time {t.median_ms:.4f} ms (min {t.min_ms:.4f}, max {t.max_ms:.4f}){ref}", highlight=False)
+
+
+DbOption = Annotated[Path | None, typer.Option("--db", help="Skill store (default: $KLINEAGE_DB or skills_db/skills.duckdb).")]
+
+
+@app.command()
+def mine(
+    dirs: Annotated[list[Path], typer.Argument(help="Workload folders, or folders of workload folders.")],
+    db: DbOption = None,
+    backend: Annotated[str, typer.Option(help="emu (CPU emulator) or cuda (GPU).")] = "emu",
+    max_steps: Annotated[int, typer.Option("--max-steps", help="Backward steps per expert kernel.")] = 40,
+    workers: Annotated[int, typer.Option(help="Candidates gated at once.")] = 2,
+    roundtrip: Annotated[bool, typer.Option(help="Re-derive each accepted step forward.")] = True,
+    timeout: Annotated[float, typer.Option(help="Seconds allowed per gate stage.")] = 120.0,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
+) -> None:
+    """Walk each expert kernel backward, gate every simplification, store lineages and skills."""
+    from klineage.mining import mine_corpus
+
+    if backend not in ("emu", "cuda"):
+        raise KLineageError(f"unknown backend '{backend}' (known: emu, cuda)")
+    if max_steps < 0 or workers < 1:
+        raise KLineageError("--max-steps must be >= 0 and --workers >= 1")
+    report = mine_corpus(dirs, db=db, backend=backend, max_steps=max_steps, workers=workers, roundtrip=roundtrip,
+                         timeout_s=timeout, console=None if as_json else err)
+    if as_json:
+        emit_json(report)
+    else:
+        _print_mining(report)
+    if report["workloads"] and all(w["skipped"] for w in report["workloads"]):
+        raise KLineageError("nothing could be mined: every expert kernel failed its own gate")
+
+
+def _print_mining(report: dict) -> None:
+    table = Table(title=f"mined into {report['db']}")
+    for col in ("workload", "states", "accepted", "rejected", "refused", "gate runs (cached)", "time s", "note"):
+        table.add_column(col)
+    for w in report["workloads"]:
+        table.add_row(w["workload"], str(w["states"]), str(w["accepted"]), str(w["rejected"]), str(w["refused"]),
+                      f"{w['gate_runs']} ({w['cached_gates']})", f"{w['elapsed_s']:.1f}", w["skipped"][:60])
+    out.print(table)
+    out.print(f"skills in store: {report['skills']}; total time {report['elapsed_s']:.1f} s", highlight=False)
+
+
+skills_app = typer.Typer(help="List, show, export and import skills.", no_args_is_help=True)
+app.add_typer(skills_app, name="skills")
+
+
+@skills_app.command("list")
+def skills_list(db: DbOption = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """The skills in the store."""
+    from klineage.skills import load_skills
+    from klineage.store.db import Store
+
+    with Store(db, read_only=True) as store:
+        skills = load_skills(store)
+    if as_json:
+        emit_json([s.to_dict() for s in skills])
+        return
+    table = Table(title=f"{len(skills)} skills")
+    for col in ("skill", "category", "workloads", "roundtrip", "effect (resources)", "admitted"):
+        table.add_column(col, overflow="fold")
+    from klineage.deopt.registry import get_operator
+
+    for s in skills:
+        try:
+            category = get_operator(s.operator).category
+        except KLineageError:
+            category = s.origin
+        rts = [r.get("ok") for r in s.verification.get("roundtrips", [])]
+        eff = "; ".join(f"{w}: {_nonzero(e.get('resources'))}" for w, e in s.effects.get("per_workload", {}).items())
+        table.add_row(s.skill_id, category, ", ".join(s.scope.get("workloads", [])),
+                      f"{sum(bool(r) for r in rts)}/{len(rts)}", eff[:80], "yes" if s.admitted else "no")
+    out.print(table)
+
+
+def _nonzero(res: object) -> str:
+    if not isinstance(res, dict):
+        return str(res)
+    return ", ".join(f"{k} {v:+d}" for k, v in res.items() if v) or "no change"
+
+
+@skills_app.command("show")
+def skills_show(skill_id: str, db: DbOption = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """One skill: its card, with evidence."""
+    from klineage.cards import to_markdown
+    from klineage.skills import load_skills
+    from klineage.store.db import Store
+
+    with Store(db, read_only=True) as store:
+        found = [s for s in load_skills(store) if s.skill_id == skill_id]
+    if not found:
+        raise KLineageError(f"no skill '{skill_id}' in the store")
+    if as_json:
+        emit_json(found[0].to_dict())
+    else:
+        sys.stdout.write(to_markdown(found[0]))
+
+
+@skills_app.command("export")
+def skills_export(
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for cards/ and skills.jsonl.")] = Path("skills_db"),
+    db: DbOption = None,
+    fmt: Annotated[str, typer.Option("--format", help="md (cards + JSONL), json (a memory file).")] = "md",
+) -> None:
+    """Write the reviewable text form of the store: Markdown cards and JSONL (or one JSON memory file)."""
+    from klineage.export import export_skills
+
+    with_paths = export_skills(db, out_dir, fmt)
+    out.print(f"wrote {with_paths}", highlight=False)
+
+
+@skills_app.command("import")
+def skills_import(
+    paths: Annotated[list[Path], typer.Argument(help="SKILL.md cards, card folders, or JSON memory files.")],
+    db: DbOption = None,
+) -> None:
+    """Import cards written elsewhere; they are marked unverified until they pass our gate."""
+    from klineage.export import import_skills
+
+    n = import_skills(db, paths)
+    out.print(f"imported {n} skill(s)", highlight=False)
+
+
+@app.command()
+def lineage(
+    workload: Annotated[str, typer.Argument(help="Workload name.")],
+    db: DbOption = None,
+    fmt: Annotated[str, typer.Option("--format", help="json, dot or png.")] = "json",
+    output: Annotated[Path | None, typer.Option("--out", help="File to write (png needs one).")] = None,
+) -> None:
+    """The lineage graph of a workload, from the simplest state to the expert."""
+    from klineage import lineage as lin
+    from klineage.store.db import Store
+
+    if fmt not in ("json", "dot", "png"):
+        raise KLineageError(f"unknown format '{fmt}' (known: json, dot, png)")
+    with Store(db, read_only=True) as store:
+        g = lin.build(store, workload)
+    if fmt == "png":
+        path = output or Path(f"{workload}-lineage.png")
+        lin.to_png(g, path)
+        out.print(f"wrote {path}", highlight=False)
+        return
+    text = lin.dump(g, fmt)
+    if output:
+        output.write_text(text)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 
 def main() -> None:

@@ -30,21 +30,19 @@ class LaunchBounds(Operator):
     def find(self, src: CudaSource) -> list[Site]:
         sites = []
         for k in src.kernels:
-            if k.launch_bounds:
-                node = src.node_for(k)
-                lb = next(c for c in node.children if c.type == "launch_bounds")
-                sites.append(self.site(src, node, f"__launch_bounds__({', '.join(k.launch_bounds)}) on {k.name}",
-                                       kernel=k.name, bounds=",".join(k.launch_bounds), text=src.text_of(lb)))
+            attr = next((a for a in k.attributes if a.name == "__launch_bounds__"), None)
+            if attr is not None:
+                sites.append(self.site(src, src.node_for(k), f"__launch_bounds__({', '.join(attr.args)}) on {k.name}",
+                                       kernel=k.name, bounds=",".join(attr.args), text=src.text_of((attr.start, attr.end))))
         return sites
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
-        node = src.node_at(site.anchor)
-        assert node is not None
-        lb = next(c for c in node.children if c.type == "launch_bounds")
-        end = lb.end_byte
+        k = next(k for k in src.kernels if k.name == site.details["kernel"])
+        attr = next(a for a in k.attributes if a.name == "__launch_bounds__")
+        end = attr.end
         if src.text_bytes[end : end + 1] == b" ":
             end += 1
-        return edit.apply_edits(src, [edit.Edit(lb.start_byte, end, "")])
+        return edit.apply_edits(src, [edit.Edit(attr.start, end, "")])
 
     def _block_sizes(self, src: CudaSource, kernel: str) -> list[tuple[int, str]]:
         return [(ls.line, ls.block) for ls in src.launch_sites if ls.name == kernel]

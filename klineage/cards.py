@@ -1,0 +1,233 @@
+"""Skill cards: Markdown with YAML front matter in the published KLineage SKILL.md layout, and
+its JSON form (the four front-matter keys plus `body`; a memory file is a JSON array of them).
+
+The front matter holds exactly `skill_id`, `intent`, `preconditions` (each item prefixed by
+Data types / Layout / Storage / Pipeline / Hardware) and `scope` {cases, languages, platforms},
+so a card we export loads in their tooling; our richer fields travel in a fenced JSON block
+under the extra heading `# KLineage Evidence`, which their tooling ignores.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import yaml
+
+from klineage.deopt.base import PRECONDITION_KINDS
+from klineage.errors import KLineageError
+from klineage.skills import Skill
+
+EVIDENCE_HEADING = "# KLineage Evidence"
+_KIND_HINTS = (
+    ("Data types", ("dtype", "float", "half", "bf16", "type", "precision", "int")),
+    ("Storage", ("smem", "shared", "register", "read_only", "const", "restrict", "alias", "global")),
+    ("Pipeline", ("async", "stage", "pipeline", "barrier", "sync", "order", "atomic")),
+    ("Hardware", ("warp", "block", "sm_", "arch", "launch", "occupancy", "thread", "tensor_core")),
+)
+
+
+class CardError(KLineageError):
+    """A card that cannot be read; the message names the file and what is wrong."""
+
+
+def precondition_kind(p: dict[str, Any]) -> str:
+    kind = p.get("kind") or ""
+    if kind in PRECONDITION_KINDS:
+        return kind
+    name = p.get("name", "").lower()
+    for k, hints in _KIND_HINTS:
+        if any(h in name for h in hints):
+            return k
+    return "Layout"
+
+
+def platform_string(arch: str = "sm_90a", cuda_major: str = "13") -> str:
+    return f"nvidia-{arch.replace('_', '')}-cuda{cuda_major}"
+
+
+def same_platform(a: str, b: str) -> bool:
+    """Compare by architecture family: `nvidia-sm90a-cuda13` matches `nvidia-sm90-cuda13`."""
+    def family(p: str) -> tuple[str, str]:
+        m = re.match(r"(\w+)-sm(\d+)[a-z]?-cuda(\d+)", p)
+        return (m.group(1), m.group(2)) if m else (p, "")
+
+    return family(a) == family(b)
+
+
+def _split_carrier(carrier: str) -> tuple[str, str]:
+    before, after = [], []
+    for line in carrier.splitlines():
+        if line.startswith(("---", "+++", "@@")) or line.startswith("..."):
+            if line.startswith("@@") and before:
+                before.append("// ...")
+                after.append("// ...")
+            continue
+        tag, body = line[:1], line[1:]
+        if tag in (" ", "-"):
+            before.append(body)
+        if tag in (" ", "+"):
+            after.append(body)
+    return "\n".join(before).strip("\n"), "\n".join(after).strip("\n")
+
+
+def front_matter(skill: Skill, platform: str) -> dict[str, Any]:
+    pre = [f"{precondition_kind(p)}: {p.get('reason') or p.get('name')}" for p in skill.preconditions if p.get("holds", True)]
+    return {
+        "skill_id": skill.skill_id,
+        "intent": " ".join(skill.intent.split()),
+        "preconditions": pre,
+        "scope": {
+            "cases": list(skill.scope.get("workloads", [])),
+            "languages": ["cuda"],
+            "platforms": [platform],
+        },
+    }
+
+
+def card_body(skill: Skill) -> str:
+    before, after = _split_carrier(skill.carrier)
+    example = next(iter(skill.provenance), {})
+    effects = skill.effects.get("per_workload", {})
+    lines = [
+        "# Overview",
+        "",
+        skill.intent,
+        "",
+        f"Operator `{skill.operator}`; mined from {len(skill.provenance)} lineage step(s).",
+        "",
+        "## Example configuration",
+        "",
+        f"- workload: {example.get('workload', 'n/a')}",
+        f"- dtypes: {', '.join(skill.scope.get('dtypes', [])) or 'n/a'}",
+        f"- lineage depth from the naive end: {example.get('lineage_depth', 'n/a')}",
+        "",
+        "# Precondition",
+        "",
+        *([f"- {precondition_kind(p)}: {p.get('name')} — {p.get('reason', '')}" for p in skill.preconditions]
+          or ["- none recorded"]),
+        "",
+        "# Scope",
+        "",
+        f"- cases: {', '.join(skill.scope.get('workloads', [])) or 'n/a'}",
+        f"- platforms: {', '.join(skill.scope.get('platforms', [])) or 'n/a'}",
+        f"- applied after: {', '.join(skill.scope.get('prior_skills', [])) or 'nothing'}",
+        f"- effects: {json.dumps(effects, default=str)}",
+        "",
+        "# Code Change Snippet",
+        "",
+        "## Before",
+        "",
+        "```cuda",
+        before,
+        "```",
+        "",
+        "## After",
+        "",
+        "```cuda",
+        after,
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _extras(skill: Skill) -> dict[str, Any]:
+    d = skill.to_dict()
+    return {k: d[k] for k in ("operator", "anchor", "carrier", "preconditions", "effects", "evidence", "risks", "scope",
+                              "verification", "provenance", "admitted", "origin")}
+
+
+def to_markdown(skill: Skill, platform: str = platform_string()) -> str:
+    fm = yaml.safe_dump(front_matter(skill, platform), sort_keys=False, allow_unicode=True, width=1000)
+    extras = json.dumps(_extras(skill), indent=1, default=str)
+    return f"---\n{fm}---\n\n{card_body(skill)}\n{EVIDENCE_HEADING}\n\n```json\n{extras}\n```\n"
+
+
+def to_json(skill: Skill, platform: str = platform_string()) -> dict[str, Any]:
+    return {**front_matter(skill, platform), "body": card_body(skill), "klineage": _extras(skill)}
+
+
+_FM = re.compile(r"\A---\s*\n(.*?)\n---\s*\n(.*)\Z", re.S)
+
+
+def _validate_front(front: Any, where: str) -> dict[str, Any]:
+    if not isinstance(front, dict):
+        raise CardError(f"{where}: front matter is not a mapping")
+    missing = [k for k in ("skill_id", "intent", "preconditions", "scope") if k not in front]
+    if missing:
+        raise CardError(f"{where}: front matter lacks {', '.join(missing)}")
+    if not isinstance(front["preconditions"], list):
+        raise CardError(f"{where}: preconditions must be a list")
+    return front
+
+
+def _from_parts(front: dict[str, Any], body: str, extras: dict[str, Any] | None, where: str) -> Skill:
+    front = _validate_front(front, where)
+    if extras:
+        skill = Skill(skill_id=str(front["skill_id"]), operator=extras.get("operator", "imported"), intent=str(front["intent"]))
+        for k, v in extras.items():
+            if k in Skill.__dataclass_fields__ and k not in ("skill_id", "intent"):
+                setattr(skill, k, v)
+        return skill
+    pre = []
+    for item in front["preconditions"]:
+        text = str(item)
+        kind, _, reason = text.partition(":")
+        kind = kind.strip() if kind.strip() in PRECONDITION_KINDS else ""
+        pre.append({"name": re.sub(r"\W+", "_", (reason or text).strip().lower())[:48], "holds": True,
+                    "reason": (reason or text).strip(), "kind": kind})
+    scope = front.get("scope") or {}
+    before = re.search(r"## Before\s*```\w*\n(.*?)```", body, re.S)
+    after = re.search(r"## After\s*```\w*\n(.*?)```", body, re.S)
+    carrier = ""
+    if before and after:
+        carrier = "\n".join(["--- before.cu", "+++ after.cu",
+                             *[f"-{ln}" for ln in before.group(1).rstrip("\n").splitlines()],
+                             *[f"+{ln}" for ln in after.group(1).rstrip("\n").splitlines()]])
+    return Skill(
+        skill_id=str(front["skill_id"]),
+        operator="imported",
+        intent=str(front["intent"]),
+        carrier=carrier,
+        preconditions=pre,
+        scope={"workloads": list(scope.get("cases", [])), "platforms": list(scope.get("platforms", [])),
+               "languages": list(scope.get("languages", []))},
+        verification={"status": "unverified", "source": where},
+        provenance=[{"imported_from": where, "body": body}],
+        origin="imported",
+    )
+
+
+def from_markdown(text: str, where: str = "<card>") -> Skill:
+    m = _FM.match(text.lstrip("\ufeff"))
+    if not m:
+        raise CardError(f"{where}: no YAML front matter (a card starts with a '---' block)")
+    try:
+        front = yaml.safe_load(m.group(1))
+    except yaml.YAMLError as e:
+        raise CardError(f"{where}: front matter is not valid YAML ({str(e).splitlines()[0]})") from None
+    body = m.group(2)
+    extras = None
+    if EVIDENCE_HEADING in body:
+        body, _, tail = body.partition(EVIDENCE_HEADING)
+        block = re.search(r"```json\n(.*?)\n```", tail, re.S)
+        if block:
+            try:
+                extras = json.loads(block.group(1))
+            except json.JSONDecodeError as e:
+                raise CardError(f"{where}: the KLineage Evidence block is not valid JSON ({e.msg})") from None
+    return _from_parts(front, body, extras, where)
+
+
+def from_json(doc: Any, where: str = "<json>") -> list[Skill]:
+    """A card object or a memory file (array of card objects)."""
+    items = doc if isinstance(doc, list) else [doc]
+    out = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise CardError(f"{where}[{i}]: not a card object")
+        out.append(_from_parts({k: item.get(k) for k in ("skill_id", "intent", "preconditions", "scope") if k in item},
+                               str(item.get("body", "")), item.get("klineage"), f"{where}[{i}]"))
+    return out

@@ -1,0 +1,63 @@
+"""The committed text form of the skill store (cards + JSONL) and importing cards written elsewhere."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from klineage.cards import CardError, from_json, from_markdown, to_json, to_markdown
+from klineage.errors import KLineageError
+from klineage.skills import Skill, load_skills, upsert
+from klineage.store.db import Store
+
+
+def export_skills(db: Path | None, out_dir: Path, fmt: str = "md") -> Path:
+    """md: out_dir/cards/<id>.md (stale cards removed) + out_dir/skills.jsonl; json: one memory file."""
+    if fmt not in ("md", "json"):
+        raise KLineageError(f"unknown export format '{fmt}' (known: md, json)")
+    with Store(db, read_only=True) as store:
+        skills = load_skills(store)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if fmt == "json":
+        path = out_dir / "skills_memory.json"
+        path.write_text(json.dumps([to_json(s) for s in skills], indent=1, default=str) + "\n")
+        return path
+    cards = out_dir / "cards"
+    cards.mkdir(exist_ok=True)
+    keep = set()
+    for s in skills:
+        p = cards / f"{s.skill_id}.md"
+        p.write_text(to_markdown(s))
+        keep.add(p.name)
+    for stale in cards.glob("*.md"):
+        if stale.name not in keep:
+            stale.unlink()
+    jsonl = out_dir / "skills.jsonl"
+    jsonl.write_text("".join(json.dumps(s.to_dict(), sort_keys=True, default=str) + "\n" for s in skills))
+    return out_dir
+
+
+def read_cards(paths: list[Path]) -> list[Skill]:
+    """Every card under the paths; the first unreadable one is an error naming it (nothing imported)."""
+    skills: list[Skill] = []
+    for p in paths:
+        files = sorted(p.rglob("*.md")) + sorted(p.rglob("*.json")) if p.is_dir() else [p]
+        if not p.exists():
+            raise CardError(f"{p}: no such file or folder")
+        for f in files:
+            text = f.read_text(encoding="utf-8", errors="strict")
+            if f.suffix == ".json":
+                try:
+                    skills += from_json(json.loads(text), str(f))
+                except json.JSONDecodeError as e:
+                    raise CardError(f"{f}:{e.lineno}: not valid JSON ({e.msg})") from None
+            else:
+                skills.append(from_markdown(text, str(f)))
+    return skills
+
+
+def import_skills(db: Path | None, paths: list[Path]) -> int:
+    skills = read_cards(paths)
+    with Store(db) as store:
+        upsert(store, skills)
+    return len(skills)

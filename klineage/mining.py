@@ -1,0 +1,83 @@
+"""`klineage mine`: walk every expert kernel of a corpus, then extract and merge skills."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from klineage.errors import KLineageError
+from klineage.gates.backend import GateOptions
+from klineage.skills import extract, upsert
+from klineage.store.db import Store
+from klineage.walker import WalkConfig, Walker, find_workloads
+from klineage.workload import load_workload
+
+
+def mine_corpus(
+    dirs: list[Path],
+    db: Path | None = None,
+    backend: str = "emu",
+    max_steps: int = 40,
+    workers: int = 2,
+    roundtrip: bool = True,
+    timeout_s: float = 120.0,
+    console: Console | None = None,
+) -> dict[str, Any]:
+    """Mine every workload under `dirs` into the store; returns the summary report."""
+    t0 = time.perf_counter()
+    folders = find_workloads(dirs)
+    workloads = {f: load_workload(f) for f in folders}  # bad workload.py: one clear error before any work
+    store = Store(db)
+    run_id = uuid.uuid4().hex[:12]
+    args = {"dirs": [str(d) for d in dirs], "backend": backend, "max_steps": max_steps, "workers": workers}
+    with store.transaction() as con:
+        con.execute("INSERT INTO mining_runs (run_id, args, status) VALUES (?, ?, 'running')", [run_id, json.dumps(args)])
+    config = WalkConfig(options=GateOptions(backend=backend, timeout_s=timeout_s), max_steps=max_steps,
+                        workers=workers, roundtrip=roundtrip)
+    results = []
+    try:
+        with _progress(console) as progress:
+            for folder in folders:
+                task = progress.add_task(folder.name, total=None) if progress else None
+
+                def note(msg: str, task: Any = task) -> None:
+                    if progress is not None:
+                        progress.update(task, description=msg[:100])
+
+                summary = Walker(store, config, note).walk(folder)
+                skills = upsert(store, extract(store, workloads[folder])) if not summary.skipped else []
+                if progress is not None:
+                    done = summary.skipped or f"{summary.accepted} steps, {len(set(skills))} skills"
+                    progress.update(task, description=f"{folder.name}: {done[:90]}")
+                results.append({**summary.__dict__, "skills": sorted(set(skills))})
+        with store.transaction() as con:
+            con.execute("UPDATE mining_runs SET status = 'done', finished_at = current_timestamp WHERE run_id = ?", [run_id])
+        total_skills = int(store.scalar("SELECT count(*) FROM skills"))
+    except KLineageError:
+        with store.transaction() as con:
+            con.execute("UPDATE mining_runs SET status = 'failed', finished_at = current_timestamp WHERE run_id = ?", [run_id])
+        raise
+    finally:
+        store.close()
+    return {"db": str(store.path), "run_id": run_id, "workloads": results, "skills": total_skills,
+            "elapsed_s": time.perf_counter() - t0}
+
+
+class _NoProgress:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _progress(console: Console | None) -> Any:
+    if console is None or not console.is_terminal:
+        return _NoProgress()
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console)

@@ -1,0 +1,190 @@
+"""Skill extraction: each accepted (taken) walker step, reversed, becomes a skill with the nine
+fields of DESIGN.md plus provenance. Skills of the same operator whose holding preconditions
+match are one skill: their evidence, risks, scope and effects accumulate across lineages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from klineage.deopt.registry import get_operator
+from klineage.store.db import Store
+from klineage.workload import Workload
+
+RESOURCE_FIELDS = ("registers", "shared_bytes", "spill_stores", "spill_loads", "stack_bytes", "barriers")
+
+
+@dataclass
+class Skill:
+    skill_id: str
+    operator: str
+    intent: str
+    anchor: dict[str, Any] = field(default_factory=dict)
+    carrier: str = ""
+    preconditions: list[dict[str, Any]] = field(default_factory=list)
+    effects: dict[str, Any] = field(default_factory=dict)
+    evidence: dict[str, Any] = field(default_factory=dict)
+    risks: list[dict[str, Any]] = field(default_factory=list)
+    scope: dict[str, Any] = field(default_factory=dict)
+    verification: dict[str, Any] = field(default_factory=dict)
+    provenance: list[dict[str, Any]] = field(default_factory=list)
+    admitted: bool = False
+    origin: str = "mined"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Skill:
+        keys = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in row.items() if k in keys and v is not None})
+
+
+JSON_FIELDS = ("anchor", "preconditions", "effects", "evidence", "risks", "scope", "verification", "provenance")
+
+
+def skill_id_for(operator: str, preconditions: list[dict[str, Any]]) -> str:
+    holding = sorted(p["name"] for p in preconditions if p.get("holds"))
+    return f"{operator}-{hashlib.sha1(json.dumps(holding).encode()).hexdigest()[:6]}"
+
+
+def resource_delta(optimized: dict[str, Any], simpler: dict[str, Any]) -> dict[str, int]:
+    """Totals over kernels: optimized minus simplified (what the optimization costs or saves)."""
+    def total(res: dict[str, Any], f: str) -> int:
+        return sum(int(r.get(f, 0)) for r in res.values())
+
+    return {f: total(optimized, f) - total(simpler, f) for f in RESOURCE_FIELDS}
+
+
+def _gate_result(store: Store, key: str | None) -> dict[str, Any] | None:
+    if not key:
+        return None
+    rows = store.rows("SELECT result, device FROM gate_runs WHERE gate_key = ?", [key])
+    return rows[0]["result"] | {"device": rows[0]["device"]} if rows else None
+
+
+def _union(a: list[Any], b: list[Any]) -> list[Any]:
+    out = list(a)
+    seen = {json.dumps(x, sort_keys=True, default=str) for x in a}
+    for x in b:
+        k = json.dumps(x, sort_keys=True, default=str)
+        if k not in seen:
+            seen.add(k)
+            out.append(x)
+    return out
+
+
+def merge(old: Skill, new: Skill) -> Skill:
+    """Keep every piece of evidence of both (same operator, same holding preconditions)."""
+    merged = Skill(**old.to_dict())
+    merged.carrier = old.carrier if old.carrier and len(old.carrier) <= len(new.carrier) else new.carrier
+    merged.preconditions = _union(old.preconditions, new.preconditions)
+    merged.effects = {"per_workload": {**old.effects.get("per_workload", {}), **new.effects.get("per_workload", {})}}
+    merged.evidence = {k: _union(old.evidence.get(k, []), new.evidence.get(k, [])) for k in
+                       set(old.evidence) | set(new.evidence)}
+    merged.risks = _union(old.risks, new.risks)
+    merged.scope = {k: sorted(set(old.scope.get(k, [])) | set(new.scope.get(k, []))) for k in
+                    set(old.scope) | set(new.scope)}
+    merged.verification = {**old.verification, **new.verification,
+                           "roundtrips": _union(old.verification.get("roundtrips", []),
+                                                new.verification.get("roundtrips", []))}
+    merged.provenance = _union(old.provenance, new.provenance)
+    return merged
+
+
+def extract(store: Store, wl: Workload) -> list[Skill]:
+    """Skills from this workload's lineage (taken steps), not yet merged with the store."""
+    steps = store.rows(
+        "SELECT s.*, st.depth FROM steps s JOIN states st ON st.workload = s.workload AND st.state_hash = s.from_state"
+        " WHERE s.workload = ? AND s.taken ORDER BY st.depth", [wl.name])
+    if not steps:
+        return []
+    expert_hash = store.scalar("SELECT state_hash FROM states WHERE workload = ? AND is_expert", [wl.name])
+    gate_of_state = {r["state_hash"]: r["gate_key"] for r in store.rows(
+        "SELECT state_hash, gate_key FROM states WHERE workload = ?", [wl.name])}
+    rejected = store.rows(
+        "SELECT step_id, operator, category, message, site FROM steps WHERE workload = ? AND NOT accepted", [wl.name])
+    depth_total = len(steps)
+    skills = []
+    for i, step in enumerate(steps):
+        op = get_operator(step["operator"])
+        pre = step["preconditions"] or []
+        optimized = _gate_result(store, gate_of_state.get(step["from_state"]))
+        simpler = _gate_result(store, step["gate_key"])
+        device = (optimized or {}).get("device", "unknown")
+        effect: dict[str, Any] = {"resources": "unmeasured", "time_ratio": "unmeasured", "device": device}
+        if optimized and simpler and optimized.get("resources") and simpler.get("resources"):
+            effect["resources"] = resource_delta(optimized["resources"], simpler["resources"])
+        t_opt = (optimized or {}).get("timing") or {}
+        t_simple = (simpler or {}).get("timing") or {}
+        if t_opt.get("median_ms") and t_simple.get("median_ms"):
+            effect["time_ratio"] = t_simple["median_ms"] / t_opt["median_ms"]  # speedup the optimization buys
+            effect["time_ms"] = {"without": t_simple["median_ms"], "with": t_opt["median_ms"]}
+        risks = [
+            {"category": r["category"], "message": r["message"], "step_id": r["step_id"], "workload": wl.name,
+             "site": (r["site"] or {}).get("summary", "")}
+            for r in rejected if r["operator"] == op.name
+        ]
+        prior = sorted({s["operator"] for s in steps[i + 1 :]})
+        roundtrip = step["roundtrip"] or {}
+        skill = Skill(
+            skill_id=skill_id_for(op.name, pre),
+            operator=op.name,
+            intent=op.intent,
+            anchor=(step["site"] or {}).get("anchor", {}),
+            carrier=step["carrier"] or "",
+            preconditions=pre,
+            effects={"per_workload": {wl.name: effect}},
+            evidence={
+                "steps": [step["step_id"]],
+                "gate_runs": [k for k in (gate_of_state.get(step["from_state"]), step["gate_key"], roundtrip.get("gate_key")) if k],
+                "transitions": [f"{step['to_state']}->{step['from_state']}"],
+            },
+            risks=risks,
+            scope={
+                "workloads": [wl.name],
+                "dtypes": wl.dtypes,
+                "platforms": [device],
+                "prior_skills": prior,
+                "categories": [op.category],
+            },
+            verification={
+                "roundtrips": [{"workload": wl.name, "ok": roundtrip.get("ok"), "message": roundtrip.get("message", "")}],
+                "gate_trials": len([k for k in (step["gate_key"], roundtrip.get("gate_key")) if k]),
+                "materialized_on": [],
+            },
+            provenance=[{"workload": wl.name, "source_kernel_hash": expert_hash, "lineage_depth": depth_total - i,
+                         "backward_step": i + 1, "step_id": step["step_id"]}],
+        )
+        skills.append(skill)
+    return skills
+
+
+def upsert(store: Store, skills: list[Skill]) -> list[str]:
+    """Merge skills into the store in one transaction; returns the ids touched."""
+    ids = []
+    with store.transaction() as con:
+        for s in skills:
+            existing = store.rows("SELECT * FROM skills WHERE skill_id = ?", [s.skill_id])
+            if existing:
+                s = merge(Skill.from_row(existing[0]), s)
+            d = s.to_dict()
+            con.execute(
+                "INSERT OR REPLACE INTO skills (skill_id, operator, intent, anchor, carrier, preconditions, effects, evidence,"
+                " risks, scope, verification, provenance, admitted, origin, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)",
+                [d["skill_id"], d["operator"], d["intent"], *[json.dumps(d[f]) for f in ("anchor",)], d["carrier"],
+                 *[json.dumps(d[f]) for f in ("preconditions", "effects", "evidence", "risks", "scope", "verification",
+                                               "provenance")], d["admitted"], d["origin"]],
+            )
+            for sid in s.evidence.get("steps", []):
+                con.execute("INSERT INTO skill_evidence VALUES (?, ?) ON CONFLICT DO NOTHING", [s.skill_id, sid])
+            ids.append(s.skill_id)
+    return ids
+
+
+def load_skills(store: Store) -> list[Skill]:
+    return [Skill.from_row(r) for r in store.rows("SELECT * FROM skills ORDER BY operator, skill_id")]

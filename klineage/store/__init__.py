@@ -1,0 +1,1 @@
+"""The DuckDB skill store: schema with migrations, transactions per mining step."""

@@ -1,0 +1,310 @@
+"""The backward walker (DESIGN.md, 'Walker, lineage, skills').
+
+From an expert kernel it tries the operators' sites in the soft removal order, gates each
+simplification, and moves to the first accepted one; it repeats until no simplification passes
+or the step budget ends. Rejected attempts are kept: they are the evidence of what breaks. Every
+accepted step is re-derived forward (roundtrip). Each step is committed in its own transaction,
+and a re-run resumes from the store: a step already recorded is never gated again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from klineage.deopt.base import Operator, Refused, Site
+from klineage.deopt.registry import operators as all_operators
+from klineage.errors import KLineageError, SourceError
+from klineage.gates.backend import GateOptions
+from klineage.gates.gate import gate
+from klineage.gates.result import GateResult
+from klineage.source.model import CudaSource
+from klineage.source.text import normalize
+from klineage.store.db import Store
+from klineage.workload import Workload, load_workload
+
+
+def source_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass
+class WalkConfig:
+    options: GateOptions = field(default_factory=GateOptions)
+    max_steps: int = 40
+    workers: int = 2
+    operators: Sequence[Operator] | None = None
+    roundtrip: bool = True
+
+
+@dataclass
+class Attempt:
+    step_id: str
+    operator: str
+    site: Site
+    category: str
+    message: str
+    accepted: bool
+    to_text: str | None = None
+    result: GateResult | None = None
+
+
+@dataclass
+class WalkSummary:
+    workload: str
+    states: int = 0
+    accepted: int = 0
+    rejected: int = 0
+    refused: int = 0
+    gate_runs: int = 0
+    cached_gates: int = 0
+    skipped: str = ""
+    elapsed_s: float = 0.0
+
+
+Progress = Callable[[str], None]
+
+
+def find_workloads(dirs: Sequence[Path]) -> list[Path]:
+    """Workload folders (workload.py + expert.cu) in or under the given directories."""
+    found: list[Path] = []
+    for d in dirs:
+        if not d.is_dir():
+            raise KLineageError(f"{d}: not a directory")
+        if (d / "workload.py").is_file() and (d / "expert.cu").is_file():
+            found.append(d)
+            continue
+        found += sorted(p.parent for p in d.glob("*/workload.py") if (p.parent / "expert.cu").is_file())
+    if not found:
+        raise KLineageError(f"no workloads (folders with workload.py and expert.cu) in {', '.join(map(str, dirs))}")
+    return found
+
+
+def step_id(workload: str, state: str, op: str, site: Site) -> str:
+    key = json.dumps([workload, state, op, site.anchor.path, site.anchor.fingerprint, site.summary])
+    return hashlib.sha256(key.encode()).hexdigest()[:20]
+
+
+class Walker:
+    def __init__(self, store: Store, config: WalkConfig, progress: Progress | None = None) -> None:
+        self.store = store
+        self.config = config
+        self.ops = list(config.operators) if config.operators is not None else all_operators()
+        self.progress = progress or (lambda _msg: None)
+
+    # ---- recording --------------------------------------------------------------------------
+    def _record_kernel(self, con: Any, wl: Workload, text: str, role: str, path: str | None) -> str:
+        h = source_hash(text)
+        con.execute(
+            "INSERT INTO kernels (kernel_hash, workload, role, path, source) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [h, wl.name, role, path, text],
+        )
+        return h
+
+    def _record_gate(self, con: Any, wl: Workload, text: str, r: GateResult) -> None:
+        device = (r.profile or {}).get("device") or ("cpu-emulator" if r.backend == "emu" else r.backend)
+        con.execute(
+            "INSERT INTO gate_runs (gate_key, kernel_hash, workload, backend, accepted, stage, category, message, result, elapsed_s, device)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [r.artifact_id, source_hash(text), wl.name, r.backend, r.accepted, r.stage, r.category, r.message,
+             json.dumps(r.to_dict()), r.elapsed_s, device],
+        )
+
+    def _gate(self, wl: Workload, text: str, name: str) -> GateResult:
+        return gate(text, wl, self.config.options, name=name)
+
+    # ---- the walk ---------------------------------------------------------------------------
+    def walk(self, folder: Path) -> WalkSummary:
+        t0 = time.perf_counter()
+        wl = load_workload(folder)
+        summary = WalkSummary(wl.name)
+        expert_path = folder / "expert.cu"
+        expert_text = expert_path.read_text()
+        self.progress(f"{wl.name}: gating the expert")
+        expert_gate = self._gate(wl, expert_text, str(expert_path))
+        summary.gate_runs += 1
+        summary.cached_gates += int(expert_gate.cached)
+        with self.store.transaction() as con:
+            self._record_kernel(con, wl, expert_text, "expert", str(expert_path))
+            self._record_gate(con, wl, expert_text, expert_gate)
+            naive = folder / "naive.cu"
+            if naive.is_file():
+                self._record_kernel(con, wl, naive.read_text(), "naive", str(naive))
+        if not expert_gate.accepted:
+            summary.skipped = f"expert fails its own gate: {expert_gate.category}: {expert_gate.message}"
+            summary.elapsed_s = time.perf_counter() - t0
+            return summary
+        with self.store.transaction() as con:
+            con.execute(
+                "INSERT INTO states VALUES (?, ?, 0, true, ?) ON CONFLICT DO NOTHING",
+                [wl.name, source_hash(expert_text), expert_gate.artifact_id],
+            )
+        visited = {source_hash(expert_text)}
+        text, depth = expert_text, 0
+        while depth < self.config.max_steps:
+            nxt = self._step(wl, folder, text, depth, visited, summary)
+            if nxt is None:
+                break
+            text, depth = nxt, depth + 1
+            visited.add(source_hash(text))
+        summary.states = depth + 1
+        summary.elapsed_s = time.perf_counter() - t0
+        return summary
+
+    def _candidates(self, wl: Workload, src: CudaSource, state: str) -> list[Attempt]:
+        out: list[Attempt] = []
+        for op in self.ops:
+            try:
+                sites = op.find(src)
+            except Exception as e:  # an operator bug must not end the walk; it is reported
+                self.progress(f"{wl.name}: {op.name}.find failed: {type(e).__name__}: {e}")
+                continue
+            for site in sites:
+                sid = step_id(wl.name, state, op.name, site)
+                try:
+                    new = op.remove(src, site)
+                    out.append(Attempt(sid, op.name, site, "pending", "", False, new.text))
+                except (Refused, SourceError) as e:
+                    out.append(Attempt(sid, op.name, site, "refused", str(e), False))
+                except Exception as e:  # an operator bug: recorded as a refusal naming the error
+                    out.append(Attempt(sid, op.name, site, "refused", f"operator error: {type(e).__name__}: {e}", False))
+        return out
+
+    def _step(self, wl: Workload, folder: Path, text: str, depth: int, visited: set[str],
+              summary: WalkSummary) -> str | None:
+        state = source_hash(text)
+        taken = self.store.rows(
+            "SELECT s.to_state, k.source FROM steps s JOIN kernels k ON k.kernel_hash = s.to_state"
+            " WHERE s.workload = ? AND s.from_state = ? AND s.taken", [wl.name, state])
+        if taken:  # resume: this step was committed by an earlier run
+            self.progress(f"{wl.name}: step {depth + 1} already recorded")
+            return taken[0]["source"]
+        known = {r["step_id"]: r for r in self.store.rows(
+            "SELECT step_id, accepted, category, message FROM steps WHERE workload = ? AND from_state = ?", [wl.name, state])}
+        src = CudaSource.from_text(text, f"{wl.name}/state-{depth}.cu")
+        attempts = self._candidates(wl, src, state)
+        for a in attempts:
+            if a.to_text is not None and source_hash(a.to_text) in visited:
+                a.category, a.message = "refused", "revisits an earlier state of this lineage"
+                a.to_text = None
+            elif a.step_id in known and a.to_text is not None:
+                row = known[a.step_id]
+                a.category, a.message, a.accepted = row["category"], row["message"], bool(row["accepted"])
+        chosen = self._gate_until_accepted(wl, attempts, depth, summary)
+        rt = self._roundtrip(wl, src, chosen) if chosen is not None and self.config.roundtrip else None
+        with self.store.transaction() as con:
+            for a in attempts:
+                if a.category == "pending":
+                    continue
+                if a.result is not None and a.to_text is not None:
+                    self._record_kernel(con, wl, a.to_text, "state", None)
+                    self._record_gate(con, wl, a.to_text, a.result)
+                is_taken = chosen is not None and a is chosen
+                carrier = preconditions = None
+                if is_taken and a.to_text is not None:
+                    carrier = carrier_diff(a.to_text, text)
+                    preconditions = json.dumps(rt.get("preconditions", []) if rt else [])
+                con.execute(
+                    "INSERT INTO steps (step_id, workload, from_state, to_state, operator, site, accepted, category, message,"
+                    " gate_key, taken, roundtrip_ok, roundtrip, carrier, preconditions) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (step_id) DO UPDATE SET taken = excluded.taken, roundtrip_ok = excluded.roundtrip_ok,"
+                    " roundtrip = excluded.roundtrip, carrier = excluded.carrier, preconditions = excluded.preconditions",
+                    [a.step_id, wl.name, state, source_hash(a.to_text) if a.to_text else None, a.operator,
+                     json.dumps(a.site.to_dict()), a.accepted, a.category, a.message,
+                     a.result.artifact_id if a.result else None, is_taken,
+                     (rt or {}).get("ok") if is_taken else None, json.dumps(rt) if is_taken and rt else None,
+                     carrier, preconditions],
+                )
+            if chosen is not None and chosen.to_text is not None:
+                con.execute(
+                    "INSERT INTO states VALUES (?, ?, ?, false, ?) ON CONFLICT DO NOTHING",
+                    [wl.name, source_hash(chosen.to_text), depth + 1, chosen.result.artifact_id if chosen.result else None],
+                )
+        summary.refused += sum(a.category == "refused" for a in attempts)
+        summary.rejected += sum(a.category not in ("refused", "pending", "ok") for a in attempts)
+        if chosen is None:
+            self.progress(f"{wl.name}: no simplification passes after {depth} steps")
+            return None
+        summary.accepted += 1
+        self.progress(f"{wl.name}: step {depth + 1}: {chosen.operator} at {chosen.site.summary}")
+        return chosen.to_text
+
+    def _gate_until_accepted(self, wl: Workload, attempts: list[Attempt], depth: int,
+                             summary: WalkSummary) -> Attempt | None:
+        """Gate candidates in order, `workers` at a time; the first accepted in order wins."""
+        for a in attempts:
+            if a.accepted and a.to_text is not None:
+                return self._ensure_result(wl, a, depth, summary)
+        pending = [a for a in attempts if a.category == "pending"]
+        workers = max(1, self.config.workers)
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for i in range(0, len(pending), workers):
+                batch = pending[i : i + workers]
+                results = list(pool.map(lambda a: self._gate(wl, a.to_text or "", f"{wl.name}/{a.operator}@{a.site.line}.cu"), batch))
+                for a, r in zip(batch, results, strict=True):
+                    a.result, a.accepted, a.category, a.message = r, r.accepted, r.category, r.message
+                    summary.gate_runs += 1
+                    summary.cached_gates += int(r.cached)
+                winner = next((a for a in batch if a.accepted), None)
+                if winner is not None:
+                    return winner  # later candidates stay 'pending' and are not recorded
+        return None
+
+    def _ensure_result(self, wl: Workload, a: Attempt, depth: int, summary: WalkSummary) -> Attempt:
+        a.result = self._gate(wl, a.to_text or "", f"{wl.name}/{a.operator}@{a.site.line}.cu")
+        summary.gate_runs += 1
+        summary.cached_gates += int(a.result.cached)
+        return a
+
+    def _roundtrip(self, wl: Workload, before: CudaSource, step: Attempt) -> dict[str, Any]:
+        """Re-derive the optimization forward on the simplified state: apply must pass the gate
+        and restore the optimization (the operator finds it again)."""
+        op = next(o for o in self.ops if o.name == step.operator)
+        assert step.to_text is not None
+        try:
+            simpler = CudaSource.from_text(step.to_text, f"{wl.name}/simpler.cu")
+        except SourceError as e:
+            return {"ok": False, "message": str(e)}
+        forward = op.find_forward(simpler)
+        facts: list[dict[str, Any]] = []
+        if not forward:
+            return {"ok": None, "message": f"{op.name}: no mechanical forward site (an LLM provider must re-derive it)",
+                    "preconditions": facts}
+        target = normalize(before.text)
+        best: dict[str, Any] | None = None
+        for site in forward:
+            facts = [f.to_dict() for f in op.preconditions(simpler, site)]
+            try:
+                again = op.apply(simpler, site)
+            except (Refused, SourceError) as e:
+                best = best or {"ok": False, "message": f"apply refused: {e}", "preconditions": facts}
+                continue
+            if normalize(again.text) == target:
+                return {"ok": True, "message": "apply(remove(x)) == x after normalization", "preconditions": facts,
+                        "forward_site": site.to_dict()}
+            r = self._gate(wl, again.text, f"{wl.name}/roundtrip-{op.name}.cu")
+            present = len(op.find(again)) > len(op.find(simpler))
+            if r.accepted and present:
+                return {"ok": True, "message": "apply passes the gate and the optimization is present again",
+                        "preconditions": facts, "gate_key": r.artifact_id, "forward_site": site.to_dict()}
+            best = {"ok": False, "message": f"apply gave {r.category}: {r.message}" if not r.accepted
+                    else "apply passed but the optimization was not found again", "preconditions": facts}
+        return best or {"ok": False, "message": "no forward site could be applied", "preconditions": facts}
+
+
+def carrier_diff(simpler: str, optimized: str, context: int = 2, max_lines: int = 60) -> str:
+    """A minimal unified diff from the simplified state to the optimized one (the skill's
+    carrier): the changed hunks only, never the whole kernel."""
+    import difflib
+
+    lines = list(difflib.unified_diff(simpler.splitlines(), optimized.splitlines(), "before.cu", "after.cu",
+                                      n=context, lineterm=""))
+    if len(lines) > max_lines:
+        lines = lines[:max_lines] + [f"... ({len(lines) - max_lines} more diff lines)"]
+    return "\n".join(lines)

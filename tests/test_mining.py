@@ -1,0 +1,119 @@
+"""Mining end to end on the CPU emulator: lineage, skills, resume after kill -9, the cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from klineage import lineage
+from klineage.cards import from_markdown, to_markdown
+from klineage.errors import KLineageError
+from klineage.mining import mine_corpus
+from klineage.skills import load_skills
+from klineage.store.db import Store
+from tests.conftest import REPO
+
+CORPUS = REPO / "tests/data/mining"
+OPS = ("launch_bounds", "pragma_unroll", "restrict")
+
+
+@pytest.fixture(scope="module")
+def mined(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("mine") / "s.duckdb"
+    mine_corpus([CORPUS], db=db, workers=2)
+    return db
+
+
+def _table(db: Path, sql: str) -> list[dict]:
+    with Store(db, read_only=True) as s:
+        return s.rows(sql)
+
+
+def test_lineage_and_skills(mined: Path) -> None:
+    with Store(mined, read_only=True) as s:
+        g = lineage.build(s, "scale_test")
+        skills = load_skills(s)
+    ops = {d["operator"] for _, _, d in g.edges(data=True)}
+    assert set(OPS) <= ops, ops
+    assert g.nodes[g.graph["expert"]]["depth"] == 0
+    assert g.number_of_edges() == g.number_of_nodes() - 1
+    by_op = {s.operator: s for s in skills}
+    for op in OPS:
+        sk = by_op[op]
+        assert sk.intent and sk.carrier.startswith("--- before.cu")
+        assert sk.scope["workloads"] == ["scale_test"] and sk.scope["dtypes"] == ["float32"]
+        assert sk.evidence["steps"] and sk.provenance[0]["source_kernel_hash"]
+        assert sk.effects["per_workload"]["scale_test"]["time_ratio"] == "unmeasured"  # no GPU: never invented
+    assert by_op["restrict"].verification["roundtrips"][0]["ok"] is True
+    lb = by_op["launch_bounds"]
+    assert any(p["name"] == "fixed_block_size" and p["holds"] for p in lb.preconditions)
+
+
+def test_carrier_is_minimal(mined: Path) -> None:
+    expert = (CORPUS / "scale/expert.cu").read_text()
+    for sk in load_skills(Store(mined, read_only=True)):
+        assert len(sk.carrier) < len(expert), sk.skill_id
+
+
+def test_cards_round_trip(mined: Path) -> None:
+    for sk in load_skills(Store(mined, read_only=True)):
+        again = from_markdown(to_markdown(sk), "card.md")
+        assert again.to_dict() == sk.to_dict()
+
+
+def test_rerun_gates_nothing_new(mined: Path) -> None:
+    report = mine_corpus([CORPUS], db=mined, workers=2)
+    (w,) = report["workloads"]
+    assert w["gate_runs"] == w["cached_gates"], w
+    steps = _table(mined, "SELECT count(*) AS n, count(DISTINCT step_id) AS d FROM steps")[0]
+    assert steps["n"] == steps["d"]
+
+
+def test_no_workloads_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(KLineageError, match="no workloads"):
+        mine_corpus([tmp_path], db=tmp_path / "s.duckdb")
+
+
+def test_expert_failing_its_gate_is_skipped(tmp_path: Path) -> None:
+    bad = tmp_path / "corpus" / "bad"
+    bad.mkdir(parents=True)
+    (bad / "workload.py").write_text((CORPUS / "scale/workload.py").read_text())
+    (bad / "expert.cu").write_text((CORPUS / "scale/expert.cu").read_text().replace("2.0f * x[i]", "3.0f * x[i]"))
+    report = mine_corpus([tmp_path / "corpus"], db=tmp_path / "s.duckdb")
+    (w,) = report["workloads"]
+    assert w["skipped"].startswith("expert fails its own gate: mismatch")
+
+
+def _snapshot(db: Path) -> dict:
+    with Store(db, read_only=True) as s:
+        return {
+            "states": sorted((r["state_hash"], r["depth"]) for r in s.rows("SELECT * FROM states")),
+            "steps": sorted((r["step_id"], r["accepted"], r["taken"]) for r in s.rows("SELECT * FROM steps")),
+            "skills": sorted(r["skill_id"] for r in s.rows("SELECT skill_id FROM skills")),
+        }
+
+
+def test_kill_minus_9_then_resume(tmp_path: Path, mined: Path) -> None:
+    """A real `klineage mine` killed mid-run; the re-run finishes with the same rows as a clean run."""
+    db = tmp_path / "killed.duckdb"
+    home = tmp_path / "home"  # a cold cache, so the first run is slow enough to kill mid-walk
+    env = {**os.environ, "KLINEAGE_HOME": str(home)}
+    cmd = [sys.executable, "-m", "klineage", "mine", str(CORPUS), "--db", str(db), "--json", "--workers", "2"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list(home.rglob("result.json"))) < 3:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["workloads"][0]["accepted"] >= 0
+    assert _snapshot(db) == _snapshot(mined)
