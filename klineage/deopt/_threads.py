@@ -1,0 +1,533 @@
+"""Helpers for the parallel-structure operators (reductions, atomics, coarsening, grid-stride,
+tile sizes, register blocking): compile-time integers, identifier substitution, the thread-index
+idioms, launch-site edits and a small divergence analysis.
+
+These answer questions about *how threads map to work*, which the source model (constructs and
+anchors) does not: which launch feeds a kernel parameter, whether a branch is warp-uniform, which
+compile-time value a name has in the launcher.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator, Mapping
+
+import tree_sitter as ts
+
+from klineage.source import edit
+from klineage.source import nodes as N
+from klineage.source.constructs import Function, LaunchSite
+from klineage.source.model import CudaSource
+
+# --- text helpers ---------------------------------------------------------------------------------
+
+_CONSTEXPR = re.compile(
+    r"(?:static\s+)?(?:constexpr|const)\s+(?:static\s+)?(?:unsigned\s+|signed\s+)?(?:int|long|size_t|unsigned|auto|"
+    r"int32_t|uint32_t|int64_t)\s+(\w+)\s*=\s*([^;{}]+);"
+)
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+([^\n\\]+)$", re.M)
+_INT_LIT = re.compile(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\b")
+
+
+def squash(text: str) -> str:
+    """Whitespace removed: a stable key for comparing small expressions."""
+    return re.sub(r"\s+", "", text)
+
+
+def subst_idents(text: str, mapping: Mapping[str, str]) -> str:
+    """Replace whole identifiers (not field names after `.` or `->`) by their mapped text."""
+    if not mapping:
+        return text
+    names = sorted(mapping, key=len, reverse=True)
+    rx = re.compile(r"(?<![\w.])(?<!->)(" + "|".join(re.escape(n) for n in names) + r")(?!\w)")
+    return rx.sub(lambda m: mapping[m.group(1)], text)
+
+
+def paren(text: str) -> str:
+    """Parenthesize an expression unless it is a name, number or call."""
+    s = text.strip()
+    if re.fullmatch(r"[\w.]+", s) or re.fullmatch(r"[\w:.]+\((?:[^()]|\([^()]*\))*\)", s):
+        return s
+    if s.startswith("(") and s.endswith(")") and _balanced_inside(s):
+        return s
+    return f"({s})"
+
+
+def _balanced_inside(s: str) -> bool:
+    depth = 0
+    for i, ch in enumerate(s):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and i < len(s) - 1:
+            return False
+    return True
+
+
+def file_constants(src: CudaSource) -> dict[str, int]:
+    """Integer `constexpr`/`const` names and `#define`s of the file whose values are computable."""
+    out: dict[str, int] = {"warpSize": 32}
+    items = [(m.start(), m.group(1), m.group(2)) for m in _CONSTEXPR.finditer(src.text)]
+    items += [(m.start(), m.group(1), m.group(2)) for m in _DEFINE.finditer(src.text)]
+    for _, name, expr in sorted(items):
+        v = eval_int(expr, out)
+        if v is not None and name not in out:
+            out[name] = v
+    return out
+
+
+def eval_int(text: str, env: Mapping[str, int]) -> int | None:
+    """The integer value of small C arithmetic over literals and known names, or None."""
+    t = text.strip()
+    t = re.sub(r"static_cast<\s*\w+\s*>", "", t)
+    t = _INT_LIT.sub(lambda m: str(int(m.group(1), 0)), t)
+    t = subst_idents(t, {k: str(v) for k, v in env.items()})
+    t = t.replace("/", "//").replace("////", "//")
+    try:
+        tree = ast.parse(t, mode="eval")
+    except SyntaxError:
+        return None
+    ok = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Add, ast.Sub, ast.Mult,
+          ast.FloorDiv, ast.Mod, ast.LShift, ast.RShift, ast.USub, ast.BitAnd, ast.BitOr, ast.BitXor)
+    if not all(isinstance(n, ok) for n in ast.walk(tree)):
+        return None
+    try:
+        v = eval(compile(tree, "<int>", "eval"), {"__builtins__": {}}, {})  # noqa: S307
+    except (ZeroDivisionError, ValueError, OverflowError):
+        return None
+    return v if isinstance(v, int) else None
+
+
+def is_pow2(v: int | None) -> bool:
+    return v is not None and v > 0 and v & (v - 1) == 0
+
+
+# --- tree helpers ---------------------------------------------------------------------------------
+
+
+def walk(node: ts.Node) -> Iterator[ts.Node]:
+    return N.walk(node)
+
+
+def call_name(call: ts.Node) -> str:
+    name, _ = N.callee(call.child_by_field_name("function"))
+    return name
+
+
+def call_args(call: ts.Node) -> list[ts.Node]:
+    args = call.child_by_field_name("arguments")
+    return [c for c in args.named_children if c.type != "comment"] if args is not None else []
+
+
+def calls_named(node: ts.Node, pattern: str) -> list[ts.Node]:
+    rx = re.compile(pattern)
+    return [n for n in walk(node) if n.type == "call_expression" and N.kernel_call_syntax(n) is None
+            and rx.fullmatch(call_name(n))]
+
+
+def fn_node_of(node: ts.Node) -> ts.Node | None:
+    return node if node.type == "function_definition" else N.enclosing_function(node)
+
+
+def decl_name(decl: ts.Node) -> str | None:
+    d = decl.child_by_field_name("declarator")
+    while d is not None and d.type not in ("identifier", "field_identifier"):
+        d = d.child_by_field_name("declarator") or (d.named_children[0] if d.named_children else None)
+    return d.text.decode() if d is not None and d.text else None
+
+
+def local_decls(fn: ts.Node) -> dict[str, ts.Node]:
+    """name -> the declarator node (init_declarator, plain declarator or parameter) in `fn`."""
+    out: dict[str, ts.Node] = {}
+    for n in walk(fn):
+        if n.type in ("declaration", "parameter_declaration"):
+            for d in n.children_by_field_name("declarator"):
+                nm = _declarator_ident(d)
+                if nm and nm not in out:
+                    out[nm] = d
+    return out
+
+
+def _declarator_ident(d: ts.Node) -> str | None:
+    cur: ts.Node | None = d
+    while cur is not None and cur.type not in ("identifier", "field_identifier"):
+        cur = cur.child_by_field_name("declarator") or (cur.named_children[0] if cur.named_children else None)
+    return cur.text.decode() if cur is not None and cur.text else None
+
+
+def init_text(src: CudaSource, fn: ts.Node, name: str) -> str | None:
+    """The initializer text of local `name` in `fn` when it is declared once and never reassigned."""
+    decls = [d for d in walk(fn) if d.type == "init_declarator" and _declarator_ident(d) == name]
+    if len(decls) != 1:
+        return None
+    if name in assigned_in(fn):
+        return None
+    v = decls[0].child_by_field_name("value")
+    return src.text_of(v) if v is not None else None
+
+
+def assigned_in(node: ts.Node) -> set[str]:
+    """Identifiers written under `node` (assignment targets, ++/--)."""
+    out: set[str] = set()
+    for n in walk(node):
+        target = None
+        if n.type == "assignment_expression":
+            target = n.child_by_field_name("left")
+        elif n.type == "update_expression":
+            target = n.child_by_field_name("argument")
+        if target is not None and target.type == "identifier" and target.text:
+            out.add(target.text.decode())
+    return out
+
+
+def statement_ancestor(node: ts.Node) -> ts.Node:
+    p: ts.Node | None = node
+    while p is not None and not (p.type.endswith("_statement") or p.type == "declaration"):
+        p = p.parent
+    return p or node
+
+
+def uses_ident(node: ts.Node, name: str) -> bool:
+    return any(n.type == "identifier" and n.text == name.encode() for n in walk(node))
+
+
+def has_call(node: ts.Node, pattern: str) -> bool:
+    return bool(calls_named(node, pattern))
+
+
+def jumps_out(loop: ts.Node) -> list[ts.Node]:
+    """`break`/`continue` bound to `loop`, and every `return` under it."""
+    out = []
+    for n in walk(loop.child_by_field_name("body") or loop):
+        if n.type == "return_statement":
+            out.append(n)
+        elif n.type in ("break_statement", "continue_statement"):
+            p = n.parent
+            while p is not None and p != loop and p.type not in (
+                    "for_statement", "while_statement", "do_statement", "for_range_loop", "switch_statement"):
+                p = p.parent
+            if p == loop or (p is not None and p.type == "switch_statement" and n.type == "continue_statement"
+                             and _bound_loop(p) == loop):
+                out.append(n)
+    return out
+
+
+def _bound_loop(node: ts.Node) -> ts.Node | None:
+    p = node.parent
+    while p is not None and p.type not in ("for_statement", "while_statement", "do_statement", "for_range_loop"):
+        p = p.parent
+    return p
+
+
+# --- thread-index idioms --------------------------------------------------------------------------
+
+_TID_FORMS = (
+    re.compile(r"^\(?blockIdx\.x\*(?P<b>[\w.]+)\)?\+threadIdx\.x$"),
+    re.compile(r"^\(?(?P<b>[\w.]+)\*blockIdx\.x\)?\+threadIdx\.x$"),
+    re.compile(r"^threadIdx\.x\+\(?blockIdx\.x\*(?P<b>[\w.]+)\)?$"),
+    re.compile(r"^threadIdx\.x\+\(?(?P<b>[\w.]+)\*blockIdx\.x\)?$"),
+)
+_STRIDE_FORMS = (
+    re.compile(r"^\(?gridDim\.x\*(?P<b>[\w.]+)\)?$"),
+    re.compile(r"^\(?(?P<b>[\w.]+)\*gridDim\.x\)?$"),
+)
+
+
+def strip_casts(text: str) -> str:
+    t = squash(text)
+    t = re.sub(r"static_cast<\w+>", "", t)
+    t = re.sub(r"\((?:int|unsigned|unsignedint|size_t|longlong)\)", "", t)
+    return t
+
+
+def global_tid(text: str) -> str | None:
+    """The block-size text B when `text` is blockIdx.x * B + threadIdx.x (any order), else None."""
+    t = strip_casts(text)
+    t = re.sub(r"\((blockIdx\.x|threadIdx\.x|blockDim\.x)\)", r"\1", t)
+    for rx in _TID_FORMS:
+        m = rx.match(t)
+        if m:
+            return m.group("b")
+    return None
+
+
+def grid_stride(text: str) -> str | None:
+    """The block-size text B when `text` is gridDim.x * B (any order), else None."""
+    t = strip_casts(text)
+    for rx in _STRIDE_FORMS:
+        m = rx.match(t)
+        if m:
+            return m.group("b")
+    return None
+
+
+def resolve_local(src: CudaSource, fn: ts.Node, text: str, depth: int = 3) -> str:
+    """`text`, with a plain local name replaced by its (never reassigned) initializer, recursively."""
+    t = text.strip()
+    for _ in range(depth):
+        if not re.fullmatch(r"\w+", t):
+            break
+        init = init_text(src, fn, t)
+        if init is None:
+            break
+        t = init.strip()
+    return t
+
+
+# --- divergence -----------------------------------------------------------------------------------
+
+
+def _thread_dep(src: CudaSource, fn: ts.Node, text: str, consts: Mapping[str, int], seen: set[str]) -> str:
+    """'none', 'warp' (uniform within a warp) or 'lane' for expression text in `fn`."""
+    t = squash(text)
+    kind = "none"
+    warp_div = re.compile(r"threadIdx\.x(?:/(\w+)|>>(\w+))")
+    for m in warp_div.finditer(t):
+        w = m.group(1) or m.group(2)
+        v = eval_int(w, consts)
+        if m.group(2) is not None and v is not None:
+            v = 1 << v
+        kind = "warp" if v is not None and v % 32 == 0 else "lane"
+        if kind == "lane":
+            return "lane"
+    rest = warp_div.sub("", t)
+    if re.search(r"threadIdx\.[xyz]", rest):
+        # threadIdx.y / .z with blockDim.x a multiple of 32 is warp-uniform; we cannot know: lane
+        return "lane"
+    decls = None
+    for name in set(re.findall(r"(?<![\w.])([A-Za-z_]\w*)", rest)):
+        if name in seen or name in consts:
+            continue
+        if decls is None:
+            decls = local_decls(fn)
+        if name not in decls:
+            continue
+        node = decls[name]
+        if node.type != "init_declarator":
+            if node.parent is not None and node.parent.type == "parameter_declaration":
+                continue  # parameters are uniform
+            # declared without initializer (assigned later): be conservative if threads write it
+            kind = _worst(kind, "lane" if _assigned_thread_dependent(src, fn, name, consts, seen) else "none")
+            continue
+        val = node.child_by_field_name("value")
+        sub = _thread_dep(src, fn, src.text_of(val) if val else "", consts, seen | {name})
+        if name in assigned_in(fn):
+            sub = _worst(sub, "lane" if _assigned_thread_dependent(src, fn, name, consts, seen) else "none")
+        kind = _worst(kind, sub)
+    return kind
+
+
+def _assigned_thread_dependent(src: CudaSource, fn: ts.Node, name: str, consts: Mapping[str, int],
+                               seen: set[str]) -> bool:
+    for n in walk(fn):
+        if n.type == "assignment_expression":
+            left = n.child_by_field_name("left")
+            if left is not None and left.type == "identifier" and left.text == name.encode():
+                right = n.child_by_field_name("right")
+                if _thread_dep(src, fn, src.text_of(right) if right else "", consts, seen | {name}) != "none":
+                    return True
+    return False
+
+
+def _worst(a: str, b: str) -> str:
+    order = {"none": 0, "warp": 1, "lane": 2}
+    return a if order[a] >= order[b] else b
+
+
+def thread_dependence(src: CudaSource, fn: ts.Node, text: str) -> str:
+    """How an expression in `fn` varies across threads: 'none', 'warp' or 'lane'."""
+    return _thread_dep(src, fn, text, file_constants(src), set())
+
+
+def guards(src: CudaSource, node: ts.Node) -> list[tuple[ts.Node, str]]:
+    """Conditions that decide whether `node` runs: enclosing if/loop/?: conditions and earlier
+    `if (...) return;` statements of enclosing blocks, innermost first, with their text."""
+    out: list[tuple[ts.Node, str]] = []
+    fn = fn_node_of(node)
+    child, p = node, node.parent
+    while p is not None and p != fn:
+        if p.type == "if_statement":
+            cond = p.child_by_field_name("condition")
+            if cond is not None and child != cond:
+                out.append((p, src.text_of(cond)))
+        elif p.type in ("while_statement", "do_statement"):
+            cond = p.child_by_field_name("condition")
+            if cond is not None:
+                out.append((p, src.text_of(cond)))
+        elif p.type == "for_statement":
+            cond = p.child_by_field_name("condition")
+            if cond is not None and child == p.child_by_field_name("body"):
+                out.append((p, src.text_of(cond)))
+        elif p.type == "conditional_expression":
+            cond = p.child_by_field_name("condition")
+            if cond is not None and child != cond:
+                out.append((p, src.text_of(cond)))
+        elif p.type == "binary_expression" and p.child_by_field_name("operator") is not None:
+            op = p.child_by_field_name("operator")
+            if op is not None and op.type in ("&&", "||") and child == p.child_by_field_name("right"):
+                left = p.child_by_field_name("left")
+                out.append((p, src.text_of(left) if left else ""))
+        elif p.type == "compound_statement":
+            for sib in p.named_children:
+                if sib.start_byte >= child.start_byte:
+                    break
+                if sib.type == "if_statement" and _returns(sib):
+                    cond = sib.child_by_field_name("condition")
+                    out.append((sib, src.text_of(cond) if cond else ""))
+        child, p = p, p.parent
+    return out
+
+
+def _returns(if_stmt: ts.Node) -> bool:
+    return any(n.type == "return_statement" for n in walk(if_stmt))
+
+
+def divergence(src: CudaSource, node: ts.Node) -> tuple[str, str]:
+    """('none'|'warp'|'lane', the worst condition's text) for the code path reaching `node`."""
+    fn = fn_node_of(node)
+    worst, why = "none", ""
+    if fn is None:
+        return worst, why
+    consts = file_constants(src)
+    for _, cond in guards(src, node):
+        k = _thread_dep(src, fn, cond, consts, set())
+        if _worst(worst, k) != worst:
+            worst, why = k, squash(cond)
+    return worst, why
+
+
+# --- kernels and launches -------------------------------------------------------------------------
+
+
+def kernel_of(src: CudaSource, node: ts.Node) -> Function | None:
+    fn = fn_node_of(node)
+    if fn is None:
+        return None
+    return next((f for f in src.functions if f.start <= fn.start_byte and fn.end_byte <= f.end
+                 and f.node_type == "function_definition" and src.node_for(f) == fn), None)
+
+
+def launches_of(src: CudaSource, kernel: str) -> list[LaunchSite]:
+    return [ls for ls in src.launch_sites if ls.name == kernel]
+
+
+def config_nodes(src: CudaSource, ls: LaunchSite) -> list[ts.Node]:
+    call = src.node_for(ls)
+    kcs = N.kernel_call_syntax(call)
+    return [c for c in kcs.named_children if c.type != "comment"] if kcs is not None else []
+
+
+def template_arg_nodes(src: CudaSource, ls: LaunchSite) -> list[ts.Node]:
+    call = src.node_for(ls)
+    _, targs = N.callee(call.child_by_field_name("function"))
+    return list(targs)
+
+
+def param_map(kernel: Function, ls: LaunchSite) -> dict[str, str]:
+    """Kernel parameter name -> the launch argument text that feeds it."""
+    return {p.name: a for p, a in zip(kernel.params, ls.args, strict=False)}
+
+
+def template_map(src: CudaSource, kernel: Function, ls: LaunchSite) -> dict[str, str]:
+    """Kernel template parameter -> the launch's template argument text (defaults filled in)."""
+    out: dict[str, str] = {}
+    for i, tp in enumerate(kernel.template_params):
+        if i < len(ls.template_args):
+            out[tp.name] = ls.template_args[i]
+        elif tp.default is not None:
+            out[tp.name] = tp.default
+    return out
+
+
+def enclosing_launcher(src: CudaSource, ls: LaunchSite) -> ts.Node | None:
+    return N.enclosing_function(src.node_for(ls))
+
+
+def kernel_expr_in_launcher(src: CudaSource, kernel: Function, ls: LaunchSite, text: str,
+                            kfn: ts.Node) -> str | None:
+    """Translate kernel-side expression text (over parameters, never-reassigned locals, template
+    parameters and file constants) into launcher-side text at launch `ls`; None if it uses
+    anything else (thread or block indices, loop variables, reassigned locals)."""
+    consts = file_constants(src)
+    pmap = {k: paren(v) for k, v in param_map(kernel, ls).items()}
+    tmap = {k: paren(v) for k, v in template_map(src, kernel, ls).items()}
+    t = text
+    for _ in range(4):
+        names = set(re.findall(r"(?<![\w.])(?<!->)([A-Za-z_]\w*)(?!\s*\()", t))
+        locals_ = {}
+        for nm in names:
+            if nm in pmap or nm in tmap or nm in consts or nm in _KEYWORDS:
+                continue
+            init = init_text(src, kfn, nm)
+            if init is None:
+                return None
+            locals_[nm] = paren(init)
+        if not locals_:
+            break
+        t = subst_idents(t, locals_)
+    if re.search(r"\b(threadIdx|blockIdx|blockDim|gridDim)\b", t):
+        return None
+    names = set(re.findall(r"(?<![\w.])(?<!->)([A-Za-z_]\w*)(?!\s*\()", t))
+    if any(nm not in pmap and nm not in tmap and nm not in consts and nm not in _KEYWORDS for nm in names):
+        return None
+    return subst_idents(t, {**pmap, **tmap})
+
+
+_KEYWORDS = frozenset({"int", "unsigned", "long", "size_t", "static_cast", "sizeof", "float", "double",
+                       "const", "true", "false", "warpSize"})
+
+
+def ident_used_outside_launch(src: CudaSource, launcher: ts.Node, name: str, ls: LaunchSite) -> list[int]:
+    """Lines where launcher identifier `name` is read other than in `ls`'s grid and its own
+    assignments (e.g. passed on as a count to another kernel)."""
+    lines = []
+    call = src.node_for(ls)
+    grids = [cfg[0] for other in launches_of(src, ls.name) if (cfg := config_nodes(src, other))]
+    for n in walk(launcher):
+        if n.type != "identifier" or n.text != name.encode():
+            continue
+        if any(g.start_byte <= n.start_byte < g.end_byte for g in grids):
+            continue
+        p = n.parent
+        if p is not None and p.type == "assignment_expression" and p.child_by_field_name("left") == n:
+            continue
+        if p is not None and p.type == "init_declarator":
+            continue
+        stmt = statement_ancestor(n)
+        if stmt.type == "expression_statement" and name in assigned_in(stmt) and not _in(call, stmt):
+            continue  # part of computing it: `blocks = blocks > cap ? cap : blocks;`
+        if stmt.type == "if_statement" or (stmt.parent is not None and stmt.parent.type == "condition_clause"):
+            continue
+        if _in_condition_of_self_update(n, name):
+            continue
+        lines.append(n.start_point.row + 1)
+    return lines
+
+
+def _in(outer: ts.Node, inner: ts.Node) -> bool:
+    return outer.start_byte <= inner.start_byte and inner.end_byte <= outer.end_byte
+
+
+def _in_condition_of_self_update(n: ts.Node, name: str) -> bool:
+    p = n.parent
+    while p is not None and p.type != "if_statement":
+        if p.type.endswith("_statement") and p.type != "expression_statement":
+            return False
+        p = p.parent
+    if p is None:
+        return False
+    cons = p.child_by_field_name("consequence")
+    return cons is not None and name in assigned_in(cons)
+
+
+def replace_grid(src: CudaSource, ls: LaunchSite, text: str) -> edit.Edit:
+    """An edit setting the launch's grid expression."""
+    cfg = config_nodes(src, ls)
+    return edit.replace(cfg[0], text)
+
+
+def ceil_div(count: str, block: str) -> str:
+    c, b = paren(count), paren(block)
+    if re.fullmatch(r"\d+", b.strip()):
+        return f"({c} + {int(b) - 1}) / {b}"
+    return f"({c} + {b} - 1) / {b}"
