@@ -7,10 +7,36 @@ import re
 
 from klineage.deopt.base import Operator, Precondition, Site
 from klineage.source import edit
-from klineage.source.constructs import Loop
 from klineage.source.model import CudaSource
 
-_CONST_BOUND = re.compile(r"for\s*\(.*;\s*\w+\s*(<|<=|>|>=|!=)\s*(\d+|[A-Z_][A-Z0-9_]*|\w+\s*/\s*\d+)\s*;")
+_FOR = re.compile(r"for\s*\((?P<init>[^;]*);(?P<cond>[^;]*);(?P<step>[^)]*)\)")
+_COND = re.compile(r"^\s*\w+\s*(<|<=|>|>=|!=)\s*(?P<bound>.+?)\s*$")
+_CONST_EXPR = re.compile(r"^[\w\s()+\-*/%]+$")
+
+
+def compile_time_bound(header: str, constants: set[str], runtime: frozenset[str] = frozenset()) -> bool:
+    """The loop's bound is arithmetic on literals and compile-time names (template parameters,
+    ALL_CAPS constants): the compiler can count its trips."""
+    m = _FOR.search(header.replace("\n", " "))
+    if not m:
+        return False
+    c = _COND.match(m.group("cond"))
+    if not c or not _CONST_EXPR.match(c.group("bound")):
+        return False
+    names = set(re.findall(r"[A-Za-z_]\w*", c.group("bound")))
+    return all(n in constants or (re.fullmatch(r"[A-Z_][A-Z0-9_]*", n) and n not in runtime) for n in names)
+
+
+def _params(src: CudaSource, function: str | None) -> frozenset[str]:
+    fn = src.function(function) if function else None
+    return frozenset(p.name for p in fn.params) if fn else frozenset()
+
+
+def _constants(src: CudaSource, function: str | None) -> set[str]:
+    fn = src.function(function) if function else None
+    names = {p.name for p in fn.template_params} if fn else set()
+    names |= set(re.findall(r"constexpr\s+\w+\s+(\w+)\s*=", src.text))
+    return names
 
 
 class PragmaUnroll(Operator):
@@ -34,15 +60,17 @@ class PragmaUnroll(Operator):
     def find_forward(self, src: CudaSource) -> list[Site]:
         sites = []
         for loop in src.loops:
-            if loop.kind != "for" or loop.function is None or src.pragma_of(loop) is not None:
+            if not loop.header.startswith("for") or loop.function is None or src.pragma_of(loop) is not None:
                 continue
-            if _CONST_BOUND.search(loop.header.replace("\n", " ")):
-                sites.append(self.site(src, loop, f"loop at line {loop.line} has a compile-time bound", header=loop.header.strip()))
+            if compile_time_bound(loop.header, _constants(src, loop.function), _params(src, loop.function)):
+                sites.append(self.site(src, loop, f"loop at line {loop.line} has a compile-time bound",
+                                       header=loop.header.strip(), function=loop.function))
         return sites
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         header = site.details.get("header", "")
-        ok = bool(_CONST_BOUND.search(header.replace("\n", " ")))
+        fn = site.details.get("function")
+        ok = compile_time_bound(header, _constants(src, fn), _params(src, fn))
         return [Precondition("compile_time_trip_count", ok,
                              "loop bound is a literal or compile-time constant" if ok else f"bound of '{header}' is not a compile-time constant")]
 
@@ -50,6 +78,3 @@ class PragmaUnroll(Operator):
         loop = next(lp for lp in src.loops if lp.start == site.start)
         return edit.apply_edits(src, [edit.insert_before(loop, "#pragma unroll\n" + edit.indent_of(src, loop))])
 
-
-def loop_of(src: CudaSource, site: Site) -> Loop | None:
-    return next((lp for lp in src.loops if lp.start == site.start), None)
