@@ -1,0 +1,109 @@
+"""warp_shuffle_reduce: shuffle reductions -> per-warp shared-memory trees (__syncwarp), and back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from deopt_parallel_checks import assert_passes, fixture
+
+from klineage.deopt.base import Refused
+from klineage.deopt.warp_shuffle_reduce import WarpShuffleReduce
+from klineage.source.model import CudaSource
+
+OP = WarpShuffleReduce()
+
+
+def test_find_all_forms() -> None:
+    src, _ = fixture("warp_shuffle_reduce", "centered_sum")
+    got = [(s.details["function"], s.details["kind"], s.details["form"], s.details["combiner"]) for s in OP.find(src)]
+    assert got == [
+        ("warp_sum", "down", "loop", "{a} + {b}"),
+        ("centered_sum_warp", "xor", "loop", "fmaxf({a}, {b})"),
+        ("centered_sum_block", "xor", "unrolled", "fmaxf({a}, {b})"),
+    ]
+    facts = OP.preconditions(src, OP.find(src)[0])
+    assert {f.name for f in facts} >= {"full_warp_mask", "whole_warp_reduction", "warp_converged", "recognised_combiner"}
+    assert all(f.holds for f in facts)  # the call inside `if (warp == 0)` is warp-uniform
+
+
+def test_remove_every_site_passes(tmp_path: Path) -> None:
+    """All three removals, one after another (device function, broadcast xor loop, unrolled form)."""
+    src, wl = fixture("warp_shuffle_reduce", "centered_sum")
+    cur = src
+    for _ in range(3):
+        cur = OP.remove(cur, OP.find(cur)[0])
+    assert OP.find(cur) == [] and "__shfl" not in cur.text
+    assert cur.text.count("__syncwarp();") == 3 * 3 and "__syncthreads" in cur.text
+    assert_passes(cur.text, wl, tmp_path, "centered_sum_trees.cu")
+
+
+def test_apply_roundtrip(tmp_path: Path) -> None:
+    src, wl = fixture("warp_shuffle_reduce", "centered_sum")
+    sites = OP.find(src)
+    simple = OP.remove(src, sites[1])  # the xor max loop whose result every lane reads
+    (fwd,) = OP.find_forward(simple)
+    again = OP.apply(simple, fwd)
+    assert len(OP.find(again)) == 3
+    assert "m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));" in again.text
+    assert_passes(again.text, wl, tmp_path, "centered_sum_roundtrip.cu")
+
+
+def test_roundtrip_text_equal_for_sum() -> None:
+    from klineage.source.text import normalize
+
+    src = CudaSource.from_text("""__device__ float ws(float v) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+""")
+    simple = OP.remove(src, OP.find(src)[0])
+    again = OP.apply(simple, OP.find_forward(simple)[0])
+    assert normalize(again.text) == normalize(src.text)
+
+
+REFUSALS = {
+    "lane-divergent branch": ("""
+__global__ void k(float* y) {
+    float v = y[threadIdx.x];
+    const int lane = threadIdx.x % 32;
+    if (lane < 16) {
+        for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffff, v, off);
+    }
+    y[threadIdx.x] = v;
+}""", "warp_converged"),
+    "partial mask": ("""
+__global__ void k(float* y) {
+    float v = y[threadIdx.x];
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0x0000ffffu, v, off);
+    y[threadIdx.x] = v;
+}""", "full_warp_mask"),
+    "segmented": ("""
+__global__ void k(float* y) {
+    float v = y[threadIdx.x];
+    for (int off = 4; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    y[threadIdx.x] = v;
+}""", "whole_warp_reduction"),
+    "custom two-value merge": ("""
+__global__ void k(float* y) {
+    float m = y[threadIdx.x], d = 1.f;
+    for (int off = 16; off > 0; off >>= 1) {
+        const float m2 = __shfl_down_sync(0xffffffffu, m, off);
+        const float d2 = __shfl_down_sync(0xffffffffu, d, off);
+        const float mn = fmaxf(m, m2);
+        d = d * __expf(m - mn) + d2 * __expf(m2 - mn);
+        m = mn;
+    }
+    y[threadIdx.x] = d;
+}""", "recognised_combiner"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSALS))
+def test_refusals(case: str) -> None:
+    text, fact = REFUSALS[case]
+    src = CudaSource.from_text(text, "r.cu")
+    (site,) = OP.find(src)
+    with pytest.raises(Refused, match=fact):
+        OP.remove(src, site)
