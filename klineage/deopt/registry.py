@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from klineage.deopt.base import Operator
+from klineage.deopt.fast_math import FastMath
 from klineage.deopt.launch_bounds import LaunchBounds
+from klineage.deopt.ldg import Ldg
 from klineage.deopt.pragma_unroll import PragmaUnroll
+from klineage.deopt.reciprocal_hoist import ReciprocalHoist
 from klineage.deopt.restrict import Restrict
 from klineage.errors import KLineageError
 
@@ -13,6 +16,9 @@ _OPERATORS: list[Operator] = [
     LaunchBounds(),
     PragmaUnroll(),
     Restrict(),
+    Ldg(),  # specialized_instruction
+    FastMath(),
+    ReciprocalHoist(),
 ]
 
 
