@@ -44,15 +44,15 @@ def adversarial_cases() -> list[Case]:
     return [
         Case("honest softmax (ncu, energy)", k / "honest.cu", k, ("ok",), {"ncu": True, "energy": True},
              keep=("ncu_output.txt",), timed=True),
-        Case("pointer-keyed output cache", k / "pointer_cache.cu", k, ("mismatch", "nondeterministic")),
-        Case("side-stream launch", k / "side_stream.cu", k, ("side_stream",), keep=("cupti_trace.json",)),
+        Case("pointer-keyed output cache", k / "pointer_cache.cu", k, ("mismatch", "nondeterministic", "unwritten_output")),
+        Case("side-stream launch", k / "side_stream.cu", k, ("side_stream",)),
         Case("stale outputs (no tail)", k / "stale_tail.cu", k, ("unwritten_output",)),
         Case("racy shared-memory sum (sanitize)", k / "racy.cu", k, ("nondeterministic", "mismatch"),
-             {"sanitize": True, "timeout_s": 300.0}, keep=("sanitizer_racecheck.log",)),
+             {"sanitize": True, "timeout_s": 300.0}),
         Case("impossible speedup (side stream, CUPTI check off)", k / "side_stream.cu", k, ("suspicious",),
              extra={"skip_side_stream": True}),
         Case("out-of-bounds read (sanitize)", k / "oob.cu", k, ("out_of_bounds",),
-             {"sanitize": True, "timeout_s": 300.0}, keep=("sanitizer_memcheck.log",)),
+             {"sanitize": True, "timeout_s": 300.0}),
         Case("illegal address", k / "crash.cu", k, ("crash",)),
     ]
 
@@ -97,7 +97,7 @@ def fmt_ms(t: dict[str, Any] | None, key: str = "median_ms", lo: str = "min_ms",
 def row_of(case: Case, res: dict[str, Any]) -> list[str]:
     t = res.get("timing") or {}
     cat = res.get("category", "?")
-    verdict = "PASS" if cat in case.expect else "FAIL"
+    verdict = "SKIP" if cat == "skipped" else ("PASS" if cat in case.expect else "FAIL")
     speed = (t.get("extra") or {}).get("speedup_vs_torch")
     msg = " ".join(str(res.get("message", "")).split())
     return [
@@ -155,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--examples", default="", help="comma-separated expert_kernels names (default: all)")
     p.add_argument("--no-examples", action="store_true")
     p.add_argument("--jobs", type=int, default=4, help="rejection rows run side by side")
+    p.add_argument("--deadline-s", type=float, default=0.0,
+                   help="skip the timed rows not started within this many seconds (0: no limit)")
     ns = p.parse_args(argv)
     out = Path(ns.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -186,9 +188,15 @@ def main(argv: list[str] | None = None) -> int:
         futures = {pool.submit(run_case, cases[i], art_root / f"{i:02d}"): i for i in untimed}
         for f in as_completed(futures):
             finish(futures[f], f.result())
+    t_start = time.monotonic()
     for i, c in enumerate(cases):
-        if c.timed:
-            finish(i, run_case(c, art_root / f"{i:02d}"))
+        if not c.timed:
+            continue
+        if ns.deadline_s and time.monotonic() - t_start > ns.deadline_s:
+            done[i] = {"category": "skipped", "message": f"not run: past --deadline-s {ns.deadline_s:g}",
+                       "artifacts": str(art_root)}
+            continue
+        finish(i, run_case(c, art_root / f"{i:02d}"))
     results, rows = [], []
     for i, case in enumerate(cases):
         res = done[i]
@@ -200,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     text = header + "\n\n" + table(rows) + "\n"
     (out / "gate_check_table.md").write_text(text)
     failed = sum(r[4] == "FAIL" for r in rows)
-    print("\n" + text + f"\n{len(rows) - failed}/{len(rows)} rows as expected")
+    skipped = sum(r[4] == "SKIP" for r in rows)
+    print("\n" + text + f"\n{len(rows) - failed - skipped}/{len(rows)} rows as expected, {skipped} skipped")
     return 1 if failed else 0
 
 

@@ -168,6 +168,9 @@ def verify_after_timing(runner: CudaRunner, bench: Bench, stream: torch.cuda.Str
         for t in bench.outputs.values():
             if t.data_ptr() not in live:
                 t.view(torch.uint8).fill_(0xFF)
+        # inputs in place before the launch, whatever stream the launcher really uses: this
+        # check is about values; stream discipline is the CUPTI window check's job
+        stream.synchronize()
         runner.launch_async(bench.values, stream.cuda_stream)
     runner.synchronize()
     expected = bench.workload.run_reference(fresh)
