@@ -140,6 +140,16 @@ MIGRATIONS: list[str] = [
         created_at TIMESTAMP DEFAULT current_timestamp
     );
     """,
+    # 2: materializer bookkeeping: run status and backend, step verdicts with detail, and which
+    #    run and step an LLM exchange belongs to
+    """
+    ALTER TABLE materialization_runs ADD COLUMN IF NOT EXISTS status VARCHAR;
+    ALTER TABLE materialization_runs ADD COLUMN IF NOT EXISTS backend VARCHAR;
+    ALTER TABLE materialization_steps ADD COLUMN IF NOT EXISTS verdict VARCHAR;
+    ALTER TABLE materialization_steps ADD COLUMN IF NOT EXISTS detail JSON;
+    ALTER TABLE llm_exchanges ADD COLUMN IF NOT EXISTS run_id VARCHAR;
+    ALTER TABLE llm_exchanges ADD COLUMN IF NOT EXISTS step_index INTEGER;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
