@@ -281,6 +281,35 @@ def lineage(
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 
+@app.command("materialize")
+def materialize_cmd(
+    workload_dir: Annotated[Path, typer.Argument(help="Workload folder (workload.py; naive.cu is the default start).")],
+    start: Annotated[Path | None, typer.Option("--start", help="Start kernel (default: WORKLOAD_DIR/naive.cu).")] = None,
+    budget: Annotated[int, typer.Option("--budget", help="Gated candidates at most.")] = 10,
+    provider: Annotated[str, typer.Option("--provider", help="offline (operators' apply) or anthropic.")] = "offline",
+    skills: Annotated[str, typer.Option("--skills", help="all (the store's skills) or none (baseline).")] = "all",
+    order: Annotated[str, typer.Option("--order", help="curriculum or random (seeded baseline).")] = "curriculum",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of --order random.")] = 0,
+    backend: Annotated[str, typer.Option(help="emu (CPU emulator) or cuda (GPU, timed).")] = "emu",
+    db: DbOption = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Output folder (default: materialized/WORKLOAD/RUN).")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="LLM model (anthropic).")] = None,
+    max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop once this many USD are spent.")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", help="API base URL (default: $ANTHROPIC_BASE_URL).")] = None,
+    ncu: Annotated[bool, typer.Option(help="cuda: Nsight Compute metrics for each candidate.")] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds allowed per gate stage.")] = 120.0,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
+) -> None:
+    """Apply mined skills to a workload's kernel in curriculum order, each candidate gated, within a budget."""
+    from klineage.materialize.command import MaterializeArgs, run
+
+    args = MaterializeArgs(workload_dir, start, budget, provider, skills, order, seed, backend, db, out_dir, model,
+                           max_cost, base_url, ncu, timeout, as_json)
+    rc = run(args, out, err)
+    if rc:
+        raise typer.Exit(rc)
+
+
 def main() -> None:
     """Console-script entry: KLineageError -> one line on stderr, exit 2."""
     try:

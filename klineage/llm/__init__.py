@@ -1,0 +1,37 @@
+"""Language-model providers behind one small interface, with token, cache and cost accounting.
+
+`get_llm("anthropic", model=...)` returns an object with `complete(system, messages) -> Completion`.
+The materializer builds its prompts on top of this; the LLM de-optimization operator can call the
+same function. Providers register by name (`register`), like plugins.
+"""
+
+from klineage.llm.base import (
+    Completion,
+    CostLimitReached,
+    Ledger,
+    LLMError,
+    LLMProvider,
+    MissingKeyError,
+    Usage,
+    get_llm,
+    llm_names,
+    register,
+)
+from klineage.llm.pricing import PRICES, Price, cost_of, price_for
+
+__all__ = [
+    "PRICES",
+    "Completion",
+    "CostLimitReached",
+    "LLMError",
+    "LLMProvider",
+    "Ledger",
+    "MissingKeyError",
+    "Price",
+    "Usage",
+    "cost_of",
+    "get_llm",
+    "llm_names",
+    "price_for",
+    "register",
+]

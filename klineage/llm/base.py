@@ -1,0 +1,159 @@
+"""The provider interface: `complete(system, messages) -> Completion`, a cost ledger, a registry.
+
+A provider is a small class registered by name. It owns transport, retries and accounting; what
+to ask (prompt building) belongs to its caller, so the materializer and the LLM operator share it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from klineage.errors import KLineageError
+
+#: A system prompt: plain text, or (static first) blocks of text where `cache` marks the end of a
+#: prefix the provider may cache.
+SystemBlock = tuple[str, bool]
+Message = dict[str, Any]
+
+
+class LLMError(Exception):
+    """A call that failed after its retries (overload, network, a refused request)."""
+
+
+class MissingKeyError(KLineageError):
+    """No API key: bad input, one clear line naming the variable (CLI exit 2)."""
+
+
+class CostLimitReached(Exception):
+    """The ledger's limit in USD is spent; no further calls are made."""
+
+    def __init__(self, spent: float, limit: float) -> None:
+        super().__init__(f"cost limit reached: ${spent:.4f} spent of ${limit:.4f} allowed (--max-cost)")
+        self.spent = spent
+        self.limit = limit
+
+
+@dataclass
+class Usage:
+    """Token counts of one call, split as billed: fresh input, cache writes, cache reads, output."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+
+@dataclass
+class Completion:
+    """One successful exchange: the reply text and what it cost."""
+
+    text: str
+    model: str
+    usage: Usage
+    cost_usd: float
+    latency_s: float
+    stop_reason: str = ""
+    exchange_id: str = ""
+    attempts: int = 1
+    price_known: bool = True
+
+
+@dataclass
+class Ledger:
+    """Running totals across calls; `check()` refuses a call once `limit_usd` is spent."""
+
+    limit_usd: float | None = None
+    spent_usd: float = 0.0
+    calls: int = 0
+    failed_calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+
+    def check(self) -> None:
+        if self.limit_usd is not None and self.spent_usd >= self.limit_usd:
+            raise CostLimitReached(self.spent_usd, self.limit_usd)
+
+    def add(self, c: Completion) -> None:
+        self.calls += 1
+        self.spent_usd += c.cost_usd
+        self.usage = self.usage + c.usage
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"limit_usd": self.limit_usd, "spent_usd": round(self.spent_usd, 6), "calls": self.calls,
+                "failed_calls": self.failed_calls, "usage": self.usage.__dict__}
+
+
+@dataclass
+class Exchange:
+    """What is stored per call (never the key): the prompt, the reply or error, tokens, cost."""
+
+    exchange_id: str
+    provider: str
+    model: str
+    purpose: str
+    prompt: dict[str, Any]
+    response: str
+    usage: Usage
+    cost_usd: float
+    latency_s: float
+    error: str = ""
+
+
+#: Where exchanges go (the materializer stores them in DuckDB); None keeps them nowhere.
+Recorder = Callable[[Exchange], None]
+
+
+class LLMProvider(Protocol):
+    name: str
+    model: str
+    ledger: Ledger
+    recorder: Recorder | None
+
+    def complete(
+        self,
+        system: str | Sequence[SystemBlock],
+        messages: Sequence[Message],
+        *,
+        max_tokens: int = 8192,
+        purpose: str = "",
+    ) -> Completion:
+        """One exchange, with retries on overload and rate limits; raises LLMError or CostLimitReached."""
+
+
+_REGISTRY: dict[str, Callable[..., LLMProvider]] = {}
+
+
+def register(name: str) -> Callable[[Callable[..., LLMProvider]], Callable[..., LLMProvider]]:
+    """Class decorator: make a provider constructible by name through `get_llm`."""
+
+    def deco(factory: Callable[..., LLMProvider]) -> Callable[..., LLMProvider]:
+        _REGISTRY[name] = factory
+        return factory
+
+    return deco
+
+
+def _load_builtin() -> None:
+    import klineage.llm.anthropic_provider  # noqa: F401  (registers "anthropic")
+
+
+def llm_names() -> list[str]:
+    _load_builtin()
+    return sorted(_REGISTRY)
+
+
+def get_llm(name: str, **kwargs: Any) -> LLMProvider:
+    """A provider by name; unknown names are bad input."""
+    _load_builtin()
+    if name not in _REGISTRY:
+        raise KLineageError(f"unknown LLM provider '{name}' (known: {', '.join(sorted(_REGISTRY))})")
+    return _REGISTRY[name](**kwargs)

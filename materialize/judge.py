@@ -1,0 +1,75 @@
+"""Is a gated candidate better than the current kernel?
+
+GPU (timing on both): faster by more than the timing spread (the larger run-to-run spread of the
+two: max minus min of the trial medians). CPU (no timing): correct and the optimization's static
+effect present: the operator's `find` sees more sites than before (for a free LLM move, any
+operator's). Text that did not change is never better.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from klineage.deopt.base import Operator
+from klineage.deopt.registry import operators as all_operators
+from klineage.errors import SourceError
+from klineage.gates.result import GateResult, Timing
+from klineage.source.model import CudaSource
+
+
+@dataclass
+class Verdict:
+    kept: bool
+    verdict: str  # kept | rejected | not_faster | no_effect
+    reason: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def spread_ms(t: Timing) -> float:
+    medians = (t.extra or {}).get("trial_medians_ms") or []
+    if len(medians) >= 2:
+        return max(medians) - min(medians)
+    return max(0.0, t.max_ms - t.min_ms)
+
+
+def site_counts(text: str, ops: list[Operator]) -> dict[str, int]:
+    """How many sites of each optimization the code holds (0 for code that does not parse)."""
+    try:
+        src = CudaSource.from_text(text, "candidate.cu")
+    except SourceError:
+        return {op.name: 0 for op in ops}
+    counts = {}
+    for op in ops:
+        try:
+            counts[op.name] = len(op.find(src))
+        except Exception:  # an operator bug must not end a run: count it as absent
+            counts[op.name] = 0
+    return counts
+
+
+def judge(current: str, candidate: str, cur_gate: GateResult, cand_gate: GateResult,
+          operator: Operator | None) -> Verdict:
+    if not cand_gate.accepted:
+        return Verdict(False, "rejected", f"{cand_gate.category}: {cand_gate.message}".strip())
+    if candidate == current:
+        return Verdict(False, "no_effect", "the candidate is the current kernel")
+    if cur_gate.timing is not None and cand_gate.timing is not None:
+        cur, cand = cur_gate.timing, cand_gate.timing
+        spread = max(spread_ms(cur), spread_ms(cand))
+        gain = cur.median_ms - cand.median_ms
+        detail = {"current_ms": cur.median_ms, "candidate_ms": cand.median_ms, "spread_ms": spread, "gain_ms": gain}
+        if gain > spread:
+            return Verdict(True, "kept", f"{cur.median_ms:.4f} -> {cand.median_ms:.4f} ms (spread {spread:.4f})", detail)
+        return Verdict(False, "not_faster",
+                       f"{cand.median_ms:.4f} ms vs {cur.median_ms:.4f} ms: not faster by more than the spread {spread:.4f} ms",
+                       detail)
+    ops = [operator] if operator is not None else all_operators()
+    before, after = site_counts(current, ops), site_counts(candidate, ops)
+    grew = sorted(n for n in after if after[n] > before.get(n, 0))
+    detail = {"static_before": before, "static_after": after}
+    if grew:
+        return Verdict(True, "kept", "static effect present: " + ", ".join(f"{n} {before[n]} -> {after[n]} site(s)" for n in grew),
+                       detail)
+    names = ", ".join(o.name for o in ops) if len(ops) <= 3 else "any operator"
+    return Verdict(False, "no_effect", f"correct, but no more {names} sites than before (static effect absent)", detail)

@@ -1,0 +1,59 @@
+"""The `anthropic` provider: a jinja2 prompt (rules, skill cards, code, gate feedback) sent through
+klineage.llm's Anthropic client; the kernel is the reply's last ```cuda block.
+
+Money and retries live in the client (klineage.llm.anthropic_provider); this class only turns a
+move into a prompt and a reply into a candidate, or into a clear rejection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from klineage.llm.base import Exchange, Ledger, LLMProvider
+from klineage.materialize.extract import NoKernel, extract_kernel
+from klineage.materialize.prompts import build_prompt
+from klineage.materialize.providers.base import Proposal, ProposalRequest, Provider, register_provider
+
+
+@register_provider
+class AnthropicProvider(Provider):
+    name = "anthropic"
+    mechanical = False
+    attempts_per_move = 2  # a second try on the same kernel sees the first one's gate feedback
+
+    def __init__(
+        self,
+        model: str | None = None,
+        base_url: str | None = None,
+        max_cost_usd: float | None = None,
+        max_tokens: int = 16000,
+        llm: LLMProvider | None = None,
+        **client_options: object,
+    ) -> None:
+        if llm is None:
+            from klineage.llm.anthropic_provider import AnthropicLLM
+
+            llm = AnthropicLLM(model, base_url=base_url, max_cost_usd=max_cost_usd, **client_options)  # type: ignore[arg-type]
+        self.llm = llm
+        self.model = llm.model
+        self.max_tokens = max_tokens
+
+    @property
+    def ledger(self) -> Ledger:
+        return self.llm.ledger
+
+    def set_recorder(self, recorder: Callable[[Exchange], None] | None) -> None:
+        self.llm.recorder = recorder  # type: ignore[attr-defined]
+
+    def propose(self, request: ProposalRequest) -> Proposal:
+        """One exchange; CostLimitReached and LLMError propagate to the loop, which stops."""
+        prompt = build_prompt(request)
+        c = self.llm.complete(prompt.system, prompt.messages, max_tokens=self.max_tokens,
+                              purpose=f"materialize:{request.move.label}")
+        usage = {"input_tokens": c.usage.input_tokens, "output_tokens": c.usage.output_tokens,
+                 "cache_read_tokens": c.usage.cache_read_tokens, "cache_write_tokens": c.usage.cache_write_tokens}
+        try:
+            code = extract_kernel(c.text)
+        except NoKernel as e:
+            return Proposal(None, f"rejected reply: {e}", c.cost_usd, [c.exchange_id], usage)
+        return Proposal(code, f"{c.model}: {c.usage.output_tokens} output tokens", c.cost_usd, [c.exchange_id], usage)

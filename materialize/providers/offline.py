@@ -1,0 +1,60 @@
+"""The `offline` provider: the operator's mechanical `apply`, deterministic, no network.
+
+It applies the move's optimization at every forward site whose preconditions hold, finding the
+sites again after each edit (offsets move), so one candidate is the skill applied wherever it fits.
+"""
+
+from __future__ import annotations
+
+from klineage.deopt.base import Refused
+from klineage.errors import SourceError
+from klineage.materialize.matching import forward_sites
+from klineage.materialize.providers.base import Proposal, ProposalRequest, Provider, register_provider
+from klineage.source.model import CudaSource
+
+MAX_SITES = 64
+
+
+@register_provider
+class OfflineProvider(Provider):
+    name = "offline"
+    mechanical = True
+    attempts_per_move = 1
+
+    def __init__(self, **_: object) -> None:
+        self.model = None
+
+    def propose(self, request: ProposalRequest) -> Proposal:
+        op = request.move.operator
+        if op is None:
+            return Proposal(None, "the offline provider needs an operator with a mechanical forward step")
+        try:
+            src = CudaSource.from_text(request.source, "current.cu")
+        except SourceError as e:
+            return Proposal(None, f"current kernel does not parse: {e}")
+        done: list[str] = []
+        refused: list[str] = []
+        tried: set[tuple[str, str]] = set()
+        for _ in range(MAX_SITES):
+            sites, _bad = forward_sites(op, src)
+            sites = [s for s in sites if (s.anchor.path, s.summary) not in tried]
+            if not sites:
+                break
+            site = sites[0]
+            tried.add((site.anchor.path, site.summary))
+            try:
+                after = op.apply(src, site)
+            except (Refused, SourceError) as e:
+                refused.append(f"line {site.line}: {e}")
+                continue
+            if after.text == src.text:
+                refused.append(f"line {site.line}: apply changed nothing")
+                continue
+            src = after
+            done.append(f"line {site.line}: {site.summary}")
+        if not done:
+            return Proposal(None, f"{op.name}: no site could be applied" + (f" ({'; '.join(refused[:3])})" if refused else ""))
+        note = f"{op.name} applied at {len(done)} site(s): " + "; ".join(done[:4])
+        if refused:
+            note += f"; refused at {len(refused)}"
+        return Proposal(src.text, note)

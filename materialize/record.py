@@ -1,0 +1,115 @@
+"""Everything a run leaves behind: DuckDB rows (materialization_runs / _steps, kernels, gate_runs,
+llm_exchanges) and the output folder (start.cu, step-NN-<skill>.cu, best.cu, trace.json).
+
+trace.json is rewritten after every step, so a run that stops early (cost limit, provider error,
+Ctrl-C) still leaves the trace of what was done.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from klineage.gates.result import GateResult
+from klineage.llm.base import Exchange
+from klineage.store.db import Store
+from klineage.walker import source_hash
+
+
+def device_of(r: GateResult) -> str:
+    timing_device = (r.timing.extra or {}).get("device") if r.timing else None
+    return timing_device or (r.profile or {}).get("device") or ("cpu-emulator" if r.backend == "emu" else r.backend)
+
+
+def safe_name(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", label)[:60] or "step"
+
+
+class RunRecorder:
+    """Writes one run's rows and files; `store` None records files only."""
+
+    def __init__(self, store: Store | None, out_dir: Path, run_id: str, workload: str) -> None:
+        self.store = store
+        self.out_dir = out_dir
+        self.run_id = run_id
+        self.workload = workload
+        self.step_index = 0  # the step an LLM exchange belongs to
+        out_dir.mkdir(parents=True, exist_ok=True)
+
+    # ---- DuckDB ---------------------------------------------------------------------------
+    def start(self, provider: str, model: str | None, skills_mode: str, order: str, budget: int, backend: str) -> None:
+        if self.store is None:
+            return
+        with self.store.transaction() as con:
+            con.execute(
+                "INSERT INTO materialization_runs (run_id, workload, provider, model, skills_mode, order_mode, budget,"
+                " status, backend) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?)",
+                [self.run_id, self.workload, provider, model, skills_mode, order, budget, backend],
+            )
+
+    def kernel(self, text: str, role: str, path: Path | None = None) -> str:
+        h = source_hash(text)
+        if self.store is not None:
+            with self.store.transaction() as con:
+                con.execute(
+                    "INSERT INTO kernels (kernel_hash, workload, role, path, source) VALUES (?, ?, ?, ?, ?)"
+                    " ON CONFLICT DO NOTHING", [h, self.workload, role, str(path) if path else None, text])
+        return h
+
+    def gate_run(self, text: str, r: GateResult) -> None:
+        if self.store is None or not r.artifact_id:
+            return
+        with self.store.transaction() as con:
+            con.execute(
+                "INSERT INTO gate_runs (gate_key, kernel_hash, workload, backend, accepted, stage, category, message,"
+                " result, elapsed_s, device) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                [r.artifact_id, source_hash(text), self.workload, r.backend, r.accepted, r.stage, r.category, r.message,
+                 json.dumps(r.to_dict(), default=str), r.elapsed_s, device_of(r)])
+
+    def step(self, rec: dict[str, Any]) -> None:
+        if self.store is None:
+            return
+        with self.store.transaction() as con:
+            con.execute(
+                "INSERT OR REPLACE INTO materialization_steps (run_id, step_index, skill_id, operator, kernel_hash,"
+                " gate_key, accepted, kept, category, message, time_ms, cost_usd, verdict, detail)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [self.run_id, rec["index"], rec["skill_id"], rec["operator"], rec["kernel_hash"], rec["gate_key"],
+                 rec["accepted"], rec["kept"], rec["category"], rec["message"], rec["time_ms"], rec["cost_usd"],
+                 rec["verdict"], json.dumps(rec, default=str)])
+
+    def exchange(self, ex: Exchange) -> None:
+        """An LLM exchange (prompt, reply, tokens, cost, latency); the key is never part of it."""
+        if self.store is None:
+            return
+        with self.store.transaction() as con:
+            con.execute(
+                "INSERT INTO llm_exchanges (exchange_id, provider, model, purpose, prompt, response, input_tokens,"
+                " output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, latency_s, error, run_id, step_index)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [ex.exchange_id, ex.provider, ex.model, ex.purpose, json.dumps(ex.prompt), ex.response,
+                 ex.usage.input_tokens, ex.usage.output_tokens, ex.usage.cache_read_tokens, ex.usage.cache_write_tokens,
+                 ex.cost_usd, ex.latency_s, ex.error or None, self.run_id, self.step_index])
+
+    def finish(self, status: str, best_hash: str | None, summary: dict[str, Any]) -> None:
+        if self.store is None:
+            return
+        with self.store.transaction() as con:
+            con.execute(
+                "UPDATE materialization_runs SET finished_at = current_timestamp, status = ?, best_kernel_hash = ?,"
+                " summary = ? WHERE run_id = ?", [status, best_hash, json.dumps(summary, default=str), self.run_id])
+
+    # ---- files ----------------------------------------------------------------------------
+    def write_source(self, name: str, text: str) -> Path:
+        path = self.out_dir / name
+        path.write_text(text)
+        return path
+
+    def write_trace(self, doc: dict[str, Any]) -> Path:
+        path = self.out_dir / "trace.json"
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+        tmp.replace(path)
+        return path
