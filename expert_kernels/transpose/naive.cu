@@ -1,14 +1,16 @@
-// transpose, naive: one thread per output element, reading x with a stride of N.
+// transpose, naive: one thread per output element (linear index over y), reading x with a
+// stride of N.
 #include <cuda_runtime.h>
 
 __global__ void transpose_naive(const float* x, float* y, int M, int N) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;  // column of y (row of x)
-    int j = blockIdx.y * blockDim.y + threadIdx.y;  // row of y (column of x)
-    if (i < M && j < N) y[(size_t)j * M + i] = x[(size_t)i * N + j];
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // element of y
+    if (idx >= (size_t)M * N) return;
+    size_t j = idx / M;  // row of y = column of x
+    size_t i = idx % M;  // column of y = row of x
+    y[idx] = x[i * N + j];
 }
 
 extern "C" void launch(const float* x, float* y, int M, int N, cudaStream_t stream) {
-    dim3 block(16, 16);
-    dim3 grid((M + 15) / 16, (N + 15) / 16);
-    transpose_naive<<<grid, block, 0, stream>>>(x, y, M, N);
+    size_t total = (size_t)M * N;
+    transpose_naive<<<(unsigned)((total + 255) / 256), 256, 0, stream>>>(x, y, M, N);
 }

@@ -1,15 +1,19 @@
-// transpose_batched, naive: one thread per output element, reading x with a stride of N.
+// transpose_batched, naive: one thread per output element (linear index over y), reading x with a
+// stride of N.
 #include <cuda_runtime.h>
 
-__global__ void transpose_naive(const float* x, float* y, int M, int N) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;  // column of y (row of x)
-    int j = blockIdx.y * blockDim.y + threadIdx.y;  // row of y (column of x)
-    size_t b = blockIdx.z;
-    if (i < M && j < N) y[b * M * N + (size_t)j * M + i] = x[b * M * N + (size_t)i * N + j];
+__global__ void transpose_naive(const float* x, float* y, int B, int M, int N) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // element of y
+    size_t matrix = (size_t)M * N;
+    if (idx >= (size_t)B * matrix) return;
+    size_t b = idx / matrix;
+    size_t r = idx % matrix;
+    size_t j = r / M;  // row of y[b] = column of x[b]
+    size_t i = r % M;  // column of y[b] = row of x[b]
+    y[idx] = x[b * matrix + i * N + j];
 }
 
 extern "C" void launch(const float* x, float* y, int B, int M, int N, cudaStream_t stream) {
-    dim3 block(16, 16);
-    dim3 grid((M + 15) / 16, (N + 15) / 16, B);
-    transpose_naive<<<grid, block, 0, stream>>>(x, y, M, N);
+    size_t total = (size_t)B * M * N;
+    transpose_naive<<<(unsigned)((total + 255) / 256), 256, 0, stream>>>(x, y, B, M, N);
 }
