@@ -42,10 +42,11 @@ def classify(returncode: int, stderr: str) -> tuple[str, str] | None:
         kind = m.group("kind")
         where = _kernel_frame(stderr)
         access = _ACCESS.search(stderr)
-        what = f"{access.group(1)} of {access.group(2)} bytes" if access else "access"
+        what = f"{access.group(1).lower()} of {access.group(2)} bytes" if access else "access"
         loc = f" at {where}" if where else ""
         if kind in _OOB_KINDS:
-            return "out_of_bounds", f"{kind}: {what}{loc} (AddressSanitizer)"
+            words = "outside the tensor (guard zone)" if kind == "use-after-poison" else kind
+            return "out_of_bounds", f"{what}{loc}: {words} (AddressSanitizer {kind})"
         if kind == "SEGV":
             return "crash", f"invalid memory access{loc} (AddressSanitizer SEGV{m.group('rest').split(' (pc')[0]})"
         if kind == "stack-overflow":

@@ -8,6 +8,7 @@
 #include "klemu.h"
 
 #include <csignal>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -105,10 +106,40 @@ void ensure_stacks() {
   void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) fail("crash", "cannot reserve %zu bytes for fiber stacks", total);
   g_stacks = (char*)p;
+#if KLEMU_ASAN
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    void* lo = nullptr;
+    size_t sz = 0;
+    pthread_attr_getstack(&attr, &lo, &sz);
+    g_main_bottom = lo;
+    g_main_size = sz;
+    pthread_attr_destroy(&attr);
+  }
+#endif
   for (int i = 0; i < kMaxThreads; ++i) mprotect(g_stacks + (size_t)i * g_stack_size, 4096, PROT_NONE);  // guard
 }
 
-inline void to_fiber(Fiber* f) {
+int g_pos = -1;  // index in the current pass's order of the fiber running now
+
+// Next ready fiber after the running one in this pass's order, or nullptr (pass over).
+inline Fiber* next_ready() {
+  if (g_schedule == 0) {
+    for (int i = g_pos + 1; i < g_nthreads; ++i)
+      if (g_fibers[i].state == kReady) { g_pos = i; return &g_fibers[i]; }
+  } else {
+    for (int i = g_pos - 1; i >= 0; --i)
+      if (g_fibers[i].state == kReady) { g_pos = i; return &g_fibers[i]; }
+  }
+  return nullptr;
+}
+
+// Scheduler side: run one pass; fibers hand over to each other directly and the last one of
+// the pass switches back here. Returns whether any fiber ran.
+inline bool run_pass() {
+  g_pos = g_schedule == 0 ? -1 : g_nthreads;
+  Fiber* f = next_ready();
+  if (!f) return false;
   g_cur = f;
 #if KLEMU_ASAN
   void* fake = nullptr;
@@ -118,16 +149,23 @@ inline void to_fiber(Fiber* f) {
 #else
   klemu_switch(&g_sched_sp, f->sp);
 #endif
+  return true;
 }
 
-inline void to_scheduler(Fiber* f, bool exiting = false) {
+// Fiber side: the running fiber blocks (or exits); continue with the next ready fiber of the
+// pass, or return to the scheduler.
+inline void yield_from(Fiber* f, bool exiting = false) {
+  Fiber* n = next_ready();
+  void* target = n ? n->sp : g_sched_sp;
+  if (n) g_cur = n;
 #if KLEMU_ASAN
-  __sanitizer_start_switch_fiber(exiting ? nullptr : &f->asan_fake, g_main_bottom, g_main_size);
-  klemu_switch(&f->sp, g_sched_sp);
+  if (n) __sanitizer_start_switch_fiber(exiting ? nullptr : &f->asan_fake, n->stack_lo, n->stack_size);
+  else __sanitizer_start_switch_fiber(exiting ? nullptr : &f->asan_fake, g_main_bottom, g_main_size);
+  klemu_switch(&f->sp, target);
   __sanitizer_finish_switch_fiber(f->asan_fake, nullptr, nullptr);
 #else
   (void)exiting;
-  klemu_switch(&f->sp, g_sched_sp);
+  klemu_switch(&f->sp, target);
 #endif
 }
 
@@ -162,11 +200,11 @@ void thread_exit(Fiber* f) {
 
 void fiber_main(Fiber* f) {
 #if KLEMU_ASAN
-  __sanitizer_finish_switch_fiber(nullptr, &g_main_bottom, &g_main_size);
+  __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
 #endif
   g_body(g_ctx);
   thread_exit(f);
-  to_scheduler(f, true);
+  yield_from(f, true);
   __builtin_trap();
 }
 
@@ -217,17 +255,9 @@ void run_block_fibers() {
   g_bar_count = g_bar_pred = 0;
   for (int i = 0; i < g_nthreads; ++i) init_fiber(&g_fibers[i], i);
   const int n = g_nthreads;
-  while (g_live > 0) {
-    bool ran = false;
-    if (g_schedule == 0) {
-      for (int i = 0; i < n; ++i)
-        if (g_fibers[i].state == kReady) { to_fiber(&g_fibers[i]); ran = true; }
-    } else {
-      for (int i = n - 1; i >= 0; --i)
-        if (g_fibers[i].state == kReady) { to_fiber(&g_fibers[i]); ran = true; }
-    }
-    if (!ran && g_live > 0) deadlock();
-  }
+  (void)n;
+  while (g_live > 0)
+    if (!run_pass()) deadlock();
   g_cur = nullptr;
 }
 
@@ -323,7 +353,7 @@ int barrier(int pred, int mode, int line, const char* what) {
   ++g_bar_count;
   g_bar_pred += pred;
   if (g_bar_count == g_live) release_barrier();
-  to_scheduler(f);
+  yield_from(f);
   return (int)f->result;
 }
 
@@ -436,7 +466,7 @@ uint64_t warp_collective(int op, unsigned mask, uint64_t val, int arg, int width
       w.waiting &= ~mask;
     }
   }
-  to_scheduler(f);
+  yield_from(f);
   return f->result;
 }
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <type_traits>
 #include <utility>
 
@@ -233,7 +234,7 @@ static inline void __threadfence() { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 static inline void __threadfence_block() { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 static inline void __threadfence_system() { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 static inline long long clock64() { return (long long)__builtin_ia32_rdtsc(); }
-static inline int clock() { return (int)__builtin_ia32_rdtsc(); }
+// clock() is the C library one (<ctime>); only clock64() is emulated.
 static inline unsigned __lanemask_lt() { return (1u << ::klemu::g_cur->lane) - 1u; }
 static inline unsigned __lanemask_le() { return (unsigned)((2ull << ::klemu::g_cur->lane) - 1u); }
 static inline unsigned __lanemask_eq() { return 1u << ::klemu::g_cur->lane; }
