@@ -19,15 +19,8 @@ from klineage.gates.backends import get_backend
 from klineage.gates.child import run_worker
 from klineage.gates.compile import CompileResult, compile_cubin, nvcc_version
 from klineage.gates.result import GateResult, ShapeCheck, Timing
-from klineage.source.parser import captures, error_nodes, parse
+from klineage.source.model import CudaSource
 from klineage.workload import Workload, load_workload
-
-_LAUNCHER_QUERY = """
-(linkage_specification value: (string_literal) @lang body: (function_definition
-   declarator: (function_declarator declarator: (identifier) @name)))
-(linkage_specification value: (string_literal) @lang body: (declaration_list (function_definition
-   declarator: (function_declarator declarator: (identifier) @name))))
-"""
 
 
 def read_source(path: str | Path) -> str:
@@ -45,15 +38,11 @@ def read_source(path: str | Path) -> str:
 
 def check_parse(source: str, name: str) -> GateResult | None:
     """Parse stage: a parse error or a missing `extern "C" launch` rejects before compiling."""
-    tree = parse(source)
-    errs = error_nodes(tree)
-    if errs:
-        n = errs[0]
-        row, col = n.start_point
-        what = f"missing {n.type}" if n.is_missing else "syntax error"
-        return GateResult.reject("parse", "parse_error", f"{name}:{row + 1}:{col + 1}: {what}")
-    found = captures(tree.root_node, _LAUNCHER_QUERY)
-    names = [n.text.decode() for n in found.get("name", [])]
+    try:
+        src = CudaSource.from_text(source, name)
+    except SourceError as e:
+        return GateResult.reject("parse", "parse_error", str(e))
+    names = [f.name for f in src.launchers]
     if "launch" not in names:
         return GateResult.reject(
             "parse", "parse_error", f'{name}: no extern "C" launch(...) launcher (found: {", ".join(names) or "none"})'

@@ -255,6 +255,18 @@ def skills_import(
 
 
 @app.command()
+def report(
+    db: DbOption = None,
+    output: Annotated[Path, typer.Option("--out", help="The HTML file to write.")] = Path("report.html"),
+) -> None:
+    """One self-contained HTML page: lineages drawn, skill cards with evidence, materialization traces."""
+    from klineage.report import write_report
+
+    path = write_report(db, output)
+    out.print(f"wrote {path.resolve()}", highlight=False)
+
+
+@app.command()
 def lineage(
     workload: Annotated[str, typer.Argument(help="Workload name.")],
     db: DbOption = None,
@@ -279,6 +291,84 @@ def lineage(
         output.write_text(text)
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+import_app = typer.Typer(help="Take workloads and kernels from KernelBench and FlashInfer-Bench.", no_args_is_help=True)
+export_app = typer.Typer(help="Give kernels back as KernelBench or FlashInfer-Bench solutions.", no_args_is_help=True)
+app.add_typer(import_app, name="import")
+app.add_typer(export_app, name="export")
+
+
+@import_app.command("kernelbench")
+def import_kernelbench(
+    problem: Annotated[Path, typer.Argument(help="A KernelBench problem file (Model, get_inputs, get_init_inputs).")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Workload folder to write.")],
+    solution: Annotated[Path | None, typer.Option(help="A KernelBench solution (ModelNew + load_inline) to wrap.")] = None,
+    strict: Annotated[bool, typer.Option(help="Torch's default tolerances instead of KernelBench's 1e-2.")] = False,
+) -> None:
+    """A KernelBench problem as a workload folder; its solution (if given) as solution.cu there."""
+    from klineage.interop.kernelbench import import_problem
+    from klineage.interop.solution import wrap_solution
+
+    wl = import_problem(problem, out_dir, strict=strict)
+    out.print(f"workload {wl.name} -> {out_dir / 'workload.py'}", highlight=False)
+    if solution is not None:
+        kernel = wrap_solution(solution, wl)
+        (out_dir / "solution.cu").write_text(kernel)
+        out.print(f"solution -> {out_dir / 'solution.cu'}", highlight=False)
+
+
+@import_app.command("flashinfer")
+def import_flashinfer(
+    definition: Annotated[Path, typer.Argument(help="A FlashInfer-Bench definition JSON.")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Workload folder to write.")],
+    workloads: Annotated[Path | None, typer.Option(help="Its workloads JSONL (FlashInfer-Trace).")] = None,
+    solution: Annotated[Path | None, typer.Option(help="A Solution JSON whose kernel.cu follows our launcher.")] = None,
+) -> None:
+    """A FlashInfer-Bench definition (+ workloads) as a workload folder."""
+    from klineage.interop.flashinfer import import_definition, kernel_from_solution
+
+    if workloads is None and definition.parent.name == "definitions":
+        guess = definition.parent.parent / "workloads" / f"{definition.stem}.jsonl"
+        workloads = guess if guess.exists() else None
+    wl = import_definition(definition, out_dir, workloads)
+    out.print(f"workload {wl.name} -> {out_dir / 'workload.py'}", highlight=False)
+    if solution is not None:
+        (out_dir / "solution.cu").write_text(kernel_from_solution(solution))
+        out.print(f"solution -> {out_dir / 'solution.cu'}", highlight=False)
+
+
+@export_app.command("kernelbench")
+def export_kernelbench(
+    kernel: Annotated[Path, typer.Argument(help="A kernel of an imported KernelBench workload.")],
+    workload: Annotated[Path, typer.Option("--workload", help="The workload folder (holds problem.py).")],
+    output: Annotated[Path, typer.Option("--out", help="ModelNew.py to write.")],
+) -> None:
+    """A KernelBench solution file (ModelNew + load_inline) that KernelBench's evaluator loads."""
+    from klineage.gates.gate import read_source
+    from klineage.interop.solution import export_model_new
+    from klineage.workload import load_workload
+
+    text = export_model_new(read_source(kernel), load_workload(workload), workload / "problem.py")
+    output.write_text(text)
+    out.print(f"wrote {output}", highlight=False)
+
+
+@export_app.command("flashinfer")
+def export_flashinfer(
+    kernel: Annotated[Path, typer.Argument(help="A kernel following the workload's launcher.")],
+    workload: Annotated[Path, typer.Option("--workload", help="The workload folder.")],
+    output: Annotated[Path, typer.Option("--out", help="Solution JSON to write.")],
+    author: Annotated[str, typer.Option(help="Solution author.")] = "klineage",
+) -> None:
+    """A FlashInfer-Bench Solution JSON (language cuda, entry point, sources)."""
+    from klineage.gates.gate import read_source
+    from klineage.interop.flashinfer import export_solution
+    from klineage.workload import load_workload
+
+    doc = export_solution(read_source(kernel), load_workload(workload), kernel.stem, author)
+    output.write_text(json.dumps(doc, indent=2) + "\n")
+    out.print(f"wrote {output}", highlight=False)
 
 
 @app.command("materialize")

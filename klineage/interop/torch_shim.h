@@ -1,0 +1,160 @@
+// KLineage torch-extension shim: the small part of torch::Tensor that load_inline bindings use,
+// backed by buffers the gate allocated. It lets a KernelBench binding (which allocates its output
+// with torch::empty_like / zeros and launches on the current stream) run unchanged behind the
+// C launcher convention: "allocations" hand out the gate's output buffers in order, and a shape
+// that does not match the workload's output is a hard error, never a silent reinterpretation.
+#pragma once
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <initializer_list>
+#include <vector>
+
+namespace klshim {
+
+enum class ScalarType { Float, Double, Half, BFloat16, Int, Long, Char, Byte, Bool };
+
+inline size_t element_size(ScalarType t) {
+    switch (t) {
+        case ScalarType::Double: case ScalarType::Long: return 8;
+        case ScalarType::Float: case ScalarType::Int: return 4;
+        case ScalarType::Half: case ScalarType::BFloat16: return 2;
+        default: return 1;
+    }
+}
+
+[[noreturn]] inline void fail(const char* what) {
+    std::fprintf(stderr, "klineage torch shim: %s\n", what);
+    std::abort();
+}
+
+struct Device {
+    bool is_cuda() const { return true; }
+};
+
+struct TensorOptions {
+    ScalarType st = ScalarType::Float;
+    TensorOptions dtype(ScalarType t) const { TensorOptions o = *this; o.st = t; return o; }
+    TensorOptions device(Device) const { return *this; }
+    TensorOptions device(int) const { return *this; }
+};
+
+struct Tensor {
+    void* ptr = nullptr;
+    std::vector<int64_t> shape;
+    ScalarType st = ScalarType::Float;
+
+    template <typename T> T* data_ptr() const { return static_cast<T*>(ptr); }
+    void* data_ptr() const { return ptr; }
+    int64_t dim() const { return static_cast<int64_t>(shape.size()); }
+    int64_t numel() const { int64_t n = 1; for (auto d : shape) n *= d; return n; }
+    int64_t size(int64_t d) const {
+        if (d < 0) d += dim();
+        if (d < 0 || d >= dim()) fail("size(): dimension out of range");
+        return shape[static_cast<size_t>(d)];
+    }
+    std::vector<int64_t> sizes() const { return shape; }
+    ScalarType scalar_type() const { return st; }
+    ScalarType dtype() const { return st; }
+    TensorOptions options() const { TensorOptions o; o.st = st; return o; }
+    Device device() const { return Device{}; }
+    bool is_cuda() const { return true; }
+    bool is_contiguous() const { return true; }
+    bool defined() const { return ptr != nullptr; }
+    Tensor contiguous() const { return *this; }
+    Tensor cuda() const { return *this; }
+    size_t element_size() const { return klshim::element_size(st); }
+    Tensor& zero_();
+};
+
+struct State {
+    Tensor* outputs = nullptr;
+    int count = 0;
+    int next = 0;
+    cudaStream_t stream = nullptr;
+};
+inline State& state() { static State s; return s; }
+
+inline Tensor& Tensor::zero_() {
+    cudaMemsetAsync(ptr, 0, static_cast<size_t>(numel()) * element_size(), state().stream);
+    return *this;
+}
+
+inline Tensor wrap(void* p, std::initializer_list<int64_t> shape, ScalarType st) {
+    Tensor t;
+    t.ptr = p;
+    t.shape = shape;
+    t.st = st;
+    return t;
+}
+
+inline Tensor next_output(const std::vector<int64_t>& shape) {
+    State& s = state();
+    if (s.next >= s.count) fail("the binding allocates more tensors than the workload has outputs");
+    Tensor t = s.outputs[s.next++];
+    if (t.shape != shape) fail("the binding allocates an output whose shape differs from the workload's");
+    return t;
+}
+
+inline Tensor empty_like(const Tensor& like) { return next_output(like.shape); }
+inline Tensor empty_like(const Tensor& like, TensorOptions) { return next_output(like.shape); }
+inline Tensor zeros_like(const Tensor& like) { Tensor t = next_output(like.shape); t.zero_(); return t; }
+inline Tensor zeros_like(const Tensor& like, TensorOptions) { return zeros_like(like); }
+inline Tensor empty(std::vector<int64_t> shape, TensorOptions opts = TensorOptions()) { (void)opts; return next_output(shape); }
+inline Tensor zeros(std::vector<int64_t> shape, TensorOptions opts = TensorOptions()) { (void)opts; Tensor t = next_output(shape); t.zero_(); return t; }
+
+inline void begin(Tensor* outputs, int count, cudaStream_t stream) {
+    State& s = state();
+    s.outputs = outputs;
+    s.count = count;
+    s.next = 0;
+    s.stream = stream;
+}
+
+inline void check_result(const Tensor& r) {
+    State& s = state();
+    if (s.count < 1 || r.ptr != s.outputs[0].ptr) fail("the binding returned a tensor that is not the workload's output");
+}
+
+}  // namespace klshim
+
+namespace c10 {
+using Half = __half;
+using BFloat16 = __nv_bfloat16;
+}  // namespace c10
+
+namespace torch {
+using Tensor = klshim::Tensor;
+using TensorOptions = klshim::TensorOptions;
+using klshim::empty;
+using klshim::empty_like;
+using klshim::zeros;
+using klshim::zeros_like;
+constexpr klshim::ScalarType kFloat32 = klshim::ScalarType::Float;
+constexpr klshim::ScalarType kFloat = klshim::ScalarType::Float;
+constexpr klshim::ScalarType kFloat16 = klshim::ScalarType::Half;
+constexpr klshim::ScalarType kHalf = klshim::ScalarType::Half;
+constexpr klshim::ScalarType kBFloat16 = klshim::ScalarType::BFloat16;
+constexpr klshim::ScalarType kInt32 = klshim::ScalarType::Int;
+constexpr klshim::ScalarType kInt64 = klshim::ScalarType::Long;
+constexpr klshim::ScalarType kLong = klshim::ScalarType::Long;
+constexpr int kCUDA = 1;
+}  // namespace torch
+
+namespace at {
+using Tensor = klshim::Tensor;
+using Half = __half;
+using BFloat16 = __nv_bfloat16;
+namespace cuda {
+inline cudaStream_t getCurrentCUDAStream() { return klshim::state().stream; }
+inline cudaStream_t getDefaultCUDAStream() { return klshim::state().stream; }
+}  // namespace cuda
+}  // namespace at
+
+#define TORCH_CHECK(cond, ...) \
+    do { if (!(cond)) klshim::fail("TORCH_CHECK failed: " #cond); } while (0)
+#define C10_CUDA_KERNEL_LAUNCH_CHECK() do { } while (0)
+#define AT_ASSERT(cond) TORCH_CHECK(cond)

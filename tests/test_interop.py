@@ -1,0 +1,154 @@
+"""Interop: KernelBench problems/solutions and FlashInfer-Bench definitions in, solutions out,
+round trips, and one clear line for every kind of bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from klineage.cards import CardError, from_markdown
+from klineage.errors import WorkloadError
+from klineage.gates.gate import gate
+from klineage.interop.flashinfer import export_solution, import_definition, kernel_from_solution
+from klineage.interop.kernelbench import import_problem
+from klineage.interop.solution import WrapError, export_model_new, wrap_solution
+from klineage.workload import load_workload
+from tests.conftest import REPO
+
+DATA = REPO / "tests/data/interop"
+
+
+def _signature(folder: Path) -> tuple:
+    wl = load_workload(folder)
+    return wl.name, wl.c_signature(), {k: list(v) for k, v in wl.shapes.items()}
+
+
+@pytest.mark.parametrize("name", ["add", "rowsum", "linear"])
+def test_kernelbench_problem_and_solution_gate_on_emu(name: str, tmp_path: Path) -> None:
+    out = tmp_path / name
+    wl = import_problem(DATA / f"kb_{name}_problem.py", out)
+    kernel = wrap_solution(DATA / f"kb_{name}_solution.py", wl)
+    r = gate(kernel, load_workload(out), name=f"{name}.cu")
+    assert r.accepted, (r.category, r.message)
+    # export back and import again: the same workload and the same kernel
+    model_new = export_model_new(kernel, wl, out / "problem.py")
+    compile(model_new, "ModelNew.py", "exec")
+    (tmp_path / "ModelNew.py").write_text(model_new)
+    again = tmp_path / "again"
+    wl2 = import_problem(out / "problem.py", again, name=wl.name)
+    assert wrap_solution(tmp_path / "ModelNew.py", wl2) == kernel
+    assert _signature(again) == _signature(out)
+
+
+def test_linear_parameters_are_seeded_inputs(tmp_path: Path) -> None:
+    wl = import_problem(DATA / "kb_linear_problem.py", tmp_path / "lin")
+    names = [a.name for a in wl.args]
+    assert names[:3] == ["x0", "p_linear_weight", "p_linear_bias"]
+    a = wl.make_inputs(wl.shape_set("test")[0], seed=0)["p_linear_weight"]
+    b = wl.make_inputs(wl.shape_set("test")[0], seed=1)["p_linear_weight"]
+    assert a.equal(b)  # weights are the model's, the same for every seed
+
+
+def test_flashinfer_definition_round_trip(tmp_path: Path) -> None:
+    out = tmp_path / "fi"
+    wl = import_definition(DATA / "fi_rms_h256.json", out, DATA / "fi_rms_h256.jsonl")
+    assert wl.c_signature() == (
+        'extern "C" void launch(const __nv_bfloat16* x, const __nv_bfloat16* weight, __nv_bfloat16* y, '
+        "long long rows, cudaStream_t stream)"
+    )
+    assert {"rows": 3000} in wl.shapes["bench"]
+    kernel = (DATA / "fi_rms_h256_naive.cu").read_text()
+    r = gate(kernel, load_workload(out), name="naive.cu")
+    assert r.accepted, (r.category, r.message)
+    sol = tmp_path / "sol.json"
+    sol.write_text(json.dumps(export_solution(kernel, wl, "naive")))
+    doc = json.loads(sol.read_text())
+    assert doc["spec"]["language"] == "cuda" and doc["spec"]["entry_point"] == "kernel.cu::launch"
+    assert kernel_from_solution(sol) == kernel
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("import torch\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n", "defines no Model"),
+        ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n        return x\n"
+         "def get_inputs():\n    return [torch.randn(4, device='cuda')]\ndef get_init_inputs():\n    return []\n",
+         r"get_inputs\(\) raised.*needs a GPU"),
+        ("raise ImportError('no such thing')\n", "the problem file raised ImportError"),
+    ],
+)
+def test_bad_problem_files(tmp_path: Path, text: str, needle: str) -> None:
+    with pytest.raises(WorkloadError, match=needle):
+        import_problem(_write(tmp_path, "p.py", text), tmp_path / "out")
+    assert not (tmp_path / "out").exists()  # nothing written half
+
+
+def test_solution_without_cuda(tmp_path: Path) -> None:
+    wl = import_problem(DATA / "kb_add_problem.py", tmp_path / "w")
+    sol = _write(tmp_path, "s.py", "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n        return a + b\n")
+    with pytest.raises(WrapError, match="no CUDA string"):
+        wrap_solution(sol, wl)
+
+
+def test_solution_that_cannot_be_wrapped_says_why(tmp_path: Path) -> None:
+    wl = import_problem(DATA / "kb_add_problem.py", tmp_path / "w")
+    text = (DATA / "kb_add_solution.py").read_text().replace(
+        "return self.elementwise_add.elementwise_add_cuda(a, b)", "return self.elementwise_add.elementwise_add_cuda(a * 2, b)")
+    with pytest.raises(WrapError, match=r"binding argument `a \* 2` is an expression"):
+        wrap_solution(_write(tmp_path, "s.py", text), wl)
+
+
+def test_definition_with_unused_axis(tmp_path: Path) -> None:
+    d = json.loads((DATA / "fi_rms_h256.json").read_text())
+    d["axes"]["spare"] = {"type": "var"}
+    with pytest.raises(WorkloadError, match="axis spare is used by no input or output"):
+        import_definition(_write(tmp_path, "d.json", json.dumps(d)), tmp_path / "out")
+
+
+def test_card_without_front_matter() -> None:
+    with pytest.raises(CardError, match="no YAML front matter"):
+        from_markdown("# Overview\nno front matter here\n", "card.md")
+
+
+def test_published_style_card_imports_unverified() -> None:
+    card = """---
+skill_id: warp-shuffle-row-reduce
+intent: Reduce each row with warp shuffles instead of shared memory.
+preconditions:
+  - "Data types: fp32 accumulation"
+  - "Hardware: 32-lane warps"
+scope:
+  cases: [softmax, rmsnorm]
+  languages: [cuda]
+  platforms: [nvidia-sm90a-cuda13]
+---
+# Overview
+Use shuffles.
+## Example configuration
+rows of 4096
+# Precondition
+fp32
+# Scope
+rows
+# Code Change Snippet
+## Before
+```cuda
+smem[t] += smem[t + s];
+```
+## After
+```cuda
+v += __shfl_xor_sync(0xffffffff, v, s);
+```
+"""
+    s = from_markdown(card, "warp.md")
+    assert s.origin == "imported" and s.verification["status"] == "unverified"
+    assert [p["kind"] for p in s.preconditions] == ["Data types", "Hardware"]
+    assert "+v += __shfl_xor_sync" in s.carrier
