@@ -1,0 +1,224 @@
+"""What the store knows about the corpus: the overview counts and, per workload, the lineage
+(states simplest → expert, the steps taken, the attempts rejected at each state)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from klineage import lineage
+from klineage.errors import KLineageError
+from klineage.report import anchors
+from klineage.report.diff import DiffLine, diff_lines
+from klineage.report.lineage_svg import Edge, Node, lineage_svg
+from klineage.store.db import Store
+
+
+@dataclass
+class AttemptView:
+    """A step tried from a state and not taken: rejected by the gate, refused, or an accepted alternative."""
+
+    step_id: str
+    anchor: str
+    operator: str
+    site: str
+    line: int | None
+    verdict: str  # rejected | refused | alternative
+    category: str
+    message: str
+    gate_key: str | None
+
+
+@dataclass
+class StepView:
+    """A taken step, read forward: from the simpler state to the more optimized one."""
+
+    step_id: str
+    anchor: str
+    operator: str
+    skill_id: str
+    skill_href: str | None
+    effect: str
+    site: str
+    roundtrip_ok: bool | None
+    roundtrip_message: str
+    simpler: str
+    optimized: str
+
+
+@dataclass
+class StateView:
+    hash: str
+    anchor: str
+    depth: int
+    kind: str  # root | expert | state
+    label: str
+    time_ms: float | None
+    device: str
+    registers: int | None
+    source: str
+    arrived_by: StepView | None = None
+    diff_base: str = ""
+    diff: list[DiffLine] = field(default_factory=list)
+    attempts: list[AttemptView] = field(default_factory=list)
+
+
+@dataclass
+class WorkloadView:
+    name: str
+    anchor: str
+    states: list[StateView] = field(default_factory=list)  # simplest → expert
+    steps: list[StepView] = field(default_factory=list)  # simplest → expert
+    svg: str = ""
+    skipped: str = ""
+    counts: dict[str, int] = field(default_factory=dict)
+    skills: list[str] = field(default_factory=list)
+    reference_ms: float | None = None
+
+    @property
+    def expert(self) -> StateView | None:
+        return self.states[-1] if self.states else None
+
+    @property
+    def root(self) -> StateView | None:
+        return self.states[0] if self.states else None
+
+    @property
+    def speedup(self) -> float | None:
+        r, e = self.root, self.expert
+        if r and e and r.time_ms and e.time_ms and r is not e:
+            return r.time_ms / e.time_ms
+        return None
+
+
+@dataclass
+class Overview:
+    workloads: int
+    states: int
+    steps_taken: int
+    accepted: int
+    rejected: int
+    refused: int
+    skills_admitted: list[str]
+    skills_pending: list[str]
+    gate_runs: int
+    by_category: list[dict[str, Any]]
+    devices: list[dict[str, Any]]
+    mining_runs: list[dict[str, Any]]
+    counts: dict[str, int]
+
+
+def _registers(result: dict[str, Any] | None) -> int | None:
+    res = (result or {}).get("resources") or {}
+    regs = [int(r.get("registers", 0)) for r in res.values() if isinstance(r, dict)]
+    return sum(regs) if regs else None
+
+
+def _attempt(row: dict[str, Any]) -> AttemptView:
+    site = row["site"] or {}
+    verdict = "refused" if row["category"] == "refused" else ("alternative" if row["accepted"] else "rejected")
+    return AttemptView(row["step_id"], anchors.step(row["step_id"]), row["operator"], site.get("summary", ""),
+                       (site.get("anchor") or {}).get("line"), verdict, row["category"], row["message"] or "",
+                       row["gate_key"])
+
+
+def workload_view(store: Store, name: str, skill_ids: set[str]) -> WorkloadView:
+    """One workload's lineage; a workload whose expert failed its own gate is shown as skipped."""
+    view = WorkloadView(name, anchors.workload(name))
+    try:
+        g = lineage.build(store, name)
+    except KLineageError:
+        expert = store.rows("SELECT g.category, g.message FROM kernels k JOIN gate_runs g ON g.kernel_hash = k.kernel_hash"
+                            " WHERE k.workload = ? AND k.role = 'expert' ORDER BY g.created_at DESC LIMIT 1", [name])
+        view.skipped = (f"the expert fails its own gate: {expert[0]['category']}: {expert[0]['message']}" if expert
+                        else "no lineage recorded")
+        return view
+    sources = {r["kernel_hash"]: r["source"] for r in store.rows(
+        "SELECT kernel_hash, source FROM kernels WHERE workload = ?", [name])}
+    gates = {r["state_hash"]: r for r in store.rows(
+        "SELECT st.state_hash, g.result, g.device FROM states st LEFT JOIN gate_runs g ON g.gate_key = st.gate_key"
+        " WHERE st.workload = ?", [name])}
+    order = sorted(g.nodes, key=lambda n: -g.nodes[n]["depth"])
+    for h in order:
+        d = g.nodes[h]
+        kind = "expert" if d["expert"] else ("root" if h == g.graph["root"] else "state")
+        label = "expert" if d["expert"] else (f"simplest · depth {d['depth']}" if kind == "root" else f"depth {d['depth']}")
+        gate = gates.get(h) or {}
+        view.states.append(StateView(h, anchors.state(name, h), d["depth"], kind, label, d.get("time_ms"),
+                                     gate.get("device") or "", _registers(gate.get("result")), sources.get(h, "")))
+        timing = (gate.get("result") or {}).get("timing") or {}
+        if d["expert"] and timing.get("reference_median_ms"):
+            view.reference_ms = timing["reference_median_ms"]
+    by_hash = {s.hash: s for s in view.states}
+    roundtrips = {r["step_id"]: r["roundtrip"] or {} for r in store.rows(
+        "SELECT step_id, roundtrip FROM steps WHERE workload = ? AND taken", [name])}
+    for u, v, e in sorted(g.edges(data=True), key=lambda x: -g.nodes[x[0]]["depth"]):
+        known = e["skill"] in skill_ids
+        step = StepView(e["step_id"], anchors.step(e["step_id"]), e["operator"], e["skill"],
+                        f"#{anchors.skill(e['skill'])}" if known else None, e["effect"], e["site"], e["roundtrip"],
+                        roundtrips.get(e["step_id"], {}).get("message", ""), u, v)
+        view.steps.append(step)
+        target = by_hash[v]
+        target.arrived_by = step
+        target.diff_base = f"depth {by_hash[u].depth} ({u[:10]})"
+        target.diff = diff_lines(by_hash[u].source, target.source, f"depth-{by_hash[u].depth}.cu", f"depth-{target.depth}.cu")
+        if known and e["skill"] not in view.skills:
+            view.skills.append(e["skill"])
+    naive = store.rows("SELECT source FROM kernels WHERE workload = ? AND role = 'naive' LIMIT 1", [name])
+    if naive and view.root is not None:
+        view.root.diff_base = "naive.cu (what remains beyond the naive kernel)"
+        view.root.diff = diff_lines(naive[0]["source"], view.root.source, "naive.cu", f"depth-{view.root.depth}.cu")
+    for row in store.rows("SELECT step_id, from_state, operator, site, accepted, category, message, gate_key FROM steps"
+                          " WHERE workload = ? AND NOT taken ORDER BY category = 'refused', operator, step_id", [name]):
+        if row["from_state"] in by_hash:
+            by_hash[row["from_state"]].attempts.append(_attempt(row))
+    attempts = [a for s in view.states for a in s.attempts]
+    view.counts = {
+        "states": len(view.states),
+        "taken": len(view.steps),
+        "alternatives": sum(a.verdict == "alternative" for a in attempts),
+        "rejected": sum(a.verdict == "rejected" for a in attempts),
+        "refused": sum(a.verdict == "refused" for a in attempts),
+        "gate_runs": int(store.scalar("SELECT count(*) FROM gate_runs WHERE workload = ?", [name]) or 0),
+    }
+    view.svg = lineage_svg(
+        [Node(s.hash, s.label, [s.hash[:12], f"{s.time_ms:.4f} ms" if s.time_ms else f"untimed ({s.device or 'n/a'})",
+                                f"{s.registers} registers" if s.registers is not None else ""],
+              f"#{s.anchor}", s.kind) for s in view.states],
+        [Edge(s.simpler, s.optimized, s.skill_id, s.effect, s.skill_href) for s in view.steps],
+        anchors.slug(name), f"lineage of {name}")
+    return view
+
+
+def workload_names(store: Store) -> list[str]:
+    return [r["w"] for r in store.rows(
+        "SELECT DISTINCT workload AS w FROM kernels WHERE role IN ('expert', 'state')"
+        " UNION SELECT DISTINCT workload FROM states ORDER BY 1")]
+
+
+def overview(store: Store, workloads: list[WorkloadView], admitted: list[str], pending: list[str]) -> Overview:
+    steps = store.rows("SELECT count(*) FILTER (WHERE taken) AS taken, count(*) FILTER (WHERE accepted) AS accepted,"
+                       " count(*) FILTER (WHERE NOT accepted AND category <> 'refused') AS rejected,"
+                       " count(*) FILTER (WHERE category = 'refused') AS refused FROM steps")[0]
+    by_category = store.rows("SELECT category, backend, count(*) AS runs FROM gate_runs GROUP BY ALL ORDER BY runs DESC, 1, 2")
+    devices: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in store.rows("SELECT device, backend, result FROM gate_runs"):
+        key = (r["device"] or "unknown", r["backend"])
+        d = devices.setdefault(key, {"device": key[0], "backend": key[1], "runs": 0, "timed": 0})
+        d["runs"] += 1
+        d["timed"] += int(bool((r["result"] or {}).get("timing")))
+    return Overview(
+        workloads=len(workloads),
+        states=int(store.scalar("SELECT count(*) FROM states") or 0),
+        steps_taken=int(steps["taken"] or 0),
+        accepted=int(steps["accepted"] or 0),
+        rejected=int(steps["rejected"] or 0),
+        refused=int(steps["refused"] or 0),
+        skills_admitted=admitted,
+        skills_pending=pending,
+        gate_runs=int(store.scalar("SELECT count(*) FROM gate_runs") or 0),
+        by_category=by_category,
+        devices=sorted(devices.values(), key=lambda d: (-d["runs"], d["device"])),
+        mining_runs=store.rows("SELECT run_id, started_at, finished_at, status, args FROM mining_runs ORDER BY started_at"),
+        counts=store.counts(),
+    )

@@ -1,0 +1,195 @@
+"""Materialization runs, their steps, the held-out table and the budget curves.
+
+A run belongs to an arm — curriculum, random, or no skills — read from its skills and order
+modes. The curve of a run is the best value so far after each gated candidate: the speedup over
+the start kernel where candidates were timed (the start time comes from the run's summary,
+`start_time_ms`, else the first timed step), else the number of accepted-and-kept steps (CPU).
+A run is held out when its summary says so or its workload contributed no skill.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from klineage.report import anchors
+from klineage.report.plots import Series, line_plot
+from klineage.store.db import Store
+
+NO_SKILLS = ("none", "no_skills", "no-skills", "off", "without", "baseline")
+START_KEYS = ("start_time_ms", "start_ms", "baseline_ms")
+
+
+@dataclass
+class MatStep:
+    index: int
+    skill_id: str | None
+    skill_href: str | None
+    operator: str
+    verdict: str  # kept | accepted | rejected | pending
+    category: str
+    message: str
+    time_ms: float | None
+    cost_usd: float | None
+
+
+@dataclass
+class MatRun:
+    run_id: str
+    anchor: str
+    workload: str
+    provider: str
+    model: str
+    arm: str
+    skills_mode: str
+    order_mode: str
+    budget: int | None
+    started_at: Any
+    summary: dict[str, Any]
+    heldout: bool
+    steps: list[MatStep] = field(default_factory=list)
+
+    @property
+    def start_ms(self) -> float | None:
+        for k in START_KEYS:
+            v = self.summary.get(k)
+            if isinstance(v, int | float) and v > 0:
+                return float(v)
+        return next((s.time_ms for s in self.steps if s.time_ms), None)
+
+    @property
+    def best_ms(self) -> float | None:
+        times = [s.time_ms for s in self.steps if s.verdict == "kept" and s.time_ms]
+        return min(times) if times else None
+
+    @property
+    def speedup(self) -> float | None:
+        start, best = self.start_ms, self.best_ms
+        return start / best if start and best else None
+
+    @property
+    def kept(self) -> int:
+        return sum(s.verdict == "kept" for s in self.steps)
+
+    @property
+    def cost(self) -> float:
+        return sum(s.cost_usd or 0.0 for s in self.steps)
+
+    def curve(self, timed: bool, by_cost: bool = False) -> list[tuple[float, float]]:
+        """(budget spent, best so far) after each gated candidate, starting from (0, baseline)."""
+        points = [(0.0, 1.0 if timed else 0.0)]
+        best, kept, spent = self.start_ms, 0, 0.0
+        for i, s in enumerate(self.steps, 1):
+            spent += s.cost_usd or 0.0
+            if s.verdict == "kept":
+                kept += 1
+                if s.time_ms and (best is None or s.time_ms < best):
+                    best = s.time_ms
+            start = self.start_ms
+            y = (start / best if start and best else 1.0) if timed else float(kept)
+            points.append((spent if by_cost else float(i), y))
+        return points
+
+
+@dataclass
+class Plot:
+    workload: str
+    svg: str
+
+
+@dataclass
+class MatView:
+    runs: list[MatRun]
+    plots: list[Plot]
+    cost_plots: list[Plot]
+    arms: list[str]
+    heldout: list[dict[str, Any]]
+    llm: list[dict[str, Any]]
+
+    @property
+    def empty(self) -> bool:
+        return not self.runs
+
+
+def arm_of(skills_mode: str, order_mode: str) -> str:
+    sm, om = skills_mode.lower(), order_mode.lower()
+    if sm in NO_SKILLS or om in NO_SKILLS:
+        return "no skills"
+    for name in ("curriculum", "random"):
+        if name in om or name in sm:
+            return name
+    return om or sm or "default"
+
+
+def _verdict(row: dict[str, Any]) -> str:
+    if row["accepted"] is None:
+        return "pending"
+    if row["kept"]:
+        return "kept"
+    return "accepted" if row["accepted"] else "rejected"
+
+
+def _plots(runs: list[MatRun], by_cost: bool) -> list[Plot]:
+    plots = []
+    for wl in sorted({r.workload for r in runs}):
+        mine = [r for r in runs if r.workload == wl]
+        if by_cost and not any(r.cost for r in mine):
+            continue
+        timed = all(r.start_ms for r in mine)
+        series = [Series(f"{r.arm} · {r.run_id}", r.curve(timed, by_cost), r.arm) for r in mine]
+        ylabel = "speedup over start" if timed else "accepted steps kept"
+        xlabel = "dollars spent" if by_cost else "gated candidates spent"
+        plots.append(Plot(wl, line_plot(series, f"{wl}: {ylabel} vs {xlabel}", xlabel, ylabel)))
+    return plots
+
+
+def _heldout_rows(runs: list[MatRun], arms: list[str]) -> list[dict[str, Any]]:
+    rows = []
+    for wl in sorted({r.workload for r in runs if r.heldout}):
+        row: dict[str, Any] = {"workload": wl, "cells": {}, "similarity": None, "copy": False}
+        for arm in arms:
+            mine = [r for r in runs if r.workload == wl and r.heldout and r.arm == arm]
+            if not mine:
+                continue
+            best = max(mine, key=lambda r: (r.speedup or 0.0, r.kept))
+            row["cells"][arm] = {"passed": best.kept > 0, "speedup": best.speedup, "kept": best.kept,
+                                 "href": f"#{best.anchor}"}
+        sims = [r.summary.get("max_similarity") for r in runs if r.workload == wl]
+        sims = [s for s in sims if isinstance(s, int | float)]
+        row["similarity"] = max(sims) if sims else None
+        row["copy"] = any(bool(r.summary.get("copy") or r.summary.get("flagged_copy")) for r in runs if r.workload == wl)
+        rows.append(row)
+    return rows
+
+
+def materialization_view(store: Store, skill_ids: set[str], mined_workloads: set[str]) -> MatView:
+    runs = []
+    for r in store.rows("SELECT * FROM materialization_runs ORDER BY workload, started_at, run_id"):
+        summary = r["summary"] if isinstance(r["summary"], dict) else {}
+        sm, om = r["skills_mode"] or "", r["order_mode"] or ""
+        run = MatRun(r["run_id"], anchors.run(r["run_id"]), r["workload"], r["provider"], r["model"] or "",
+                     arm_of(sm, om), sm, om, r["budget"], r["started_at"], summary,
+                     bool(summary.get("heldout")) or r["workload"] not in mined_workloads)
+        for s in store.rows("SELECT * FROM materialization_steps WHERE run_id = ? ORDER BY step_index", [r["run_id"]]):
+            sid = s["skill_id"]
+            run.steps.append(MatStep(s["step_index"], sid, f"#{anchors.skill(sid)}" if sid in skill_ids else None,
+                                     s["operator"] or "", _verdict(s), s["category"] or "", s["message"] or "",
+                                     s["time_ms"], s["cost_usd"]))
+        runs.append(run)
+    arms = sorted({r.arm for r in runs}, key=lambda a: (("curriculum", "random", "no skills").index(a)
+                                                       if a in ("curriculum", "random", "no skills") else 3, a))
+    llm = store.rows(
+        "SELECT provider, coalesce(model, '') AS model, count(*) AS exchanges, sum(input_tokens) AS input_tokens,"
+        " sum(output_tokens) AS output_tokens, sum(cache_read_tokens) AS cache_read_tokens, sum(cost_usd) AS cost_usd,"
+        " avg(latency_s) AS latency_s, count(error) AS errors FROM llm_exchanges GROUP BY ALL ORDER BY 1, 2")
+    return MatView(runs, _plots(runs, False), _plots(runs, True), arms, _heldout_rows(runs, arms), llm)
+
+
+def materialized_on(view: MatView) -> dict[str, list[tuple[str, str, str]]]:
+    """skill id -> (run anchor, workload, verdict) for every materialization step that tried it."""
+    out: dict[str, list[tuple[str, str, str]]] = {}
+    for r in view.runs:
+        for s in r.steps:
+            if s.skill_id:
+                out.setdefault(s.skill_id, []).append((f"#{r.anchor}", f"{r.workload} step {s.index}", s.verdict))
+    return out
