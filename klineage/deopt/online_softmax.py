@@ -1,0 +1,204 @@
+"""Online (single-pass) softmax normalization: a running max `m` and a running sum `d` rescaled
+whenever the max grows: `mn = fmaxf(m, x); d = d * __expf(m - mn) + __expf(x - mn); m = mn;`.
+
+One read of the input yields both the max and the normalizer (the expert saves a full pass over
+memory). The backward step splits the loop into two passes over the same elements: first the
+max, then the sum of exp(x - max). Per thread this is exact in real arithmetic (with d starting
+at 0, the rescaled sum equals the sum against the final max); cross-thread merges of (m, d)
+pairs stay valid because each thread still produces a (max, sum against that max) pair.
+
+Idiom-specific: the three statements above (any `fmaxf`/`max`, any of `__expf`/`expf`/`exp`) in
+one loop body. Welford mean/variance updates and branchy rescales are refused, naming why.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import tree_sitter as ts
+
+from klineage.deopt import _threads as T
+from klineage.deopt.base import Operator, Precondition, Refused, Site
+from klineage.source import edit
+from klineage.source import nodes as N
+from klineage.source.model import CudaSource
+
+_EXP = r"(?:__expf|expf|exp|__exp)"
+_MAX = r"(?:fmaxf|fmax|max)"
+_SYNC = r"__syncthreads\w*|__syncwarp|__shfl\w*|atomic\w+|__ballot_sync|\w*::sync"
+
+
+@dataclass(frozen=True)
+class _Online:
+    loop: ts.Node
+    m: str
+    d: str
+    mn: str
+    mn_stmt: ts.Node  # declaration (or assignment) of mn = max(m, x)
+    mn_value: ts.Node  # the max(...) call
+    d_stmt: ts.Node
+    addend: str  # E in d = d * exp(m - mn) + E
+    m_stmt: ts.Node
+
+
+def _online(src: CudaSource, loop: ts.Node) -> _Online | None:
+    body = loop.child_by_field_name("body")
+    if body is None or body.type != "compound_statement":
+        return None
+    stmts = [s for s in body.named_children if s.type != "comment"]
+    for i, s in enumerate(stmts):
+        t = T.squash(src.text_of(s))
+        m = re.fullmatch(rf"(\w+)=\1\*{_EXP}\((\w+)-(\w+)\)\+(.+);", t) or None
+        if m is None:
+            continue
+        d, mv, mn, addend = m.groups()
+        m_stmt = next((x for x in stmts[i + 1:] if T.squash(src.text_of(x)) == f"{mv}={mn};"), None)
+        if m_stmt is None:
+            continue
+        mn_stmt, mn_value = None, None
+        for x in stmts[:i]:
+            if x.type == "declaration" and T.decl_name(x) == mn:
+                v = x.children_by_field_name("declarator")[0].child_by_field_name("value")
+                if v is not None and v.type == "call_expression" and re.fullmatch(_MAX, T.call_name(v)):
+                    args = [T.squash(src.text_of(a)) for a in T.call_args(v)]
+                    if mv in args:
+                        mn_stmt, mn_value = x, v
+        if mn_stmt is None:
+            continue
+        # the addend as written (not squashed), from the right side of the assignment
+        right = s.named_children[0].child_by_field_name("right")
+        add_node = right.child_by_field_name("right") if right is not None and right.type == "binary_expression" else None
+        return _Online(loop, mv, d, mn, mn_stmt, mn_value, s,
+                       src.text_of(add_node) if add_node is not None else addend, m_stmt)
+    return None
+
+
+def _welford(src: CudaSource, loop: ts.Node) -> bool:
+    t = T.squash(src.text_of(loop))
+    return bool(re.search(r"(\w+)\+=(\w+)/[^;]+;.*?\w+\+=\2\*\([^;]*-\1\)", t))
+
+
+class OnlineSoftmax(Operator):
+    name = "online_softmax"
+    category = "fusion"
+    intent = ("Compute softmax's max and normalizer in one pass: keep a running max and rescale the running sum "
+              "by exp(m_old - m_new) whenever the max grows, saving a full read of the input.")
+
+    def find(self, src: CudaSource) -> list[Site]:
+        sites = []
+        for f in src.functions:
+            if f.kind not in ("kernel", "device"):
+                continue
+            fn = src.node_for(f)
+            for n in T.walk(fn):
+                if n.type not in ("for_statement", "while_statement"):
+                    continue
+                o = _online(src, n)
+                if o is not None:
+                    sites.append(self.site(src, n, f"online max/sum ({o.m}, {o.d}) in {f.name}",
+                                           form="softmax", m=o.m, d=o.d, function=f.name))
+                elif _welford(src, n):
+                    sites.append(self.site(src, n, f"Welford mean/M2 update in {f.name}", form="welford",
+                                           function=f.name))
+        return sites
+
+    def _get(self, src: CudaSource, site: Site) -> _Online:
+        node = src.node_at(site.anchor)
+        if node is None:
+            raise Refused(f"{self.name}: site {site.anchor} not found")
+        if site.details.get("form") == "welford":
+            raise Refused(f"{self.name}: recognised_update: Welford mean/M2 updates have no rule here (the LLM operator "
+                          "can split them)")
+        o = _online(src, node)
+        if o is None:
+            raise Refused(f"{self.name}: the loop at line {site.line} no longer has an online max/sum")
+        return o
+
+    def _facts(self, src: CudaSource, o: _Online) -> list[Precondition]:
+        facts = []
+        fn = N.enclosing_function(o.loop)
+        init = o.loop.child_by_field_name("initializer")
+        ok = o.loop.type == "for_statement" and init is not None and init.type == "declaration"
+        facts.append(Precondition("rerunnable_loop", ok, "the loop declares its own index and can run twice" if ok
+                                  else "the loop's index lives outside it: a second pass would not restart", "Pipeline"))
+        body = o.loop.child_by_field_name("body")
+        local = set(T.local_decls(body))
+        stores = [n for n in T.walk(body) if n.type == "assignment_expression"
+                  and n.child_by_field_name("left").type in ("subscript_expression", "pointer_expression", "field_expression")
+                  and _base(src, n.child_by_field_name("left")) not in local]
+        syncs = T.calls_named(body, _SYNC)
+        bad = stores[:1] + syncs[:1]
+        facts.append(Precondition("side_effect_free_body", not bad,
+                                  f"line {bad[0].start_point.row + 1} writes memory or synchronizes: the body cannot run twice"
+                                  if bad else "the body only reads memory and updates locals", "Pipeline"))
+        d_init = T.init_text(src, fn, o.d) if fn is not None else None
+        d_init_ok = d_init is not None and T.squash(d_init) in ("0", "0.f", "0.0f", "0.0", "0.")
+        if not d_init_ok and fn is not None:
+            decl = T.local_decls(fn).get(o.d)
+            v = decl.child_by_field_name("value") if decl is not None and decl.type == "init_declarator" else None
+            d_init_ok = v is not None and T.squash(src.text_of(v)) in ("0", "0.f", "0.0f", "0.0", "0.")
+        facts.append(Precondition("sum_starts_at_zero", d_init_ok,
+                                  f"{o.d} starts at 0, so the rescaled sum equals the sum against the final max"
+                                  if d_init_ok else f"{o.d} does not start at 0", "Data types"))
+        carried = sorted(T.assigned_in(body) - local - {o.m, o.d})
+        facts.append(Precondition("only_max_and_sum_carried", not carried,
+                                  f"the loop also carries {', '.join(carried)}" if carried
+                                  else f"only {o.m} and {o.d} flow between iterations", "Pipeline"))
+        return facts
+
+    def removal_preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
+        return self._facts(src, self._get(src, site))
+
+    def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
+        facts = self.removal_preconditions(src, site)
+        facts.append(Precondition("max_rescale_identity", True,
+                                  "sum_i exp(x_i - m) = exp(m' - m) * sum_i exp(x_i - m'): rescaling by exp(m_old - m_new) "
+                                  "keeps the normalizer exact up to float rounding", "Data types"))
+        return facts
+
+    def _remove(self, src: CudaSource, site: Site) -> CudaSource:
+        o = self._get(src, site)
+        loop_text = src.text_of(o.loop)
+        base = o.loop.start_byte
+
+        def rewrite(subs: list[tuple[ts.Node | tuple[int, int], str]]) -> str:
+            out, pos = [], 0
+            for target, text in sorted(subs, key=lambda p: _rng(p[0])[0]):
+                a, b = _rng(target)
+                out.append(loop_text[pos:a - base] if pos <= a - base else "")
+                out.append(text)
+                pos = b - base
+            out.append(loop_text[pos:])
+            return "".join(out)
+
+        # byte offsets equal char offsets only for ASCII; fall back to bytes otherwise
+        if len(loop_text) != o.loop.end_byte - o.loop.start_byte:
+            raise Refused(f"{self.name}: non-ASCII text in the loop")
+        pass1 = rewrite([(_line(src, o.d_stmt), "")])
+        pass2 = rewrite([(o.mn_value, o.m), (o.d_stmt, f"{o.d} = {o.d} + {o.addend};"), (_line(src, o.m_stmt), "")])
+        ind = edit.indent_of(src, o.loop)
+        text = (f"// pass 1: the max\n{ind}{pass1}\n{ind}// pass 2: the sum of exp(x - max)\n{ind}{pass2}")
+        return edit.apply_edits(src, [edit.replace(o.loop, text)])
+
+
+def _rng(target: ts.Node | tuple[int, int]) -> tuple[int, int]:
+    return target if isinstance(target, tuple) else (target.start_byte, target.end_byte)
+
+
+def _line(src: CudaSource, node: ts.Node) -> tuple[int, int]:
+    """The whole line(s) of a statement when only blanks or a trailing comment share them."""
+    start, end = edit.lines_of(src, node)
+    data = src.text_bytes
+    before = data[start:node.start_byte].strip()
+    after = data[node.end_byte:end].strip()
+    if not before and (not after or after.startswith(b"//")):
+        return start, end
+    return node.start_byte, node.end_byte
+
+
+def _base(src: CudaSource, node: ts.Node) -> str:
+    n: ts.Node | None = node
+    while n is not None and n.type not in ("identifier",):
+        n = n.child_by_field_name("argument") or (n.named_children[0] if n.named_children else None)
+    return src.text_of(n) if n is not None else ""
