@@ -97,7 +97,7 @@ def fmt_ms(t: dict[str, Any] | None, key: str = "median_ms", lo: str = "min_ms",
 def row_of(case: Case, res: dict[str, Any]) -> list[str]:
     t = res.get("timing") or {}
     cat = res.get("category", "?")
-    verdict = "SKIP" if cat == "skipped" else ("PASS" if cat in case.expect else "FAIL")
+    verdict = "SKIP" if cat in ("skipped", "pending") else ("PASS" if cat in case.expect else "FAIL")
     speed = (t.get("extra") or {}).get("speedup_vs_torch")
     msg = " ".join(str(res.get("message", "")).split())
     return [
@@ -170,17 +170,34 @@ def main(argv: list[str] | None = None) -> int:
     print(ceilings, flush=True)
     art_root = Path(tempfile.mkdtemp(prefix="gpu_gate_check_"))
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    header = (f"gpu_gate_check: {started}, {device_line()}\n{ceilings}\n"
+              f"command: source benchmarks/gpu_env.sh && python3 benchmarks/gpu_gate_check.py {' '.join(argv or sys.argv[1:])}")
     done: dict[int, dict[str, Any]] = {}
+
+    def write() -> str:
+        """Results so far, rewritten after every row: a run cut short keeps what it measured."""
+        results, rows = [], []
+        for i, case in enumerate(cases):
+            res = done.get(i, {"category": "pending", "message": ""})
+            results.append({"case": case.label, "kernel": str(case.kernel.relative_to(ROOT)), "expect": case.expect, **res})
+            rows.append(row_of(case, res))
+        (out / "gate_check.json").write_text(json.dumps({"header": header, "results": results}, indent=1, default=str))
+        text = header + "\n\n" + table(rows) + "\n"
+        (out / "gate_check_table.md").write_text(text)
+        return text
 
     def finish(i: int, res: dict[str, Any]) -> None:
         case = cases[i]
         done[i] = res
+        t = res.get("timing") or {}
         print(f"[{len(done)}/{len(cases)}] {case.label}: {res.get('category')} ({res.get('wall_s')} s) "
-              f"{str(res.get('message', ''))[:200]}", flush=True)
+              f"ms {fmt_ms(t)} torch {fmt_ms(t, 'reference_median_ms', 'reference_min_ms', 'reference_max_ms')} "
+              f"{str(res.get('message', ''))[:160]}", flush=True)
         art = Path(res["artifacts"])
         for name in case.keep:
             if (art / name).exists():
                 shutil.copy(art / name, out / name)
+        write()
 
     # rejection rows need no quiet GPU: run them side by side; timed rows one at a time after
     untimed = [i for i, c in enumerate(cases) if not c.timed]
@@ -197,21 +214,12 @@ def main(argv: list[str] | None = None) -> int:
                        "artifacts": str(art_root)}
             continue
         finish(i, run_case(c, art_root / f"{i:02d}"))
-    results, rows = [], []
-    for i, case in enumerate(cases):
-        res = done[i]
-        results.append({"case": case.label, "kernel": str(case.kernel.relative_to(ROOT)), "expect": case.expect, **res})
-        rows.append(row_of(case, res))
-    header = (f"gpu_gate_check: {started}, {device_line()}\n{ceilings}\n"
-              f"command: source benchmarks/gpu_env.sh && python3 benchmarks/gpu_gate_check.py {' '.join(argv or sys.argv[1:])}")
-    (out / "gate_check.json").write_text(json.dumps({"header": header, "results": results}, indent=1, default=str))
-    text = header + "\n\n" + table(rows) + "\n"
-    (out / "gate_check_table.md").write_text(text)
+    text = write()
+    rows = [row_of(c, done[i]) for i, c in enumerate(cases)]
     failed = sum(r[4] == "FAIL" for r in rows)
     skipped = sum(r[4] == "SKIP" for r in rows)
     print("\n" + text + f"\n{len(rows) - failed - skipped}/{len(rows)} rows as expected, {skipped} skipped")
     return 1 if failed else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -61,12 +61,18 @@ def parse_report(tool: str, output: str) -> Finding | None:
     if head_i is None:
         return None if count == 0 else Finding(tool, TOOLS[tool], "errors reported", "", count)
     headline = lines[head_i]
-    location = ""
+    places: list[str] = []  # racecheck names both sides of a hazard: the write, then the read
     for ln in lines[head_i: head_i + 12]:
+        if ln.startswith("Saved host backtrace"):
+            break
         m = _LOCATION.search(ln)
         if m:
-            location = f"{Path(m.group('file')).name}:{m.group('line')}"
-            break
+            place = f"{Path(m.group('file')).name}:{m.group('line')}"
+            if place not in places:
+                places.append(place)
+    location = places[0] if places else ""
+    if len(places) > 1:
+        headline = f"{headline.rstrip(' :')} (with {', '.join(places[1:])})"
     headline = _LOCATION.sub(lambda m: f"{Path(m.group('file')).name}:{m.group('line')}", headline)
     return Finding(tool, TOOLS[tool], headline, location, max(count, 1))
 
