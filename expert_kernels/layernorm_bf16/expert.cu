@@ -3,10 +3,10 @@
 // Size classes, each a template on compile-time items per thread:
 //   N <= 1024          one warp per row, the row cached in registers;
 //   1024 < N <= 8192   persistent blocks (grid = resident blocks, grid-stride over rows), the row
-//                      cached in registers, the next row's 128-bit loads issued before this row's
-//                      math; weight and bias re-read per row from L1 (kept in registers they cost
-//                      30 registers a thread and a third of the resident blocks: 75% of copy
-//                      bandwidth on an H200 that way);
+//                      cached in registers, weight and bias loaded once per block and kept in
+//                      registers, the next row's 128-bit loads issued before this row's math
+//                      (H200, 16384 x 4096: 75% of copy bandwidth. Re-reading weight and bias per
+//                      row from L1 instead, at 48 registers and 5 blocks per SM, measured 67%);
 //   N > 8192           one block per row, streaming Welford, then a normalize pass.
 // Statistics: each thread's mean and M2 from its registers (two-pass, exact), merged across
 // lanes, warps and the block with Chan's parallel Welford combination. 128-bit loads/stores of
@@ -173,13 +173,17 @@ layernorm_block_persistent(const scalar_t* __restrict__ x, const scalar_t* __res
     static_assert(ITEMS % W == 0, "items per thread must be whole packs");
     __shared__ Stats red[kBlockThreads / kWarp];
 
-    // VEC: the next row's raw 128-bit packs, loaded one row ahead (software prefetch).
-    uint4 x_next[VEC ? PACKS : 1];
+    // VEC: weight, bias and the next row stay in registers as raw 128-bit packs.
+    uint4 w_raw[VEC ? PACKS : 1], b_raw[VEC ? PACKS : 1], x_next[VEC ? PACKS : 1];
     if constexpr (VEC) {
 #pragma unroll
         for (int p = 0; p < PACKS; ++p) {
             const int col = (p * kBlockThreads + threadIdx.x) * W;
-            if (col < N && blockIdx.x < M) x_next[p] = load_raw(x + static_cast<size_t>(blockIdx.x) * N + col);
+            if (col < N) {
+                w_raw[p] = load_raw(weight + col);
+                b_raw[p] = load_raw(bias + col);
+                if (blockIdx.x < M) x_next[p] = load_raw(x + static_cast<size_t>(blockIdx.x) * N + col);
+            }
         }
     }
     for (int row = blockIdx.x; row < M; row += gridDim.x) {
@@ -214,9 +218,9 @@ layernorm_block_persistent(const scalar_t* __restrict__ x, const scalar_t* __res
             for (int p = 0; p < PACKS; ++p) {
                 const int col = (p * kBlockThreads + threadIdx.x) * W;
                 if (col < N) {
-                    float g[W], b[W];  // weight and bias: re-read per row, L1-resident
-                    unpack(load_raw(weight + col), g);
-                    unpack(load_raw(bias + col), b);
+                    float g[W], b[W];
+                    unpack(w_raw[p], g);
+                    unpack(b_raw[p], b);
 #pragma unroll
                     for (int k = 0; k < W; ++k) v[p * W + k] = fmaf((v[p * W + k] - st.mean) * rstd, g[k], b[k]);
                     store_pack(y + base + col, &v[p * W]);
