@@ -1,0 +1,72 @@
+"""register_blocking: TM x TN register micro-tile -> one output per thread (block tile shrinks,
+thread count kept, grid follows), and back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from deopt_parallel_checks import assert_passes, fixture, only_site
+
+from klineage.deopt.base import Refused
+from klineage.deopt.register_blocking import RegisterBlocking
+from klineage.source.model import CudaSource
+
+OP = RegisterBlocking()
+
+
+def test_find_micro_tile() -> None:
+    src, _ = fixture("register_blocking", "sgemm")
+    (site,) = OP.find(src)
+    assert (site.details["acc"], site.details["tm"], site.details["tn"]) == ("acc", "kTM", "kTN")
+    assert all(f.holds for f in OP.removal_preconditions(src, site))
+
+
+def test_remove_one_output_per_thread(tmp_path: Path) -> None:
+    src, wl = fixture("register_blocking", "sgemm")
+    out = OP.remove(src, only_site(OP, src))
+    for line in ("kBM = 16;", "kBN = 16;", "kTM = 1;", "kTN = 1;", "kBK = 8;"):
+        assert f"constexpr int {line}" in out.text
+    assert OP.find(out) == [] and len(OP.find_forward(out)) == 1
+    assert_passes(out.text, wl, tmp_path, "sgemm_one_output.cu")
+
+
+def test_apply_restores_expert_exactly() -> None:
+    src, _ = fixture("register_blocking", "sgemm")
+    out = OP.remove(src, only_site(OP, src))
+    (fwd,) = OP.find_forward(out)
+    assert OP.apply(out, fwd).text == src.text
+
+
+_GEMM = """constexpr int kBM = {bm};
+constexpr int kBN = 64;
+constexpr int kTM = {tm};
+constexpr int kTN = 4;
+__global__ void g(const float* A, float* C, int M, int N) {{
+    float acc[kTM][kTN] = {{}};
+    const int ty = threadIdx.x / (kBN / kTN), tx = threadIdx.x % (kBN / kTN);
+    for (int i = 0; i < kTM; ++i) for (int j = 0; j < kTN; ++j) acc[i][j] += A[i] * A[j];
+    C[(blockIdx.y * kBM + ty * kTM) * N + blockIdx.x * kBN + tx * kTN] = acc[0][0];
+}}
+extern "C" void launch(const float* A, float* C, int M, int N, cudaStream_t s) {{
+    g<<<{grid}, (kBM / kTM) * (kBN / kTN), 0, s>>>(A, C, M, N);
+}}
+"""
+
+
+@pytest.mark.parametrize(("bm", "tm", "grid", "fact"), [
+    (64, 3, "dim3((N + kBN - 1) / kBN, (M + kBM - 1) / kBM)", "block_tile_divisible"),
+    (64, 4, "dim3(N / 64, M / 64)", "grid_follows_block_tile"),
+])
+def test_refusals(bm: int, tm: int, grid: str, fact: str) -> None:
+    src = CudaSource.from_text(_GEMM.format(bm=bm, tm=tm, grid=grid), "g.cu")
+    (site,) = OP.find(src)
+    with pytest.raises(Refused, match=fact):
+        OP.remove(src, site)
+
+
+def test_refuses_literal_template_sizes(repo: Path) -> None:
+    src = CudaSource.from_file(repo / "tests/data/source/gemm_tiled.cu")
+    (site,) = OP.find(src)
+    with pytest.raises(Refused, match="micro_tile_constant"):
+        OP.remove(src, site)
