@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 from klineage.deopt.base import Operator
+from klineage.deopt.block_atomic import BlockAtomic
+from klineage.deopt.cg_reduce import CgReduce
+from klineage.deopt.coarsening import Coarsening
 from klineage.deopt.fast_math import FastMath
+from klineage.deopt.grid_stride import GridStride
 from klineage.deopt.launch_bounds import LaunchBounds
 from klineage.deopt.ldg import Ldg
+from klineage.deopt.online_softmax import OnlineSoftmax
 from klineage.deopt.pragma_unroll import PragmaUnroll
 from klineage.deopt.reciprocal_hoist import ReciprocalHoist
+from klineage.deopt.register_blocking import RegisterBlocking
 from klineage.deopt.restrict import Restrict
+from klineage.deopt.tile_size import TileSize
+from klineage.deopt.warp_shuffle_reduce import WarpShuffleReduce
 from klineage.errors import KLineageError
 
 #: Every rule operator, one instance each. Add new operators here (and nowhere else).
@@ -16,9 +24,17 @@ _OPERATORS: list[Operator] = [
     LaunchBounds(),
     PragmaUnroll(),
     Restrict(),
+    TileSize(),
     Ldg(),  # specialized_instruction
     FastMath(),
     ReciprocalHoist(),
+    WarpShuffleReduce(),
+    CgReduce(),
+    BlockAtomic(),  # fusion
+    OnlineSoftmax(),
+    GridStride(),  # tiling
+    Coarsening(),
+    RegisterBlocking(),
 ]
 
 
