@@ -52,19 +52,26 @@ class CompileResult:
         return [d for d in self.diagnostics if d.severity != "warning"]
 
     def first_error(self) -> str:
-        if self.timed_out:
-            return "nvcc timed out"
-        errs = self.errors
-        if errs:
-            return str(errs[0])
-        tail = [ln for ln in self.log.splitlines() if ln.strip()]
-        return tail[-1] if tail else "nvcc failed"
+        return "nvcc timed out" if self.timed_out else first_error(self.log)
+
+
+def first_error(log: str) -> str:
+    """The first compiler error as `file:line: error: message`, else the last non-empty line."""
+    errs = [d for d in parse_diagnostics(log) if d.severity != "warning"]
+    if errs:
+        return str(errs[0])
+    tail = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    return tail[-1] if tail else "nvcc failed"
 
 
 def arch_flags(arch: str) -> list[str]:
-    """`sm_90a` -> the -gencode form (the -arch shorthand also runs a plain sm_90 pass that
-    rejects sm_90a-only instructions)."""
-    num = arch.removeprefix("sm_")
+    """`sm_90a` -> `-gencode=arch=compute_90a,code=sm_90a`; the `-arch=sm_90a` shorthand also
+    runs a plain sm_90 pass that rejects sm_90a-only instructions (HOPPER.md). Anything that is
+    not `sm_NN[a|f]` (e.g. `native`, `all`) is passed as `-arch=`."""
+    m = re.fullmatch(r"sm_(\d+[a-z]?)", arch.strip())
+    if m is None:
+        return [f"-arch={arch.strip()}"]
+    num = m.group(1)
     return [f"-gencode=arch=compute_{num},code=sm_{num}"]
 
 

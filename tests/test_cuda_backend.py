@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from klineage.gates.backend import GateOptions
+from klineage.gates.compile import arch_flags, first_error
 from klineage.gates.cuda import backend, build
 from klineage.gates.protocol import ctypes_args
 from klineage.workload import load_workload
@@ -27,9 +28,9 @@ def test_module_implements_the_backend_interface():
 
 
 def test_arch_flags():
-    assert build.arch_flags("sm_90a") == ["-gencode=arch=compute_90a,code=sm_90a"]
-    assert build.arch_flags("sm_80") == ["-gencode=arch=compute_80,code=sm_80"]
-    assert build.arch_flags("native") == ["-arch=native"]
+    assert arch_flags("sm_90a") == ["-gencode=arch=compute_90a,code=sm_90a"]
+    assert arch_flags("sm_80") == ["-gencode=arch=compute_80,code=sm_80"]
+    assert arch_flags("native") == ["-arch=native"]
 
 
 def test_nvcc_command_default_flags():
@@ -45,8 +46,8 @@ def test_nvcc_command_default_flags():
 
 def test_first_error_is_file_line():
     log = 'kernel.cu(12): error: identifier "foo" is undefined\n\n1 error detected'
-    assert build.first_error(log) == 'kernel.cu:12: error: identifier "foo" is undefined'
-    assert build.first_error("") == "nvcc failed"
+    assert first_error(log) == 'kernel.cu:12: error: identifier "foo" is undefined'
+    assert first_error("") == "nvcc failed"
 
 
 def test_marshalling_of_softmax_arguments():

@@ -7,15 +7,14 @@ linked CUDA runtime: the support functions can read the launcher's launch errors
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import time
 from collections.abc import Sequence
-from functools import lru_cache
 from pathlib import Path
 
 from klineage.gates.backend import BuildOutcome, GateOptions
+from klineage.gates.compile import arch_flags, first_error, nvcc_version
 from klineage.gates.cuda.support import SUPPORT_FILENAME, SUPPORT_SOURCE
 
 SOURCE_NAME = "kernel.cu"
@@ -23,18 +22,6 @@ LIBRARY_NAME = "libcandidate.so"
 #: flags the library needs whatever the user's flags are: position-independent, shared, and
 #: line info so compute-sanitizer and ncu can name the kernel's source line
 LIBRARY_FLAGS = ("-Xcompiler", "-fPIC", "-shared", "-lineinfo")
-_ERROR_LINE = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?:catastrophic )?error[^:]*: (?P<msg>.*)$")
-
-
-def arch_flags(arch: str) -> list[str]:
-    """`sm_90a` -> `-gencode=arch=compute_90a,code=sm_90a`; the `-arch=sm_90a` shorthand also
-    runs a plain sm_90 pass that rejects sm_90a-only instructions (HOPPER.md). Anything that is
-    not `sm_NN[a|f]` (e.g. `native`, `all`) is passed as `-arch=`."""
-    m = re.fullmatch(r"sm_(\d+[a-z]?)", arch.strip())
-    if m is None:
-        return [f"-arch={arch.strip()}"]
-    num = m.group(1)
-    return [f"-gencode=arch=compute_{num},code=sm_{num}"]
 
 
 def nvcc_command(
@@ -48,28 +35,10 @@ def nvcc_command(
     return [nvcc, *flags, *arch_flags(arch), *LIBRARY_FLAGS, "-o", output, *sources]
 
 
-@lru_cache(maxsize=1)
 def nvcc_identity() -> str:
     """'nvcc 13.0.88' (or '' when nvcc is missing) for the gate's cache key."""
-    nvcc = shutil.which("nvcc")
-    if not nvcc:
-        return ""
-    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=False).stdout
-    m = re.search(r"V(\d+\.\d+\.\d+)", out)
-    return f"nvcc {m.group(1)}" if m else "nvcc ?"
-
-
-def first_error(log: str) -> str:
-    """The first compiler error as `file:line: message`, else the last non-empty line."""
-    for line in log.splitlines():
-        m = _ERROR_LINE.match(line.strip())
-        if m:
-            return f"{Path(m.group('file')).name}:{m.group('line')}: error: {m.group('msg').strip()}"
-    for line in log.splitlines():
-        if "error" in line.lower():
-            return line.strip()
-    tail = [ln.strip() for ln in log.splitlines() if ln.strip()]
-    return tail[-1] if tail else "nvcc failed"
+    version = nvcc_version()
+    return f"nvcc {version}" if version else ""
 
 
 def exports_launch(library: Path) -> bool | None:
