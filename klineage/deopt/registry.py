@@ -11,11 +11,14 @@ from klineage.deopt.grid_stride import GridStride
 from klineage.deopt.launch_bounds import LaunchBounds
 from klineage.deopt.ldg import Ldg
 from klineage.deopt.online_softmax import OnlineSoftmax
+from klineage.deopt.packed_half2 import PackedHalf2
 from klineage.deopt.pragma_unroll import PragmaUnroll
 from klineage.deopt.reciprocal_hoist import ReciprocalHoist
 from klineage.deopt.register_blocking import RegisterBlocking
 from klineage.deopt.restrict import Restrict
+from klineage.deopt.smem_padding import SmemPadding
 from klineage.deopt.tile_size import TileSize
+from klineage.deopt.vectorize import Vectorize
 from klineage.deopt.warp_shuffle_reduce import WarpShuffleReduce
 from klineage.errors import KLineageError
 
@@ -30,6 +33,9 @@ _OPERATORS: list[Operator] = [
     ReciprocalHoist(),
     WarpShuffleReduce(),
     CgReduce(),
+    SmemPadding(),  # smem_layout
+    Vectorize(),  # vectorization
+    PackedHalf2(),
     BlockAtomic(),  # fusion
     OnlineSoftmax(),
     GridStride(),  # tiling

@@ -1,0 +1,211 @@
+"""Shared-memory layouts against bank conflicts: a padded row (`tile[T][T + 1]`) or an XOR swizzle
+of the column index (`tile[r][c ^ (r % 32)]`) spreads a column walk over the 32 banks.
+
+Backward: the padding goes (`[T][T + 1]` -> `[T][T]`), or every XOR of the array's indices is
+dropped (`c ^ f(r)` -> `c`). Dropping a swizzle keeps the function only when every access of the
+array is swizzled the same way (a consistent bijection within each row), so an unswizzled access
+refuses. Forward: a 2-D 4-byte tile whose rows are a multiple of 32 words and that is walked down
+a column by consecutive threads gets one word of padding.
+"""
+
+from __future__ import annotations
+
+import re
+
+import tree_sitter as ts
+
+from klineage.deopt import _cexpr as X
+from klineage.deopt.base import Operator, Precondition, Refused, Site
+from klineage.source import edit
+from klineage.source.constructs import SharedDecl
+from klineage.source.model import CudaSource
+
+_PADDED = re.compile(r"^(?P<base>.+?)\s*\+\s*(?P<pad>\d+|\w*[pP][aA][dD]\w*|\w*SKEW\w*|\w*[sS]kew\w*)$")
+_FOUR_BYTE = {"float", "int", "unsigned", "unsigned int", "uint32_t", "int32_t"}
+_THREAD_X = re.compile(r"threadIdx\.x|\b(?:tx|lane|tid|lane_id|laneid|t)\b")
+
+
+def resolve_int(src: CudaSource, text: str) -> int | None:
+    """Value of a literal, or of a constexpr / #define / enum constant written with literal arithmetic."""
+    t = text.strip()
+    for _ in range(4):
+        names = set(re.findall(r"[A-Za-z_]\w*", t))
+        for n in names:
+            m = re.search(rf"(?:constexpr|const)\s+(?:static\s+)?(?:int|unsigned|auto|size_t|long)\s+{n}\s*=\s*([^;]+);",
+                          src.text) or re.search(rf"#define\s+{n}\s+([^\n]+)", src.text)
+            if m:
+                t = re.sub(rf"\b{n}\b", f"({m.group(1).strip()})", t)
+        if not re.search(r"[A-Za-z_]", t.replace("u", "").replace("U", "")):
+            break
+    t = re.sub(r"(\d+)[uUlL]+", r"\1", t)
+    if not re.fullmatch(r"[\d\s+\-*/()%<>]+", t):
+        return None
+    try:
+        return int(eval(t.replace("/", "//"), {"__builtins__": {}}, {}))  # noqa: S307 - digits and operators only
+    except Exception:  # noqa: BLE001 - not a constant expression
+        return None
+
+
+def _uses(src: CudaSource, decl: SharedDecl) -> list[ts.Node]:
+    """Identifier nodes naming the array inside its function (the declaration excluded)."""
+    fn = src.function(decl.function) if decl.function else None
+    scope = src.node_for(fn) if fn is not None else src.tree.root_node
+    return [n for n in X.walk(scope) if n.type == "identifier" and n.text == decl.name.encode()
+            and not (decl.start <= n.start_byte < decl.end)]
+
+
+def _subscript_chain(ident: ts.Node) -> list[ts.Node]:
+    """The subscript expressions applied to `ident`, innermost (first index) first."""
+    chain = []
+    n = ident
+    while n.parent is not None and n.parent.type == "subscript_expression" and n.parent.child_by_field_name("argument") == n:
+        n = n.parent
+        chain.append(n)
+    return chain
+
+
+def _index(sub: ts.Node) -> ts.Node | None:
+    idx = sub.child_by_field_name("indices")
+    if idx is None:
+        idx = next((c for c in sub.children if c.type == "subscript_argument_list"), None)
+    named = [c for c in idx.named_children] if idx is not None else []
+    return named[0] if named else None
+
+
+def _flat_uses(src: CudaSource, decl: SharedDecl) -> list[str]:
+    """Uses that do not index every dimension (the array seen as a pointer or flat buffer)."""
+    bad = []
+    for u in _uses(src, decl):
+        chain = _subscript_chain(u)
+        top = chain[-1] if chain else u
+        addr = top.parent is not None and top.parent.type == "pointer_expression" and top.parent.children[0].type == "&"
+        if len(chain) != len(decl.dims) or addr:
+            bad.append(f"line {u.start_point.row + 1}: `{src.text_of(X.statement_of(u)).strip()[:60]}`")
+    return bad
+
+
+def _xors(src: CudaSource, decl: SharedDecl) -> tuple[list[ts.Node], list[ts.Node]]:
+    """(XOR nodes inside the array's indices, full accesses without any XOR)."""
+    xors, plain = [], []
+    for u in _uses(src, decl):
+        chain = _subscript_chain(u)
+        found = []
+        for sub in chain:
+            idx = _index(sub)
+            if idx is not None:
+                found += [n for n in X.walk(idx) if n.type == "binary_expression" and src.text_of(n.children[1]) == "^"]
+        if found:
+            xors += X.outermost(found)
+        elif chain:
+            plain.append(chain[-1])
+    return xors, plain
+
+
+class SmemPadding(Operator):
+    name = "smem_padding"
+    category = "smem_layout"
+    intent = ("Pad a shared-memory tile's rows by one word (tile[T][T + 1]) or XOR-swizzle its column index so "
+              "that a warp walking a column hits 32 different banks.")
+    mechanical_apply = True
+
+    def _decls(self, src: CudaSource) -> list[SharedDecl]:
+        return [d for d in src.shared_decls if d.function is not None]
+
+    def find(self, src: CudaSource) -> list[Site]:
+        sites = []
+        for d in self._decls(src):
+            if len(d.dims) >= 2 and (m := _PADDED.match(d.dims[-1].strip())):
+                sites.append(self.site(src, d, f"shared {d.name}{d.dims_text}: rows padded by {m.group('pad')}",
+                                       kind="padding", array=d.name, base=m.group("base"), pad=m.group("pad")))
+            xors, _ = _xors(src, d)
+            if xors:
+                sites.append(self.site(src, d, f"shared {d.name}: {len(xors)} XOR-swizzled index(es)",
+                                       kind="swizzle", array=d.name, count=str(len(xors))))
+        return sites
+
+    def _decl(self, src: CudaSource, site: Site) -> SharedDecl:
+        node = src.node_at(site.anchor)
+        d = next((d for d in self._decls(src) if node is not None and d.start == node.start_byte
+                  and d.name == site.details["array"]), None)
+        if d is None:
+            raise Refused(f"{self.name}: shared array {site.details.get('array')} is gone")
+        return d
+
+    def removal_preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
+        d = self._decl(src, site)
+        flat = _flat_uses(src, d)
+        facts = [Precondition("indexed_only_as_array", not flat,
+                              f"{d.name} is only read and written through full [..][..] indexing" if not flat
+                              else f"{d.name} is used as a flat buffer or pointer ({'; '.join(flat[:2])}): its row stride matters",
+                              "Layout")]
+        if site.details["kind"] == "swizzle":
+            _, plain = _xors(src, d)
+            facts.append(Precondition("every_access_swizzled", not plain,
+                                      f"every access of {d.name} applies the swizzle" if not plain
+                                      else f"access at line {plain[0].start_point.row + 1} is not swizzled: dropping the XOR "
+                                           "elsewhere would change which element it reads", "Layout"))
+        return facts
+
+    def _remove(self, src: CudaSource, site: Site) -> CudaSource:
+        d = self._decl(src, site)
+        if site.details["kind"] == "padding":
+            node = src.node_for(d)
+            last = next(n for n in X.walk(node) if n.type == "array_declarator" and
+                        n.child_by_field_name("size") is not None and
+                        src.text_of(n.child_by_field_name("size")).strip() == d.dims[-1].strip())
+            size = last.child_by_field_name("size")
+            assert size is not None
+            return edit.apply_edits(src, [edit.replace(size, site.details["base"])])
+        xors, _ = _xors(src, d)
+
+        def keep_left(n: ts.Node) -> str:
+            left = n.child_by_field_name("left")
+            assert left is not None
+            if left.type == "parenthesized_expression" and n.parent is not None and n.parent.type == "subscript_argument_list":
+                return src.text_of(left)[1:-1].strip()
+            return src.text_of(left)
+
+        return edit.apply_edits(src, [edit.replace(n, keep_left(n)) for n in xors])
+
+    # ---- forward ----------------------------------------------------------------------------
+    def find_forward(self, src: CudaSource) -> list[Site]:
+        sites = []
+        for d in self._decls(src):
+            if len(d.dims) == 2 and not _PADDED.match(d.dims[-1].strip()) and not _xors(src, d)[0]:
+                sites.append(self.site(src, d, f"shared {d.name}{d.dims_text} could be padded", kind="padding",
+                                       array=d.name, base=d.dims[-1].strip()))
+        return sites
+
+    def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
+        d = self._decl(src, site)
+        if site.details.get("kind") == "swizzle":
+            return [Precondition("consistent_swizzle", not _xors(src, d)[1],
+                                 f"every access of {d.name} XORs its column with a function of its row", "Layout")]
+        cols = resolve_int(src, site.details["base"])
+        elem = " ".join(w for w in d.element_type.split() if w not in ("const", "volatile"))
+        column_walk = [u for u in _uses(src, d) if (ch := _subscript_chain(u)) and (i := _index(ch[0])) is not None
+                       and _THREAD_X.search(src.text_of(i))]
+        flat = _flat_uses(src, d)
+        return [
+            Precondition("row_multiple_of_32_words", cols is not None and cols % 32 == 0,
+                         f"rows of {d.name} are {cols} elements: a column walk hits one bank" if cols is not None and cols % 32 == 0
+                         else f"row length {site.details['base']} is not a known multiple of 32", "Layout"),
+            Precondition("four_byte_elements", elem in _FOUR_BYTE,
+                         f"{elem} elements are one bank word each" if elem in _FOUR_BYTE
+                         else f"{elem} elements are not one 4-byte bank word", "Data types"),
+            Precondition("column_access_by_consecutive_threads", bool(column_walk),
+                         f"{d.name}[threadIdx.x-like][..] walks a column across a warp" if column_walk
+                         else f"no access of {d.name} walks a column with threadIdx.x", "Layout"),
+            Precondition("indexed_only_as_array", not flat,
+                         f"{d.name} is never reinterpreted as a flat buffer" if not flat
+                         else f"{d.name} is used as a flat buffer ({flat[0]})", "Layout"),
+        ]
+
+    def _apply(self, src: CudaSource, site: Site) -> CudaSource:
+        d = self._decl(src, site)
+        node = src.node_for(d)
+        outer = next(n for n in X.walk(node) if n.type == "array_declarator" and
+                     (s := n.child_by_field_name("size")) is not None and src.text_of(s).strip() == d.dims[-1].strip())
+        size = outer.child_by_field_name("size")
+        assert size is not None
+        return edit.apply_edits(src, [edit.replace(size, f"{src.text_of(size).strip()} + 1")])

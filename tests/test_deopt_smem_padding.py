@@ -1,0 +1,55 @@
+"""smem_padding: [T][T + 1] -> [T][T] and XOR swizzles -> plain indexing, and padding back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from klineage.deopt.base import Refused
+from klineage.deopt.smem_padding import SmemPadding
+from klineage.source.model import CudaSource
+from klineage.source.text import normalize
+from tests.deopt_kernel_checks import load, one_site, passes_gate
+
+OP = SmemPadding()
+
+
+def test_remove_padding_and_apply_roundtrip(tmp_path: Path) -> None:
+    src, wl = load("smem_padding", "transpose_pad")
+    site = one_site(OP, src, kind="padding")
+    out = OP.remove(src, site)
+    assert "__shared__ float tile[TILE][TILE];" in out.text
+    (fwd,) = OP.find_forward(out)
+    facts = {f.name: f.holds for f in OP.preconditions(out, fwd)}
+    assert facts == {"row_multiple_of_32_words": True, "four_byte_elements": True,
+                     "column_access_by_consecutive_threads": True, "indexed_only_as_array": True}
+    assert normalize(OP.apply(out, fwd).text) == normalize(src.text)
+    passes_gate(out.text, wl, tmp_path)
+
+
+def test_remove_swizzle(tmp_path: Path) -> None:
+    src, wl = load("smem_padding", "transpose_swizzle")
+    site = one_site(OP, src, kind="swizzle")
+    out = OP.remove(src, site)
+    assert "tile[ty + k][tx] = " in out.text and "= tile[tx][ty + k];" in out.text and "^ (" not in out.text
+    passes_gate(out.text, wl, tmp_path)
+
+
+def test_refusals() -> None:
+    flat = CudaSource.from_text(
+        "__global__ void k(float* y) {\n  __shared__ float t[32][32 + 1];\n  float* p = &t[0][0];\n"
+        "  t[threadIdx.y][threadIdx.x] = 1.0f;\n  __syncthreads();\n  y[threadIdx.x] = p[threadIdx.x * 33];\n}\n")
+    with pytest.raises(Refused, match="indexed_only_as_array"):
+        OP.remove(flat, one_site(OP, flat, kind="padding"))
+    partial = CudaSource.from_text(
+        "__global__ void k(float* y) {\n  __shared__ float t[32][32];\n"
+        "  t[threadIdx.y][threadIdx.x ^ threadIdx.y] = 1.0f;\n  __syncthreads();\n"
+        "  y[threadIdx.x] = t[threadIdx.x][threadIdx.y];\n}\n")
+    with pytest.raises(Refused, match="every_access_swizzled"):
+        OP.remove(partial, one_site(OP, partial, kind="swizzle"))
+    odd = CudaSource.from_text(
+        "__global__ void k(float* y) {\n  __shared__ float t[32][24];\n  t[threadIdx.x][0] = 1.0f;\n"
+        "  y[threadIdx.x] = t[threadIdx.x][0];\n}\n")
+    with pytest.raises(Refused, match="row_multiple_of_32_words"):
+        OP.apply(odd, OP.find_forward(odd)[0])
