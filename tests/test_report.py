@@ -53,17 +53,24 @@ def _enrich(db: Path) -> None:
                                                        "resources": {"registers": 4}, "device": "NVIDIA H200"}}}
             con.execute("UPDATE skills SET effects = ?, admitted = true WHERE skill_id = ?", [json.dumps(effects), skills[0]])
             runs = [("r-cur", "heldout_scale", "curriculum", "all", 0.0), ("r-rnd", "heldout_scale", "random", "all", 0.0),
-                    ("r-none", "heldout_scale", "none", "none", 0.0), ("r-llm", "scale_test", "curriculum", "all", 0.01)]
+                    ("r-none", "heldout_scale", "curriculum", "none", 0.0), ("r-llm", "scale_test", "curriculum", "all", 0.01)]
             for run_id, wl, order, mode, cost in runs:
-                summary = {"start_time_ms": 0.08, "max_similarity": 0.31} | ({"heldout": True} if wl != "scale_test" else {})
-                con.execute("INSERT INTO materialization_runs (run_id, workload, provider, skills_mode, order_mode, budget, summary)"
-                            " VALUES (?, ?, 'offline', ?, ?, 4, ?)", [run_id, wl, mode, order, json.dumps(summary)])
-                for i, (skill, ok, t) in enumerate([(skills[1], True, 0.05), ("no-such-skill", False, None),
-                                                    (skills[2], True, 0.04 if order != "none" else 0.09)]):
-                    con.execute("INSERT INTO materialization_steps (run_id, step_index, skill_id, operator, accepted, kept,"
-                                " category, message, time_ms, cost_usd) VALUES (?, ?, ?, 'op', ?, ?, ?, ?, ?, ?)",
-                                [run_id, i, skill, ok, ok and (t or 1) < 0.08, "ok" if ok else "mismatch",
-                                 HOSTILE if not ok else "", t, cost])
+                last = 0.04 if mode == "all" else 0.09  # start 0.08 ms: skills reach 2x, no skills 1.6x
+                steps = [(skills[1], "kept", "ok", 0.05), ("no-such-skill", "rejected", "mismatch", None),
+                         (skills[2], "duplicate", "", None), (skills[2], "kept" if mode == "all" else "not_faster", "ok", last)]
+                summary = {"stop_reason": "budget of 3 gated candidates spent", "gated": 3,
+                           "speedup": 0.08 / min(t for _, v, _, t in steps if v == "kept")}
+                summary |= {"heldout": True, "max_similarity": 0.31} if wl != "scale_test" else {}
+                con.execute("INSERT INTO materialization_runs (run_id, workload, provider, skills_mode, order_mode, budget,"
+                            " summary, status, backend) VALUES (?, ?, 'offline', ?, ?, 3, ?, 'improved', 'cuda')",
+                            [run_id, wl, mode, order, json.dumps(summary)])
+                for i, (skill, verdict, category, t) in enumerate(steps, 1):
+                    gated = verdict != "duplicate"
+                    con.execute("INSERT INTO materialization_steps (run_id, step_index, skill_id, operator, gate_key, accepted,"
+                                " kept, category, message, time_ms, cost_usd, verdict) VALUES (?, ?, ?, 'op', ?, ?, ?, ?, ?, ?, ?, ?)",
+                                [run_id, i, skill if mode == "all" else None, f"g{i}" if gated else None,
+                                 category == "ok" if gated else None, verdict == "kept", category,
+                                 HOSTILE if verdict == "rejected" else "", t, cost, verdict])
             con.execute("INSERT INTO llm_exchanges (exchange_id, provider, model, input_tokens, output_tokens, cost_usd,"
                         " latency_s) VALUES ('x1', 'anthropic', 'claude-test', 1200, 300, 0.01, 1.5)")
         upsert(s, [Skill(skill_id="imported <odd> & id", operator="imported", intent="A card from elsewhere: a < b & c",
@@ -215,7 +222,9 @@ def test_materialization_and_heldout(rich_page: tuple[Path, str, StrictTree], ri
     held = _section(tree, "heldout")
     rows = [n for n in held.iter() if n.tag == "tr"]
     assert len(rows) == 2 and "heldout_scale" in rows[1].all_text()  # scale_test contributed skills: not held out
-    assert "2.00×" in rows[1].all_text() and "0.31" in rows[1].all_text()
+    assert "2.00×" in rows[1].all_text() and "1.60×" in rows[1].all_text() and "0.31" in rows[1].all_text()
+    curve = next(n for n in plots[0].iter() if n.tag == "path" and n.attrs.get("class") == "series")
+    assert curve.attrs["d"].count("H") == 3  # three gated candidates: the duplicate spent no budget
 
 
 def _run_cli(argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -1,10 +1,11 @@
 """Materialization runs, their steps, the held-out table and the budget curves.
 
 A run belongs to an arm — curriculum, random, or no skills — read from its skills and order
-modes. The curve of a run is the best value so far after each gated candidate: the speedup over
-the start kernel where candidates were timed (the start time comes from the run's summary,
-`start_time_ms`, else the first timed step), else the number of accepted-and-kept steps (CPU).
-A run is held out when its summary says so or its workload contributed no skill.
+modes. The curve of a run is the best value so far against the budget spent (gated candidates;
+proposals that were never gated, such as duplicates, spend none): the speedup over the start
+kernel where candidates were timed (the start time is the summary's `start_time_ms`, else its
+`speedup` times the best kept time, else the first timed step), else the number of kept steps
+(CPU). A run is held out when its summary says so or its workload contributed no skill.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ class MatStep:
     skill_id: str | None
     skill_href: str | None
     operator: str
-    verdict: str  # kept | accepted | rejected | pending
+    verdict: str  # the materializer's: kept | rejected | not_faster | no_effect | no_candidate | duplicate
+    gated: bool
     category: str
     message: str
     time_ms: float | None
@@ -47,6 +49,8 @@ class MatRun:
     started_at: Any
     summary: dict[str, Any]
     heldout: bool
+    status: str = ""
+    backend: str = ""
     steps: list[MatStep] = field(default_factory=list)
 
     @property
@@ -55,12 +59,19 @@ class MatRun:
             v = self.summary.get(k)
             if isinstance(v, int | float) and v > 0:
                 return float(v)
+        speedup, best = self.summary.get("speedup"), self._best_kept
+        if isinstance(speedup, int | float) and speedup > 0 and best:
+            return float(speedup) * best
         return next((s.time_ms for s in self.steps if s.time_ms), None)
 
     @property
-    def best_ms(self) -> float | None:
+    def _best_kept(self) -> float | None:
         times = [s.time_ms for s in self.steps if s.verdict == "kept" and s.time_ms]
         return min(times) if times else None
+
+    @property
+    def best_ms(self) -> float | None:
+        return self._best_kept
 
     @property
     def speedup(self) -> float | None:
@@ -72,22 +83,33 @@ class MatRun:
         return sum(s.verdict == "kept" for s in self.steps)
 
     @property
+    def gated(self) -> int:
+        return sum(s.gated for s in self.steps)
+
+    @property
+    def stop_reason(self) -> str:
+        return str(self.summary.get("stop_reason") or "")
+
+    @property
     def cost(self) -> float:
         return sum(s.cost_usd or 0.0 for s in self.steps)
 
     def curve(self, timed: bool, by_cost: bool = False) -> list[tuple[float, float]]:
-        """(budget spent, best so far) after each gated candidate, starting from (0, baseline)."""
+        """(budget spent, best so far) after each step that spent budget, from (0, baseline)."""
+        start = self.start_ms
         points = [(0.0, 1.0 if timed else 0.0)]
-        best, kept, spent = self.start_ms, 0, 0.0
-        for i, s in enumerate(self.steps, 1):
+        best, kept, gated, spent = start, 0, 0, 0.0
+        for s in self.steps:
             spent += s.cost_usd or 0.0
+            gated += int(s.gated)
             if s.verdict == "kept":
                 kept += 1
                 if s.time_ms and (best is None or s.time_ms < best):
                     best = s.time_ms
-            start = self.start_ms
+            if not (s.gated or (by_cost and s.cost_usd)):
+                continue
             y = (start / best if start and best else 1.0) if timed else float(kept)
-            points.append((spent if by_cost else float(i), y))
+            points.append((spent if by_cost else float(gated), y))
         return points
 
 
@@ -122,11 +144,19 @@ def arm_of(skills_mode: str, order_mode: str) -> str:
 
 
 def _verdict(row: dict[str, Any]) -> str:
-    if row["accepted"] is None:
-        return "pending"
+    """The recorded verdict; rows from before the verdict column get one from accepted/kept."""
+    if row.get("verdict"):
+        return str(row["verdict"])
     if row["kept"]:
         return "kept"
-    return "accepted" if row["accepted"] else "rejected"
+    if row["accepted"] is None:
+        return "no_candidate"
+    return "not_faster" if row["accepted"] else "rejected"
+
+
+def _gated(row: dict[str, Any]) -> bool:
+    detail = row.get("detail") if isinstance(row.get("detail"), dict) else {}
+    return bool(detail.get("gated")) or bool(row.get("gate_key")) or row["accepted"] is not None
 
 
 def _plots(runs: list[MatRun], by_cost: bool) -> list[Plot]:
@@ -146,7 +176,7 @@ def _plots(runs: list[MatRun], by_cost: bool) -> list[Plot]:
 def _heldout_rows(runs: list[MatRun], arms: list[str]) -> list[dict[str, Any]]:
     rows = []
     for wl in sorted({r.workload for r in runs if r.heldout}):
-        row: dict[str, Any] = {"workload": wl, "cells": {}, "similarity": None, "copy": False}
+        row: dict[str, Any] = {"workload": wl, "cells": {}, "similarity": None, "flagged": False}
         for arm in arms:
             mine = [r for r in runs if r.workload == wl and r.heldout and r.arm == arm]
             if not mine:
@@ -157,7 +187,7 @@ def _heldout_rows(runs: list[MatRun], arms: list[str]) -> list[dict[str, Any]]:
         sims = [r.summary.get("max_similarity") for r in runs if r.workload == wl]
         sims = [s for s in sims if isinstance(s, int | float)]
         row["similarity"] = max(sims) if sims else None
-        row["copy"] = any(bool(r.summary.get("copy") or r.summary.get("flagged_copy")) for r in runs if r.workload == wl)
+        row["flagged"] = any(bool(r.summary.get("copy") or r.summary.get("flagged_copy")) for r in runs if r.workload == wl)
         rows.append(row)
     return rows
 
@@ -169,11 +199,12 @@ def materialization_view(store: Store, skill_ids: set[str], mined_workloads: set
         sm, om = r["skills_mode"] or "", r["order_mode"] or ""
         run = MatRun(r["run_id"], anchors.run(r["run_id"]), r["workload"], r["provider"], r["model"] or "",
                      arm_of(sm, om), sm, om, r["budget"], r["started_at"], summary,
-                     bool(summary.get("heldout")) or r["workload"] not in mined_workloads)
+                     bool(summary.get("heldout")) or r["workload"] not in mined_workloads,
+                     r.get("status") or "", r.get("backend") or "")
         for s in store.rows("SELECT * FROM materialization_steps WHERE run_id = ? ORDER BY step_index", [r["run_id"]]):
             sid = s["skill_id"]
             run.steps.append(MatStep(s["step_index"], sid, f"#{anchors.skill(sid)}" if sid in skill_ids else None,
-                                     s["operator"] or "", _verdict(s), s["category"] or "", s["message"] or "",
+                                     s["operator"] or "", _verdict(s), _gated(s), s["category"] or "", s["message"] or "",
                                      s["time_ms"], s["cost_usd"]))
         runs.append(run)
     arms = sorted({r.arm for r in runs}, key=lambda a: (("curriculum", "random", "no skills").index(a)
@@ -191,5 +222,6 @@ def materialized_on(view: MatView) -> dict[str, list[tuple[str, str, str]]]:
     for r in view.runs:
         for s in r.steps:
             if s.skill_id:
-                out.setdefault(s.skill_id, []).append((f"#{r.anchor}", f"{r.workload} step {s.index}", s.verdict))
+                out.setdefault(s.skill_id, []).append((f"#{r.anchor}", f"{r.workload} · {r.arm} · step {s.index}",
+                                                       s.verdict))
     return out

@@ -35,6 +35,8 @@ def bar_plot(bars: list[Bar], title: str, unit: str, reference: float | None = N
         return left + (v - lo) / span * plot_w
 
     parts: list[El] = [text(4, 14, unit, "plot-title")]
+    if not bars:
+        return str(svg(width, 44, title, *parts, text(4, 34, "no effect recorded", "note")))
     for t in ticks:
         parts.append(El("line", {"x1": x(t), "x2": x(t), "y1": top - 4, "y2": height - 22, "class": "grid"}))
         parts.append(text(x(t), height - 8, fmt_num(t), "tick", "middle"))
@@ -88,16 +90,18 @@ def line_plot(series: list[Series], title: str, xlabel: str, ylabel: str, width:
     parts.append(text(12, top + ph / 2, ylabel, "axis", "middle", transform=f"rotate(-90 12 {top + ph / 2:.0f})"))
     groups = list(dict.fromkeys(s.group or s.label for s in series))
     for s in series:
-        colour = PALETTE[groups.index(s.group or s.label) % len(PALETTE)]
+        g = groups.index(s.group or s.label)
+        colour = PALETTE[g % len(PALETTE)]
+        nudge = (g - (len(groups) - 1) / 2) * 2.5  # identical curves of different arms stay visible
         pts = sorted(s.points)
         if not pts:
             continue
-        d = [f"M{px(pts[0][0]):.1f},{py(pts[0][1]):.1f}"]
+        d = [f"M{px(pts[0][0]):.1f},{py(pts[0][1]) + nudge:.1f}"]
         for x1, y1 in pts[1:]:
-            d.append(f"H{px(x1):.1f}V{py(y1):.1f}")  # best-so-far is a step function
+            d.append(f"H{px(x1):.1f}V{py(y1) + nudge:.1f}")  # best-so-far is a step function
         parts.append(El("path", {"d": "".join(d), "class": "series", "stroke": colour}, [El("title", {}, [s.label])]))
         for x, y in pts:
-            parts.append(El("circle", {"cx": px(x), "cy": py(y), "r": 2.5, "fill": colour}))
+            parts.append(El("circle", {"cx": px(x), "cy": py(y) + nudge, "r": 2.5, "fill": colour}))
     for i, g in enumerate(groups):
         y = top + 8 + i * 16
         parts.append(El("rect", {"x": left + pw + 12, "y": y - 8, "width": 10, "height": 10,

@@ -88,9 +88,9 @@ def effect_plot(skill: Skill, rows: list[EffectRow]) -> str:
     for r in rows:
         res = per.get(r.workload, {}).get("resources")
         regs = res.get("registers") if isinstance(res, dict) else None
-        bars.append(Bar(r.workload, float(regs) if isinstance(regs, int) else None,
-                        f"registers (time not measured on {r.device})" if isinstance(regs, int) else f"unmeasured ({r.device})"))
-    return bar_plot(bars, f"effect of {skill.skill_id}", "register delta, with − without")
+        bars.append(Bar(r.workload, float(regs) if isinstance(regs, int) else None, "" if isinstance(regs, int) else "unmeasured"))
+    devices = ", ".join(sorted({r.device for r in rows})) or "n/a"
+    return bar_plot(bars, f"effect of {skill.skill_id}", f"register delta, with − without (no timing on {devices})")
 
 
 def skill_view(skill: Skill, step_workload: dict[str, str], workload_anchor: dict[str, str],
