@@ -1,0 +1,133 @@
+"""The loop end to end on the CPU emulator, on the tiny scale workload (tests/data/mining/scale).
+
+Gating is the cost here (seconds per candidate), so the tests share the session's gate cache: the
+offline curriculum run gates the start kernel and two candidates; the other runs reuse them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from klineage.llm.stub import Reply, StubServer, overloaded
+from klineage.materialize import MaterializeOptions, make_provider, materialize
+from klineage.store.db import Store
+from klineage.workload import load_workload
+from tests.test_materialize_helpers import SCALE, scale_skills
+
+NAIVE = (SCALE / "naive.cu").read_text()
+KEY = "sk-test-loop-key-7"
+
+
+@pytest.fixture(scope="module")
+def wl():  # noqa: ANN201
+    return load_workload(SCALE)
+
+
+@pytest.fixture(scope="module")
+def curriculum_run(wl, tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN001, ANN201
+    tmp = tmp_path_factory.mktemp("curriculum")
+    store = Store(tmp / "runs.duckdb")
+    seen = []
+    res = materialize(wl, NAIVE, scale_skills(), make_provider("offline"), 3,
+                      MaterializeOptions(store=store, out_dir=tmp / "out", progress=seen.append))
+    yield res, store, tmp / "out", seen
+    store.close()
+
+
+def test_curriculum_run_keeps_each_skill(curriculum_run) -> None:  # noqa: ANN001
+    res, _, out, seen = curriculum_run
+    assert res.status == "improved" and res.start_gate["accepted"]
+    assert [s.move for s in res.steps] == ["restrict-scale_test", "launch_bounds-scale_test"]  # depth 1, then 3
+    assert all(s.kept and s.verdict == "kept" and "static effect present" in s.reason for s in res.steps)
+    assert res.applied == ["restrict-scale_test", "launch_bounds-scale_test"] and res.gated == 2
+    assert res.stop_reason == "no applicable skill left to try"
+    assert ("pragma_unroll-scale_test", "no forward site for 'pragma_unroll' (nothing in the code it fits)") in res.skipped_at_start
+    best = (out / "best.cu").read_text()
+    assert "__restrict__" in best and "__launch_bounds__(128)" in best and best == res.best_source
+    assert sorted(p.name for p in out.glob("step-*.cu")) == ["step-01-restrict-scale_test.cu",
+                                                             "step-02-launch_bounds-scale_test.cu"]
+    assert [s.index for s in seen] == [1, 2]  # the progress callback saw every step
+
+
+def test_trace_and_store(curriculum_run) -> None:  # noqa: ANN001
+    res, store, out, _ = curriculum_run
+    trace = json.loads((out / "trace.json").read_text())
+    assert trace["run_id"] == res.run_id and trace["status"] == "improved" and len(trace["steps"]) == 2
+    assert trace["steps"][0]["detail"]["static_after"]["restrict"] == 1
+    run = store.rows("SELECT * FROM materialization_runs WHERE run_id = ?", [res.run_id])[0]
+    assert run["status"] == "improved" and run["provider"] == "offline" and run["budget"] == 3
+    steps = store.rows("SELECT * FROM materialization_steps WHERE run_id = ? ORDER BY step_index", [res.run_id])
+    assert [(s["skill_id"], s["kept"], s["verdict"]) for s in steps] == [
+        ("restrict-scale_test", True, "kept"), ("launch_bounds-scale_test", True, "kept")]
+    assert store.scalar("SELECT count(*) FROM kernels WHERE role = 'candidate'") == 2
+    assert store.scalar("SELECT count(*) FROM gate_runs") == 3
+
+
+def test_budget_and_random_order(wl, curriculum_run, tmp_path: Path) -> None:  # noqa: ANN001
+    one = materialize(wl, NAIVE, scale_skills(), make_provider("offline"), 1,
+                      MaterializeOptions(order="random", seed=1, out_dir=tmp_path / "a"))
+    two = materialize(wl, NAIVE, scale_skills(), make_provider("offline"), 1,
+                      MaterializeOptions(order="random", seed=1, out_dir=tmp_path / "b"))
+    assert one.gated == 1 and "budget of 1" in one.stop_reason
+    assert [s.move for s in one.steps] == [s.move for s in two.steps]
+
+
+def test_skills_none_tries_operators_in_registry_order(wl, curriculum_run, tmp_path: Path) -> None:  # noqa: ANN001
+    from klineage.deopt.registry import operators
+
+    res = materialize(wl, NAIVE, scale_skills(), make_provider("offline"), 2,
+                      MaterializeOptions(skills_mode="none", out_dir=tmp_path))
+    moves = [s.move for s in res.steps]
+    assert all(m.startswith("op:") for m in moves) and res.gated == 2 and not res.applied
+    names = [o.name for o in operators()]
+    assert [names.index(m[3:]) for m in moves] == sorted(names.index(m[3:]) for m in moves)
+
+
+def test_start_kernel_failing_its_gate(wl, tmp_path: Path) -> None:  # noqa: ANN001
+    broken = NAIVE.replace('extern "C" void launch', "void launch_renamed")
+    res = materialize(wl, broken, scale_skills(), make_provider("offline"), 3, MaterializeOptions(out_dir=tmp_path))
+    assert res.status == "start_rejected" and res.gated == 0 and not res.steps
+    assert "fails its own gate (parse_error" in res.stop_reason and "nothing to improve from" in res.stop_reason
+    assert json.loads((tmp_path / "trace.json").read_text())["status"] == "start_rejected"
+
+
+def _llm_provider(stub: StubServer, **kw):  # noqa: ANN202
+    p = make_provider("anthropic", api_key=KEY, base_url=stub.base_url, backoff_s=0.0, **kw)
+    p.llm.sleep = lambda s: None
+    return p
+
+
+def test_anthropic_provider_in_the_loop(wl, curriculum_run, tmp_path: Path) -> None:  # noqa: ANN001
+    _, _, out, _ = curriculum_run
+    restricted = (out / "step-01-restrict-scale_test.cu").read_text()  # gated already: a cache hit
+    script = [overloaded(), Reply("Sorry, I cannot see a way to do that."), Reply(f"Done.\n```cuda\n{restricted}```\n")]
+    store = Store(tmp_path / "runs.duckdb")
+    with StubServer(script) as stub:
+        res = materialize(wl, NAIVE, scale_skills(), _llm_provider(stub), 1,
+                          MaterializeOptions(store=store, out_dir=tmp_path / "out"))
+        prompts = list(stub.requests)
+    first, second = res.steps
+    assert first.verdict == "no_candidate" and "no ```cuda code block" in first.reason and not first.gated
+    assert second.move == first.move == "restrict-scale_test" and second.kept  # a second try on the same skill
+    assert "not kept" not in prompts[-1]["messages"][0]["content"][0]["text"]
+    assert "rejected reply: the reply has no ```cuda code block" in prompts[-1]["messages"][0]["content"][0]["text"]
+    assert res.cost["calls"] == 2 and res.cost["failed_calls"] == 1 and res.cost["spent_usd"] > 0
+    rows = store.rows("SELECT * FROM llm_exchanges WHERE run_id = ? ORDER BY created_at", [res.run_id])
+    assert len(rows) == 3 and sum(r["error"] is not None for r in rows) == 1
+    assert {r["step_index"] for r in rows} == {1, 2}
+    assert rows[-1]["cache_read_tokens"] > 0 and rows[-1]["prompt"]["system"][0]["cache_control"]
+    store.close()
+    assert KEY.encode() not in (tmp_path / "runs.duckdb").read_bytes()
+    assert KEY not in (tmp_path / "out" / "trace.json").read_text()
+
+
+def test_anthropic_cost_limit_stops_the_run(wl, curriculum_run, tmp_path: Path) -> None:  # noqa: ANN001
+    with StubServer([Reply("no code here " * 200)]) as stub:
+        res = materialize(wl, NAIVE, scale_skills(), _llm_provider(stub, max_cost_usd=0.001), 5,
+                          MaterializeOptions(out_dir=tmp_path))
+    assert "cost limit reached" in res.stop_reason and res.status == "no_improvement"
+    assert res.steps and res.cost["spent_usd"] >= 0.001
+    assert json.loads((tmp_path / "trace.json").read_text())["stop_reason"] == res.stop_reason
