@@ -151,7 +151,10 @@ def _moves(src: CudaSource, skills: Sequence[Skill], provider: Provider, target:
         for op in all_operators():
             if not op.mechanical_apply:
                 continue
-            sites, _bad = forward_sites(op, src)
+            try:
+                sites, _bad = forward_sites(op, src)
+            except Exception:  # an operator bug: that operator offers no move here
+                continue
             if sites:
                 moves.append(Move(f"op:{op.name}", None, op, tuple(sites)))
         if order == "random":

@@ -54,8 +54,14 @@ class MatchReport:
         return dict(self.skipped)
 
 
+#: platform names that say nothing about which GPU (the walker records "cuda" when the gate
+#: reports no device name): they match any target
+_GENERIC = {"", EMULATOR, "unknown", "cpu", "cuda", "gpu"}
+
+
 def _is_gpu(platform: str) -> bool:
-    return bool(platform) and platform not in (EMULATOR, "unknown", "cpu")
+    """A named GPU (e.g. 'NVIDIA H200'), as opposed to the emulator or a generic backend name."""
+    return platform.strip().lower() not in _GENERIC
 
 
 def scope_problem(skill: Skill, target: Target) -> tuple[str | None, list[str]]:
@@ -69,7 +75,7 @@ def scope_problem(skill: Skill, target: Target) -> tuple[str | None, list[str]]:
             return f"dtype scope: {msg} and the skill has data-type preconditions", notes
         notes.append(f"dtype scope differs ({msg}); no data-type precondition, so it may carry over")
     platforms = [p for p in skill.scope.get("platforms") or [] if _is_gpu(p)]
-    if platforms and _is_gpu(target.platform) and target.platform not in platforms:
+    if platforms and _is_gpu(target.platform) and target.platform.lower() not in {p.lower() for p in platforms}:
         msg = f"validated on {', '.join(platforms)}, target is {target.platform}"
         if "Hardware" in kinds:
             return f"platform scope: {msg} and the skill has hardware preconditions", notes
@@ -129,7 +135,11 @@ def match_skills(
         if mechanical_only and not op.mechanical_apply:
             report.skipped.append((skill.skill_id, f"operator '{op.name}' has no mechanical forward step (needs an LLM provider)"))
             continue
-        sites, failures = forward_sites(op, src)
+        try:
+            sites, failures = forward_sites(op, src)
+        except Exception as e:  # an operator bug skips its skills; it must not end the run
+            report.skipped.append((skill.skill_id, f"operator '{op.name}' failed on this code: {type(e).__name__}: {e}"))
+            continue
         if sites:
             report.applicable.append(Match(skill, op, sites, notes))
             continue

@@ -176,3 +176,23 @@ def test_offline_provider_is_deterministic() -> None:
         assert len(m.operator.find(_src(one.source))) == 1
     none = provider.propose(ProposalRequest(wl, NAIVE, Move("free")))
     assert none.source is None and "needs an operator" in none.note
+
+
+def test_generic_platform_names_match_any_gpu() -> None:
+    hw = [{"name": "fixed_block_size", "holds": True, "reason": "", "kind": "Hardware"}]
+    generic = make_skill("launch_bounds", platforms=["cuda"], pre=hw, skill_id="g")
+    named = make_skill("launch_bounds", platforms=["nvidia h200"], pre=hw, skill_id="n")
+    report = match_skills(_src(), [generic, named], Target("scale_test", ("float32",), "NVIDIA H200"))
+    assert [m.skill.skill_id for m in report.applicable] == ["g", "n"]
+
+
+def test_operator_bug_skips_its_skills(monkeypatch: pytest.MonkeyPatch) -> None:
+    from klineage.deopt.registry import get_operator
+
+    def boom(src):  # noqa: ANN001, ANN202
+        raise IndexError("bad node")
+
+    monkeypatch.setattr(get_operator("restrict"), "find_forward", boom)
+    report = match_skills(_src(), scale_skills(), TARGET)
+    assert "failed on this code: IndexError: bad node" in report.reasons()["restrict-scale_test"]
+    assert [m.skill.operator for m in report.applicable] == ["launch_bounds"]

@@ -36,7 +36,11 @@ class OfflineProvider(Provider):
         refused: list[str] = []
         tried: set[tuple[str, str]] = set()
         for _ in range(MAX_SITES):
-            sites, _bad = forward_sites(op, src)
+            try:
+                sites, _bad = forward_sites(op, src)
+            except Exception as e:  # an operator bug: no candidate, with the reason
+                refused.append(f"{op.name} failed: {type(e).__name__}: {e}")
+                break
             sites = [s for s in sites if (s.anchor.path, s.summary) not in tried]
             if not sites:
                 break
@@ -46,6 +50,9 @@ class OfflineProvider(Provider):
                 after = op.apply(src, site)
             except (Refused, SourceError) as e:
                 refused.append(f"line {site.line}: {e}")
+                continue
+            except Exception as e:  # an operator bug at one site: try the others
+                refused.append(f"line {site.line}: {op.name} failed: {type(e).__name__}: {e}")
                 continue
             if after.text == src.text:
                 refused.append(f"line {site.line}: apply changed nothing")
