@@ -17,6 +17,7 @@ from klineage.deopt.reciprocal_hoist import ReciprocalHoist
 from klineage.deopt.register_blocking import RegisterBlocking
 from klineage.deopt.restrict import Restrict
 from klineage.deopt.smem_padding import SmemPadding
+from klineage.deopt.tensor_core import TensorCore
 from klineage.deopt.tile_size import TileSize
 from klineage.deopt.vectorize import Vectorize
 from klineage.deopt.warp_shuffle_reduce import WarpShuffleReduce
@@ -36,6 +37,7 @@ _OPERATORS: list[Operator] = [
     SmemPadding(),  # smem_layout
     Vectorize(),  # vectorization
     PackedHalf2(),
+    TensorCore(),  # matrix_instruction
     BlockAtomic(),  # fusion
     OnlineSoftmax(),
     GridStride(),  # tiling
