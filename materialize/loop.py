@@ -296,6 +296,8 @@ def materialize(
             step.gated, step.accepted, step.category, step.message = True, r.accepted, r.category, r.message
             step.gate_key, step.time_ms, step.resources = r.artifact_id, _ms(r), _resources(r)
             step.verdict, step.reason, step.kept, step.detail = v.verdict, v.reason, v.kept, v.detail
+            if r.profile.get("ncu"):
+                step.detail["ncu"] = r.profile["ncu"]  # --ncu: the profiler's metrics of this candidate
             if v.kept:
                 current, cur_gate, best_step = cand, r, step.index
                 if move.skill is not None:
