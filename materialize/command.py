@@ -143,17 +143,26 @@ def run(args: MaterializeArgs, out: Console, err: Console) -> int:
         if show:
             err.print(_step_line(s), highlight=False)
 
+    spinner = err.status("", spinner="dots") if show else None
+
+    def announce(what: str) -> None:
+        if spinner is not None:
+            spinner.update(escape(what))
+
     options = MaterializeOptions(
         backend=args.backend, skills_mode=args.skills, order=args.order, seed=args.seed, out_dir=args.out, store=store,
         gate_options=GateOptions(backend=args.backend, timeout_s=args.timeout_s, ncu=args.ncu), progress=progress,
-        start_name=start.name,
+        announce=announce, start_name=start.name,
     )
     try:
-        if show:
+        if spinner is not None:
             err.print(f"materializing {wl.name} from {start} with {len(skills)} skill(s), budget {args.budget}",
                       highlight=False)
+            spinner.start()
         res = materialize(wl, text, skills, provider, args.budget, options)
     finally:
+        if spinner is not None:
+            spinner.stop()
         store.close()
     if args.as_json:
         sys.stdout.write(json.dumps(res.to_dict(), indent=1, default=str) + "\n")

@@ -51,7 +51,8 @@ class MaterializeOptions:
     gate_options: GateOptions | None = None
     timeout_s: float = 120.0
     max_proposals: int | None = None  # default: 3 x budget
-    progress: Callable[[StepRecord], None] | None = None
+    progress: Callable[[StepRecord], None] | None = None  # after each step
+    announce: Callable[[str], None] | None = None  # what the loop is doing now (a spinner's text)
     start_name: str = "start.cu"
 
 
@@ -192,7 +193,12 @@ def materialize(
     max_proposals = opts.max_proposals or 3 * budget
     run_skills = list(skills) if opts.skills_mode == "all" else []
 
+    def say(text: str) -> None:
+        if opts.announce is not None:
+            opts.announce(text)
+
     start_path = rec.write_source(opts.start_name, start_source)
+    say(f"gating the start kernel {opts.start_name}")
     rec.kernel(start_source, "naive", start_path)
     start_gate = gate(start_source, workload, gopts, name=opts.start_name)
     rec.gate_run(start_source, start_gate)
@@ -268,6 +274,7 @@ def materialize(
         rec.step_index = step.index
         t_step = time.perf_counter()
         request = ProposalRequest(workload, current, move, feedback, step.index, gopts.backend, run_skills)
+        say(f"step {step.index}: {move.label}: asking {provider.name}")
         try:
             proposal = provider.propose(request)
         except CostLimitReached as e:
@@ -289,6 +296,7 @@ def materialize(
             name = f"step-{step.index:02d}-{safe_name(move.label)}.cu"
             path = rec.write_source(name, cand)
             step.candidate_file, step.kernel_hash = name, rec.kernel(cand, "candidate", path)
+            say(f"step {step.index}: {move.label}: gating {name} ({gated + 1}/{budget})")
             r = gate(cand, workload, gopts, name=name)
             rec.gate_run(cand, r)
             gated += 1
