@@ -131,3 +131,39 @@ def test_property_removal_keeps_function(tmp_path_factory: pytest.TempPathFactor
     assert OP.find(out) == [] and "(n + threads - 1) / threads" in out.text
     _, wl = fixture("grid_stride", "saxpy")
     assert_passes(out.text, wl, tmp_path_factory.mktemp("gs"), "gen.cu")
+
+
+PERSISTENT_ROWS = """#include <cuda_runtime.h>
+__global__ void row_mean_persistent(const float* __restrict__ x, float* __restrict__ y, int M, int N) {
+    __shared__ float part[128];
+    for (int row = blockIdx.x; row < M; row += gridDim.x) {
+        float acc = 0.f;
+        for (int j = threadIdx.x; j < N; j += 128) acc += x[(size_t)row * N + j];
+        part[threadIdx.x] = acc;
+        __syncthreads();
+        for (int s = 64; s > 0; s >>= 1) {
+            if (threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) y[row] = part[0] / (float)N;
+        __syncthreads();
+    }
+}
+extern "C" void launch(const float* x, float* y, int M, int N, cudaStream_t stream) {
+    const int blocks = M < 3 ? M : 3;  // persistent: a few blocks stride over the rows
+    row_mean_persistent<<<blocks, 128, 0, stream>>>(x, y, M, N);
+}
+"""
+
+
+def test_block_stride_rows_keep_barriers(tmp_path: Path) -> None:
+    """A block-stride loop (rows over blocks) becomes one row per block; its barriers stay legal
+    because the new guard `row < M` is uniform over the block."""
+    src = CudaSource.from_text(PERSISTENT_ROWS, "persistent.cu")
+    (site,) = OP.find(src)
+    assert site.details["level"] == "block"
+    out = OP.remove(src, site)
+    assert "int row = blockIdx.x;" in out.text and "if (row < M)" in out.text
+    assert "row_mean_persistent<<<M, 128" in out.text
+    _, wl = fixture("tile_size", "row_mean")
+    assert_passes(out.text, wl, tmp_path, "row_mean_per_block.cu")

@@ -85,17 +85,14 @@ __global__ void k(float* y) {
     for (int off = 4; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
     y[threadIdx.x] = v;
 }""", "whole_warp_reduction"),
-    "custom two-value merge": ("""
+    "shuffle inside an expression": ("""
 __global__ void k(float* y) {
-    float m = y[threadIdx.x], d = 1.f;
+    float v = y[threadIdx.x];
     for (int off = 16; off > 0; off >>= 1) {
-        const float m2 = __shfl_down_sync(0xffffffffu, m, off);
-        const float d2 = __shfl_down_sync(0xffffffffu, d, off);
-        const float mn = fmaxf(m, m2);
-        d = d * __expf(m - mn) + d2 * __expf(m2 - mn);
-        m = mn;
+        const float t = __shfl_down_sync(0xffffffffu, v, off) * 0.5f;
+        v += t;
     }
-    y[threadIdx.x] = d;
+    y[threadIdx.x] = v;
 }""", "recognised_combiner"),
 }
 
@@ -107,3 +104,47 @@ def test_refusals(case: str) -> None:
     (site,) = OP.find(src)
     with pytest.raises(Refused, match=fact):
         OP.remove(src, site)
+
+
+WARP_MERGE_SOFTMAX = """#include <cuda_runtime.h>
+#include <math.h>
+__device__ __forceinline__ void merge(float& m, float& d, float m2, float d2) {
+    const float mn = fmaxf(m, m2);
+    if (mn == -INFINITY) return;
+    d = d * __expf(m - mn) + d2 * __expf(m2 - mn);
+    m = mn;
+}
+// One warp per row: per-lane online (max, sum), a shuffle merge of the pairs, then the write.
+__global__ void softmax_warp(const float* __restrict__ x, float* __restrict__ y, int M, int N) {
+    const int lane = threadIdx.x & 31, row = blockIdx.x * 2 + threadIdx.x / 32;
+    if (row >= M) return;
+    const float* xr = x + (size_t)row * N;
+    float m = -INFINITY, d = 0.f;
+    for (int j = lane; j < N; j += 32) {
+        const float mn = fmaxf(m, xr[j]);
+        d = d * __expf(m - mn) + __expf(xr[j] - mn);
+        m = mn;
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        const float m2 = __shfl_down_sync(0xffffffffu, m, off);
+        const float d2 = __shfl_down_sync(0xffffffffu, d, off);
+        merge(m, d, m2, d2);
+    }
+    m = __shfl_sync(0xffffffffu, m, 0);
+    d = __shfl_sync(0xffffffffu, d, 0);
+    for (int j = lane; j < N; j += 32) y[(size_t)row * N + j] = __expf(xr[j] - m) / d;
+}
+extern "C" void launch(const float* x, float* y, int M, int N, cudaStream_t stream) {
+    softmax_warp<<<(M + 1) / 2, 64, 0, stream>>>(x, y, M, N);
+}
+"""
+
+
+def test_multi_value_merge_becomes_per_value_buffers(tmp_path: Path) -> None:
+    src = CudaSource.from_text(WARP_MERGE_SOFTMAX, "warp_merge.cu")
+    (site,) = OP.find(src)
+    assert (site.details["combiner"], site.details["values"]) == ("merge", "m,d")
+    out = OP.remove(src, site)
+    assert "__shfl_down_sync" not in out.text and "tree_m[tree_warp][tree_lane + off]" in out.text
+    assert_passes(out.text, fixture("online_softmax", "softmax_rows")[1], tmp_path, "warp_merge_tree.cu")

@@ -61,10 +61,12 @@ def _loop_parts(src: CudaSource, fn: ts.Node, node: ts.Node) -> _Loop | None:
     if T.squash(src.text_of(upd.child_by_field_name("left"))) != var:
         return None
     stride = T.resolve_local(src, fn, src.text_of(upd.child_by_field_name("right")))
+    start_text = src.text_of(value)
+    if T.strip_casts(stride) == "gridDim.x" and T.strip_casts(T.resolve_local(src, fn, start_text)) == "blockIdx.x":
+        return _Loop(node, var, src.text_of(ty), start_text, "", bound, "1")  # block-stride: one item per block
     sblock = T.grid_stride(stride)
     if sblock is None:
         return None
-    start_text = src.text_of(value)
     tblock, offset = _tid_with_offset(src, fn, value)
     if tblock is None or T.squash(tblock) != T.squash(sblock):
         return None
@@ -127,7 +129,7 @@ class GridStride(Operator):
                 sites.append(self.site(
                     src, lp.node, f"grid-stride loop over {lp.var} < {T.squash(lp.bound)} in {k.name}",
                     kernel=k.name, var=lp.var, bound=T.squash(lp.bound), block=lp.block,
-                    offset=T.squash(lp.offset)))
+                    offset=T.squash(lp.offset), level="block" if lp.block == "1" else "thread"))
         return sites
 
     def _loop(self, src: CudaSource, site: Site) -> tuple[_Loop, Function, ts.Node]:
@@ -167,14 +169,17 @@ class GridStride(Operator):
                 facts.append(Precondition("grid_computable", False,
                                           f"{where}: element count '{T.squash(count)}' is not computable from launcher variables"))
                 continue
-            if lp.block != "blockDim.x":
+            if lp.block == "1":
+                need = n_l
+            elif lp.block != "blockDim.x":
                 b_k = T.eval_int(T.subst_idents(lp.block, T.template_map(src, kernel, ls)), consts)
                 b_l = T.eval_int(block_text, consts)
                 if b_k is None or (b_l is not None and b_k != b_l):
                     facts.append(Precondition("stride_matches_block", False,
                                               f"{where}: kernel strides by {lp.block} but launches {block_text} threads"))
                     continue
-            need = T.ceil_div(n_l, block_text)
+            if lp.block != "1":
+                need = T.ceil_div(n_l, block_text)
             if re.fullmatch(r"\w+", grid_text.strip()):
                 reused = T.ident_used_outside_launch(src, launcher, grid_text.strip(), ls)
                 if reused:
@@ -194,7 +199,8 @@ class GridStride(Operator):
         lp, kernel, fn = self._loop(src, site)
         body = lp.node.child_by_field_name("body")
         facts = []
-        syncs = T.calls_named(body, _SYNC)
+        # a block-stride loop's guard is block-uniform: barriers in its body stay legal
+        syncs = T.calls_named(body, _SYNC) if lp.block != "1" else []
         facts.append(Precondition("no_barrier_in_body", not syncs,
                                   f"body calls {T.call_name(syncs[0])} at line {syncs[0].start_point.row + 1}: with one element "
                                   "per thread the threads past n would skip it (divergent barrier)" if syncs

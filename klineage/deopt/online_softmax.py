@@ -76,7 +76,7 @@ def _online(src: CudaSource, loop: ts.Node) -> _Online | None:
 
 def _welford(src: CudaSource, loop: ts.Node) -> bool:
     t = T.squash(src.text_of(loop))
-    return bool(re.search(r"(\w+)\+=(\w+)/[^;]+;.*?\w+\+=\2\*\([^;]*-\1\)", t))
+    return bool(re.search(r"([\w.]+)\+=([\w.]+)/[^;]+;.*?[\w.]+(?:\+=\2\*\(|=fmaf\(\2,)[^;]*-\1\b", t))
 
 
 class OnlineSoftmax(Operator):
@@ -98,7 +98,8 @@ class OnlineSoftmax(Operator):
                 if o is not None:
                     sites.append(self.site(src, n, f"online max/sum ({o.m}, {o.d}) in {f.name}",
                                            form="softmax", m=o.m, d=o.d, function=f.name))
-                elif _welford(src, n):
+                elif _welford(src, n) and not any(_welford(src, c) for c in T.walk(n.child_by_field_name("body") or n)
+                                                  if c.type in ("for_statement", "while_statement")):
                     sites.append(self.site(src, n, f"Welford mean/M2 update in {f.name}", form="welford",
                                            function=f.name))
         return sites

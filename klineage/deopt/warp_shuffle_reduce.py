@@ -42,6 +42,8 @@ class _Red:
     start: int | None
     width: str | None
     why: str  # why the body is not recognised ("" when it is)
+    shuffled: tuple[str, ...] = ()  # merge form: the values exchanged each step (e.g. m, d or s.n, s.mean)
+    offset_var: str = ""
 
 
 def _combiner(src: CudaSource, stmt: ts.Node, off_ok) -> tuple[str, str, ts.Node | None, str]:
@@ -108,14 +110,56 @@ def _loop_red(src: CudaSource, node: ts.Node) -> _Red | None:
         return None
     consts = T.file_constants(src)
     start = T.eval_int(src.text_of(value), consts)
+    if start is None:
+        return None  # offsets depend on an outer loop: an exchange network (e.g. bitonic sort), not a reduction
     c, u = T.squash(src.text_of(cond)), T.squash(src.text_of(upd))
     halves = u in (f"{off}>>=1", f"{off}/=2", f"{off}={off}/2", f"{off}={off}>>1")
     ends = c in (f"{off}>0", f"{off}>=1", f"{off}!=0", f"0<{off}")
     var, comb, call, why = _combiner(src, body, lambda a: T.squash(src.text_of(a)) == off)
     call = call or shfls[0]
+    if why and "statements per step" in why:
+        merged = _merge_form(src, body, off, shfls)
+        if isinstance(merged, tuple):
+            red = _make(src, node, node, "merge", "", "merge", shfls[0], start, "" if halves and ends else
+                        f"offsets do not halve to 1 ('{c}', '{u}')")
+            return _replace_fields(red, shuffled=merged, combiner="merge", offset_var=off)
+        why = merged
     if not (halves and ends):
         why = why or f"offsets do not halve to 1 ('{c}', '{u}')"
     return _make(src, node, node, "loop", var, comb, call, start, why)
+
+
+def _replace_fields(r: _Red, **kw: object) -> _Red:
+    from dataclasses import replace
+
+    return replace(r, **kw)  # type: ignore[arg-type]
+
+
+def _merge_form(src: CudaSource, body: ts.Node, off: str, shfls: list[ts.Node]) -> tuple[str, ...] | str:
+    """The values a multi-value merge step exchanges (each shuffle the whole right side of an
+    assignment or initializer, same kind and mask, by the step offset), or why it is not one."""
+    kinds = {T.call_name(c) for c in shfls}
+    masks = {T.squash(src.text_of(T.call_args(c)[0])) for c in shfls if T.call_args(c)}
+    if len(kinds) != 1 or len(masks) != 1:
+        return "the step mixes shuffle kinds or masks"
+    values = []
+    for c in shfls:
+        args = T.call_args(c)
+        if len(args) < 3 or T.squash(src.text_of(args[2])) != off or len(args) > 3:
+            return "a shuffle does not move by the step offset"
+        p = c.parent
+        whole = p is not None and (p.type == "init_declarator" or (
+            p.type == "assignment_expression" and p.child_by_field_name("right") == c
+            and p.child_by_field_name("operator").type == "="))
+        if not whole:
+            return "a shuffle is part of a larger expression"
+        x = T.squash(src.text_of(args[1]))
+        if not re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*", x):
+            return f"shuffled value '{x}' is not a variable or field"
+        values.append(x)
+    if T.has_call(body, r"__syncthreads\w*|__syncwarp|__shfl_sync|__ballot_sync"):
+        return "the step also synchronizes or broadcasts"
+    return tuple(dict.fromkeys(values))
 
 
 def _make(src: CudaSource, first: ts.Node, last: ts.Node, form: str, var: str, comb: str, call: ts.Node | None,
@@ -205,9 +249,10 @@ class WarpShuffleReduce(Operator):
         for fn, r in _reductions(src):
             fname = N.func_name(fn)
             sites.append(Site(self.name, src.anchor(r.first), r.first.start_byte, r.last.end_byte,
-                              f"{r.kind} shuffle reduction of {r.var or '?'} ({r.form}) in {fname}",
+                              f"{r.kind} shuffle reduction of {r.var or ', '.join(r.shuffled) or '?'} ({r.form}) in {fname}",
                               tuple(sorted({"kind": r.kind, "var": r.var, "form": r.form,
                                             "combiner": r.combiner or "unrecognised", "mask": T.squash(r.mask),
+                                            "values": ",".join(r.shuffled),
                                             "function": fname}.items()))))
         return sites
 
@@ -219,9 +264,9 @@ class WarpShuffleReduce(Operator):
         raise Refused(f"{self.name}: no shuffle reduction at {site.anchor}")
 
     def _facts(self, src: CudaSource, fn: ts.Node, r: _Red) -> list[Precondition]:
-        facts = [Precondition("recognised_combiner", not r.why,
-                              r.why or f"combiner {r.combiner.format(a='a', b='b')} is associative and commutative",
-                              "Data types")]
+        ok_text = (f"a merge of ({', '.join(r.shuffled)}) per step; the tree applies it in the same order for lane 0"
+                   if r.shuffled else f"combiner {r.combiner.format(a='a', b='b')} is associative and commutative")
+        facts = [Precondition("recognised_combiner", not r.why, r.why or ok_text, "Data types")]
         m = T.eval_int(r.mask, T.file_constants(src)) if r.mask else None
         facts.append(Precondition("full_warp_mask", m == _FULL,
                                   "mask is 0xffffffff: all 32 lanes take part" if m == _FULL
@@ -241,7 +286,7 @@ class WarpShuffleReduce(Operator):
             facts.append(Precondition("warp_converged", kind != "lane",
                                       f"{where}: reached by whole warps" + (f" (branch on '{cond}' is warp-uniform)" if cond else "")
                                       if kind != "lane" else f"{where}: inside a lane-divergent branch '{cond}'", "Hardware"))
-        if self._value_type(src, fn, r) is None and not r.why:
+        if not r.shuffled and self._value_type(src, fn, r) is None and not r.why:
             facts.append(Precondition("value_type_known", False, f"type of {r.var} not found", "Data types"))
         return facts
 
@@ -261,6 +306,8 @@ class WarpShuffleReduce(Operator):
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
         fn, r = self._red(src, site)
+        if r.shuffled:
+            return self._remove_merge(src, fn, r)
         ty = self._value_type(src, fn, r) or "float"
         ind = edit.indent_of(src, r.first)
         buf, lane, warp = f"{r.var}_tree", f"{r.var}_lane", f"{r.var}_warp"
@@ -283,6 +330,54 @@ class WarpShuffleReduce(Operator):
         text = ("\n" + ind).join(lines)
         start = r.first.start_byte
         pragma = src.pragma_of(r.first) if r.form == "loop" else None
+        if pragma is not None:
+            start = src.line_start(pragma.line)
+            text = ind + text
+        return edit.apply_edits(src, [edit.Edit(start, r.last.end_byte, text)])
+
+    def _remove_merge(self, src: CudaSource, fn: ts.Node, r: _Red) -> CudaSource:
+        """Several values merged per step: each goes through its own per-warp buffer; lanes below the
+        offset merge their partner's values in place; lane 0's values are broadcast at the end."""
+        ind = edit.indent_of(src, r.first)
+        lane, warp = "tree_lane", "tree_warp"
+        bufs = {x: f"tree_{re.sub(r'[^0-9A-Za-z]', '_', x)}" for x in r.shuffled}
+        tid = linear_tid(src)
+        body = r.first.child_by_field_name("body")
+        off = r.offset_var
+
+        def rewrite(n: ts.Node) -> str | None:
+            if n.type == "call_expression" and re.fullmatch(_SHFL, T.call_name(n)):
+                x = T.squash(src.text_of(T.call_args(n)[1]))
+                return f"{bufs[x]}[{warp}][{lane} + {off}]"
+            return None
+
+        inner = _render(src, body, rewrite)
+        header = src.text_bytes[r.first.start_byte:body.start_byte].decode().rstrip()
+        decls = []
+        for x, b in bufs.items():
+            ty = _value_type(src, fn, x) if re.fullmatch(r"\w+", x) else None
+            decls.append(f"    __shared__ {ty or f'decltype({x})'} {b}[32][32];")
+        store = [f"{b}[{warp}][{lane}] = {x};" for x, b in bufs.items()]
+        load = [f"{x} = {b}[{warp}][0];" for x, b in bufs.items()]
+        lines = [
+            "{  // shared-memory tree over this warp's 32 lanes, one buffer per merged value",
+            *decls,
+            f"    const int {lane} = {tid} & 31, {warp} = {tid} >> 5;",
+            f"    {header} {{",
+            *[f"        {x}" for x in store],
+            "        __syncwarp();",
+            f"        if ({lane} < {off}) " + inner.replace("\n", "\n        "),
+            "        __syncwarp();",
+            "    }",
+            *[f"    {x}" for x in store],
+            "    __syncwarp();",
+            *[f"    {x}" for x in load],
+            "    __syncwarp();",
+            "}",
+        ]
+        text = ("\n" + ind).join(lines)
+        start = r.first.start_byte
+        pragma = src.pragma_of(r.first)
         if pragma is not None:
             start = src.line_start(pragma.line)
             text = ind + text
@@ -312,6 +407,22 @@ class WarpShuffleReduce(Operator):
                     text = f"#pragma unroll\n{ind}for (int off = 16; off > 0; off >>= 1) {step}"
                     return edit.apply_edits(src, [edit.replace(blk, text)])
         raise Refused(f"{self.name}: no per-warp tree at {site.anchor}")
+
+
+def _render(src: CudaSource, node: ts.Node, rewrite) -> str:
+    """Text of `node` with the nodes `rewrite` answers for replaced (top-down, no nesting)."""
+    r = rewrite(node)
+    if r is not None:
+        return r
+    if not node.children:
+        return src.text_of(node)
+    parts, pos = [], node.start_byte
+    for c in node.children:
+        parts.append(src.text_bytes[pos:c.start_byte].decode())
+        parts.append(_render(src, c, rewrite))
+        pos = c.end_byte
+    parts.append(src.text_bytes[pos:node.end_byte].decode())
+    return "".join(parts)
 
 
 _TREE_STEP = re.compile(r"^if\((\w+)<s\)(\w+)\[(\w+)\]\[\1\]=(.+);$")
