@@ -88,9 +88,12 @@ struct Sync { __device__ void operator()() const { __syncthreads(); } };
 __global__ void plain(float* y) { y[threadIdx.x] = 1.f; }
 __global__ void indirect(float* y) { y[threadIdx.x] = twice(y[threadIdx.x]); }
 template <class F> __global__ void functor(F f) { f(); }
+#define BARRIER() __syncthreads()
+#define STEP(x) do { x += 1; BARRIER(); } while (0)
+__global__ void via_macro(float* y) { float v = 0; STEP(v); y[0] = v; }
 """
     tr = translate(src)
-    assert tr.kernels == {"plain": False, "indirect": True, "functor": True}
+    assert tr.kernels == {"plain": False, "indirect": True, "functor": True, "via_macro": True}
 
 
 LAUNCH_FORMS = KERNEL_HEAD + """

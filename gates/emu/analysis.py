@@ -9,6 +9,7 @@ collective is reached in plain-loop mode.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import tree_sitter as ts
@@ -83,12 +84,42 @@ def collect_functions(root: ts.Node, src: bytes) -> list[Function]:
     return out
 
 
-def _direct_sync(fn: Function) -> bool:
-    return bool(fn.idents & SYNC_NAMES) or any(i.startswith(SYNC_PREFIXES) for i in fn.idents)
+def _is_sync_name(name: str, extra: frozenset[str] = frozenset()) -> bool:
+    return name in SYNC_NAMES or name in extra or name.startswith(SYNC_PREFIXES)
 
 
-def needs_fibers(functions: list[Function]) -> dict[str, bool]:
-    """Kernel name -> whether any of its definitions may reach a barrier or collective."""
+def sync_macros(root: ts.Node, src: bytes) -> frozenset[str]:
+    """Names of macros whose expansion (transitively) mentions a synchronizing name."""
+    defs: dict[str, set[str]] = {}
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if n.type in ("preproc_def", "preproc_function_def"):
+            name = n.child_by_field_name("name")
+            value = n.child_by_field_name("value")
+            if name is not None and value is not None:
+                words = set(re.findall(r"[A-Za-z_]\w*", src[value.start_byte : value.end_byte].decode(errors="replace")))
+                defs[src[name.start_byte : name.end_byte].decode()] = words
+            continue
+        stack.extend(n.children)
+    found: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, words in defs.items():
+            if name not in found and any(_is_sync_name(w, frozenset(found)) for w in words):
+                found.add(name)
+                changed = True
+    return frozenset(found)
+
+
+def _direct_sync(fn: Function, extra: frozenset[str]) -> bool:
+    return any(_is_sync_name(i, extra) for i in fn.idents)
+
+
+def needs_fibers(functions: list[Function], macros: frozenset[str] = frozenset()) -> dict[str, bool]:
+    """Kernel name -> whether any of its definitions may reach a barrier or collective
+    (`macros`: macro names that expand to one, from `sync_macros`)."""
     by_name: dict[str, list[Function]] = {}
     for f in functions:
         by_name.setdefault(f.name, []).append(f)
@@ -102,7 +133,7 @@ def needs_fibers(functions: list[Function]) -> dict[str, bool]:
         if key in seen:
             return False
         seen.add(key)
-        result = _direct_sync(f)
+        result = _direct_sync(f, macros)
         if not result:
             callees = [g for name in f.idents for g in by_name.get(name, []) if g is not f]
             if f.calls_unknown:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import tree_sitter as ts
 
-from klineage.gates.emu.analysis import Function, collect_functions, needs_fibers
+from klineage.gates.emu.analysis import Function, collect_functions, needs_fibers, sync_macros
 from klineage.gates.emu.unsupported import ASM_HANDLERS, Unsupported, asm_handler, asm_mnemonic, scan
 from klineage.source.parser import parse
 
@@ -194,7 +194,7 @@ class _Rewriter:
     # ---- driver -----------------------------------------------------------------------------------------
     def run(self, root: ts.Node) -> None:
         self.functions = collect_functions(root, self.src)
-        self.fibers = needs_fibers(self.functions)
+        self.fibers = needs_fibers(self.functions, sync_macros(root, self.src))
         stack = [root]
         while stack:
             n = stack.pop()
