@@ -12,6 +12,7 @@ from klineage.deopt.launch_bounds import LaunchBounds
 from klineage.deopt.ldg import Ldg
 from klineage.deopt.online_softmax import OnlineSoftmax
 from klineage.deopt.packed_half2 import PackedHalf2
+from klineage.deopt.pipeline import Pipeline
 from klineage.deopt.pragma_unroll import PragmaUnroll
 from klineage.deopt.reciprocal_hoist import ReciprocalHoist
 from klineage.deopt.register_blocking import RegisterBlocking
@@ -29,6 +30,7 @@ _OPERATORS: list[Operator] = [
     PragmaUnroll(),
     Restrict(),
     TileSize(),
+    Pipeline(),  # pipeline
     Ldg(),  # specialized_instruction
     FastMath(),
     ReciprocalHoist(),
