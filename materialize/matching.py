@@ -104,6 +104,13 @@ def forward_sites(op: Operator, src: CudaSource) -> tuple[list[Site], list[str]]
     return good, bad
 
 
+def _present(op: Operator, src: CudaSource) -> int:
+    try:
+        return len(op.find(src))
+    except Exception:  # an operator bug: treat as present, so nothing is proposed on its word
+        return 1
+
+
 def match_skills(
     src: CudaSource,
     skills: Sequence[Skill],
@@ -143,10 +150,14 @@ def match_skills(
         if sites:
             report.applicable.append(Match(skill, op, sites, notes))
             continue
+        if not mechanical_only and not op.mechanical_apply and not failures and not _present(op, src):
+            # no static forward finder: the optimization is absent, so the model decides where it fits
+            report.applicable.append(Match(skill, op, [], [*notes, f"'{op.name}' has no forward finder; the model picks sites"]))
+            continue
         if failures:
             reason = f"preconditions fail at every site: {' | '.join(failures[:3])}"
         else:
-            present = len(op.find(src))
+            present = _present(op, src)
             reason = (f"no forward site for '{op.name}'"
                       + (f" (already present at {present} site(s))" if present else " (nothing in the code it fits)"))
         report.skipped.append((skill.skill_id, reason))

@@ -196,3 +196,15 @@ def test_operator_bug_skips_its_skills(monkeypatch: pytest.MonkeyPatch) -> None:
     report = match_skills(_src(), scale_skills(), TARGET)
     assert "failed on this code: IndexError: bad node" in report.reasons()["restrict-scale_test"]
     assert [m.skill.operator for m in report.applicable] == ["launch_bounds"]
+
+
+def test_llm_may_take_a_skill_without_a_forward_finder(monkeypatch: pytest.MonkeyPatch) -> None:
+    from klineage.deopt.registry import get_operator
+
+    op = get_operator("restrict")
+    monkeypatch.setattr(type(op), "mechanical_apply", False)
+    monkeypatch.setattr(op, "find_forward", lambda src: [])
+    skill = scale_skills()[0]
+    assert "no mechanical forward step" in match_skills(_src(), [skill], TARGET).reasons()[skill.skill_id]
+    (m,) = match_skills(_src(), [skill], TARGET, mechanical_only=False).applicable
+    assert not m.sites and "the model picks sites" in m.notes[-1]
