@@ -5,6 +5,7 @@ in headless Chromium to a non-blank screenshot."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import shutil
 from pathlib import Path
@@ -255,3 +256,13 @@ def test_screenshot_in_chromium(plain_page: tuple[Path, str, StrictTree], tmp_pa
     assert (width, height) == (1280, 2000)
     assert png.stat().st_size > 20_000
     assert colours > 50, "the screenshot is blank"
+
+
+def test_templates_ship_as_package_data() -> None:
+    """The templates are a declared package whose files all match pyproject's package-data."""
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert {"klineage.report", "klineage.report.templates"} <= set(cfg["packages"])
+    patterns = cfg["package-data"]["*"]
+    templates = [p for p in (REPO / "klineage/report/templates").iterdir() if p.suffix != ".py" and p.is_file()]
+    assert templates and all(any(fnmatch.fnmatch(p.name, pat) for pat in patterns) for p in templates)

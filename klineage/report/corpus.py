@@ -44,6 +44,13 @@ class StepView:
     roundtrip_message: str
     simpler: str
     optimized: str
+    registers_delta: int | None = None  # optimized minus simpler, what the CPU store can still show
+
+    @property
+    def effect_label(self) -> str:
+        if self.effect != "unmeasured" or self.registers_delta is None:
+            return self.effect
+        return f"untimed · {self.registers_delta:+d} registers"
 
 
 @dataclass
@@ -159,6 +166,8 @@ def workload_view(store: Store, name: str, skill_ids: set[str]) -> WorkloadView:
                         roundtrips.get(e["step_id"], {}).get("message", ""), u, v)
         view.steps.append(step)
         target = by_hash[v]
+        if target.registers is not None and by_hash[u].registers is not None:
+            step.registers_delta = target.registers - by_hash[u].registers
         target.arrived_by = step
         target.diff_base = f"depth {by_hash[u].depth} ({u[:10]})"
         target.diff = diff_lines(by_hash[u].source, target.source, f"depth-{by_hash[u].depth}.cu", f"depth-{target.depth}.cu")
@@ -185,7 +194,7 @@ def workload_view(store: Store, name: str, skill_ids: set[str]) -> WorkloadView:
         [Node(s.hash, s.label, [s.hash[:12], f"{s.time_ms:.4f} ms" if s.time_ms else f"untimed ({s.device or 'n/a'})",
                                 f"{s.registers} registers" if s.registers is not None else ""],
               f"#{s.anchor}", s.kind) for s in view.states],
-        [Edge(s.simpler, s.optimized, s.skill_id, s.effect, s.skill_href) for s in view.steps],
+        [Edge(s.simpler, s.optimized, s.skill_id, s.effect_label, s.skill_href) for s in view.steps],
         anchors.slug(name), f"lineage of {name}")
     return view
 
