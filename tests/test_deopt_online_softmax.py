@@ -62,16 +62,16 @@ __device__ float f(const float* x, int n, float d) {
     }
     return d;
 }""", "sum_starts_at_zero"),
-    "welford": ("""
+    "welford from a nonzero start": ("""
 __device__ float var(const float* x, int n) {
-    float mean = 0.f, m2 = 0.f;
+    float mean = 0.f, m2 = 1.f;
     for (int j = 0; j < n; ++j) {
         const float delta = x[j] - mean;
         mean += delta / (j + 1);
         m2 += delta * (x[j] - mean);
     }
     return m2 / n;
-}""", "Welford"),
+}""", "statistics_start_at_zero"),
 }
 
 
@@ -82,3 +82,22 @@ def test_refusals(case: str) -> None:
     (site,) = OP.find(src)
     with pytest.raises(Refused, match=fact):
         OP.remove(src, site)
+
+
+def test_welford_two_passes(tmp_path: Path) -> None:
+    src, wl = fixture("online_softmax", "row_var")
+    (site,) = OP.find(src)
+    assert (site.details["form"], site.details["mean"], site.details["m2"]) == ("welford", "st.mean", "st.m2")
+    out = OP.remove(src, site)
+    first, second = out.text.split("// pass 2")
+    assert "st.mean += delta / st.n;" in first and "st.m2 +=" not in first.split("// pass 1")[1]
+    assert "st.m2 += delta * (v - st.mean);" in second and "st.mean +=" not in second.split("part[threadIdx.x]")[0]
+    assert_passes(out.text, wl, tmp_path, "row_var_two_pass.cu")
+
+
+def test_layernorm_streaming_welford_splits() -> None:
+    src = CudaSource.from_file(Path(__file__).parent.parent / "expert_kernels/layernorm/expert.cu")
+    (site,) = [s for s in OP.find(src) if s.details["form"] == "welford"]
+    assert all(f.holds for f in OP.removal_preconditions(src, site))
+    out = OP.remove(src, site)
+    assert out.text.count("for (int col = threadIdx.x * W; col < N; col += kBlockThreads * W)") == 3

@@ -8,7 +8,9 @@ at 0, the rescaled sum equals the sum against the final max); cross-thread merge
 pairs stay valid because each thread still produces a (max, sum against that max) pair.
 
 Idiom-specific: the three statements above (any `fmaxf`/`max`, any of `__expf`/`expf`/`exp`) in
-one loop body. Welford mean/variance updates and branchy rescales are refused, naming why.
+one loop body; and Welford's `mean += delta / n; m2 += delta * (x - mean)` (fields allowed), split
+into a count-and-mean pass and a squared-deviation pass over the same loop. Branchy rescales and
+other update shapes are refused, naming why.
 """
 
 from __future__ import annotations
@@ -79,6 +81,49 @@ def _welford(src: CudaSource, loop: ts.Node) -> bool:
     return bool(re.search(r"([\w.]+)\+=([\w.]+)/[^;]+;.*?[\w.]+(?:\+=\2\*\(|=fmaf\(\2,)[^;]*-\1\b", t))
 
 
+@dataclass(frozen=True)
+class _Welford:
+    loop: ts.Node  # the outermost loop of the function around the update (the pass over memory)
+    mean: str
+    m2: str
+    count_stmt: ts.Node | None  # n += 1 (pass 1 only)
+    mean_stmt: ts.Node  # mean += delta / n (pass 1 only)
+    m2_stmt: ts.Node  # m2 += delta * (x - mean) (pass 2 only)
+
+
+def _welford_parts(src: CudaSource, inner: ts.Node) -> _Welford | None:
+    """The Welford statements of `inner` (a loop whose body holds them directly)."""
+    body = inner.child_by_field_name("body")
+    if body is None or body.type != "compound_statement":
+        return None
+    stmts = [s for s in body.named_children if s.type != "comment"]
+    for i, s in enumerate(stmts):
+        m = re.fullmatch(r"([\w.]+)\+=(\w+)/([^;]+);", T.squash(src.text_of(s)))
+        if m is None:
+            continue
+        mean, delta, count = m.groups()
+        m2_stmt = next((x for x in stmts[i + 1:] if re.fullmatch(
+            rf"([\w.]+)(?:\+={delta}\*\(.*-{re.escape(mean)}\)|=fmaf\({delta},.*-{re.escape(mean)},\1\));",
+            T.squash(src.text_of(x)))), None)
+        if m2_stmt is None:
+            continue
+        m2 = re.match(r"[\w.]+", T.squash(src.text_of(m2_stmt))).group(0)
+        count_stmt = next((x for x in stmts[:i] if re.fullmatch(
+            rf"(?:{re.escape(count)}\+=1(?:\.0?f?)?|\+\+{re.escape(count)}|{re.escape(count)}\+\+);",
+            T.squash(src.text_of(x)))), None)
+        outer, p = inner, inner.parent
+        while p is not None and p.type != "function_definition":
+            if p.type in ("for_statement", "while_statement"):
+                outer = p
+            p = p.parent
+        return _Welford(outer, mean, m2, count_stmt, s, m2_stmt)
+    return None
+
+
+def _root(name: str) -> str:
+    return name.split(".")[0]
+
+
 class OnlineSoftmax(Operator):
     name = "online_softmax"
     category = "fusion"
@@ -99,24 +144,32 @@ class OnlineSoftmax(Operator):
                     sites.append(self.site(src, n, f"online max/sum ({o.m}, {o.d}) in {f.name}",
                                            form="softmax", m=o.m, d=o.d, function=f.name))
                 elif _welford(src, n) and not any(_welford(src, c) for c in T.walk(n.child_by_field_name("body") or n)
-                                                  if c.type in ("for_statement", "while_statement")):
-                    sites.append(self.site(src, n, f"Welford mean/M2 update in {f.name}", form="welford",
-                                           function=f.name))
+                                                  if c.type in ("for_statement", "while_statement") and c != n):
+                    w = _welford_parts(src, n)
+                    target = w.loop if w is not None else n
+                    sites.append(self.site(src, target, f"Welford mean/M2 update in {f.name}", form="welford",
+                                           function=f.name, mean=w.mean if w else "?", m2=w.m2 if w else "?"))
         return sites
 
-    def _get(self, src: CudaSource, site: Site) -> _Online:
+    def _get(self, src: CudaSource, site: Site) -> _Online | _Welford:
         node = src.node_at(site.anchor)
         if node is None:
             raise Refused(f"{self.name}: site {site.anchor} not found")
         if site.details.get("form") == "welford":
-            raise Refused(f"{self.name}: recognised_update: Welford mean/M2 updates have no rule here (the LLM operator "
-                          "can split them)")
+            for n in [node, *[c for c in T.walk(node) if c.type in ("for_statement", "while_statement")]]:
+                w = _welford_parts(src, n)
+                if w is not None and w.loop == node:
+                    return w  # type: ignore[return-value]
+            raise Refused(f"{self.name}: recognised_update: the Welford update at line {site.line} is not the "
+                          "`mean += delta / n; m2 += delta * (x - mean)` form")
         o = _online(src, node)
         if o is None:
             raise Refused(f"{self.name}: the loop at line {site.line} no longer has an online max/sum")
         return o
 
-    def _facts(self, src: CudaSource, o: _Online) -> list[Precondition]:
+    def _facts(self, src: CudaSource, o: _Online | _Welford) -> list[Precondition]:
+        if isinstance(o, _Welford):
+            return self._welford_facts(src, o)
         facts = []
         fn = N.enclosing_function(o.loop)
         init = o.loop.child_by_field_name("initializer")
@@ -148,11 +201,47 @@ class OnlineSoftmax(Operator):
                                   else f"only {o.m} and {o.d} flow between iterations", "Pipeline"))
         return facts
 
+    def _loop_facts(self, src: CudaSource, loop: ts.Node) -> list[Precondition]:
+        init = loop.child_by_field_name("initializer")
+        ok = loop.type == "for_statement" and init is not None and init.type == "declaration"
+        facts = [Precondition("rerunnable_loop", ok, "the loop declares its own index and can run twice" if ok
+                              else "the loop's index lives outside it: a second pass would not restart", "Pipeline")]
+        body = loop.child_by_field_name("body")
+        local = set(T.local_decls(body))
+        stores = [n for n in T.walk(body) if n.type == "assignment_expression"
+                  and n.child_by_field_name("left").type in ("subscript_expression", "pointer_expression")
+                  and _base(src, n.child_by_field_name("left")) not in local]
+        bad = stores[:1] + T.calls_named(body, _SYNC)[:1]
+        facts.append(Precondition("side_effect_free_body", not bad,
+                                  f"line {bad[0].start_point.row + 1} writes memory or synchronizes: the body cannot run twice"
+                                  if bad else "the body only reads memory and updates locals", "Pipeline"))
+        return facts
+
+    def _welford_facts(self, src: CudaSource, w: _Welford) -> list[Precondition]:
+        facts = self._loop_facts(src, w.loop)
+        fn = N.enclosing_function(w.loop)
+        decl = T.local_decls(fn).get(_root(w.m2)) if fn is not None else None
+        v = decl.child_by_field_name("value") if decl is not None and decl.type == "init_declarator" else None
+        zero = v is not None and not re.search(r"[1-9]", re.sub(r"\d*\.?0+f?", "", T.squash(src.text_of(v))))
+        facts.append(Precondition("statistics_start_at_zero", zero,
+                                  f"{_root(w.m2)} starts at zero: pass 2 sums squared deviations from the final mean"
+                                  if zero else f"{_root(w.m2)} does not start at zero", "Data types"))
+        body = w.loop.child_by_field_name("body")
+        carried = sorted(T.assigned_in(body) - set(T.local_decls(body)) - {_root(w.mean), _root(w.m2)})
+        facts.append(Precondition("only_statistics_carried", not carried,
+                                  f"the loop also carries {', '.join(carried)}" if carried
+                                  else "only the running statistics flow between iterations", "Pipeline"))
+        return facts
+
     def removal_preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         return self._facts(src, self._get(src, site))
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         facts = self.removal_preconditions(src, site)
+        if site.details.get("form") == "welford":
+            facts.append(Precondition("welford_identity", True, "the running mean/M2 update equals mean and sum of squared "
+                                      "deviations computed in two passes (up to rounding)", "Data types"))
+            return facts
         facts.append(Precondition("max_rescale_identity", True,
                                   "sum_i exp(x_i - m) = exp(m' - m) * sum_i exp(x_i - m'): rescaling by exp(m_old - m_new) "
                                   "keeps the normalizer exact up to float rounding", "Data types"))
@@ -160,6 +249,8 @@ class OnlineSoftmax(Operator):
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
         o = self._get(src, site)
+        if isinstance(o, _Welford):
+            return self._remove_welford(src, o)
         loop_text = src.text_of(o.loop)
         base = o.loop.start_byte
 
@@ -181,6 +272,28 @@ class OnlineSoftmax(Operator):
         ind = edit.indent_of(src, o.loop)
         text = (f"// pass 1: the max\n{ind}{pass1}\n{ind}// pass 2: the sum of exp(x - max)\n{ind}{pass2}")
         return edit.apply_edits(src, [edit.replace(o.loop, text)])
+
+
+    def _remove_welford(self, src: CudaSource, w: _Welford) -> CudaSource:
+        loop = w.loop
+        if len(src.text_of(loop)) != loop.end_byte - loop.start_byte:
+            raise Refused(f"{self.name}: non-ASCII text in the loop")
+        pass1 = _cut(src, loop, [_line(src, w.m2_stmt)])
+        pass2 = _cut(src, loop, [_line(src, w.mean_stmt)] + ([_line(src, w.count_stmt)] if w.count_stmt else []))
+        ind = edit.indent_of(src, loop)
+        text = (f"// pass 1: count and mean\n{ind}{pass1}\n{ind}// pass 2: squared deviations from the final mean\n"
+                f"{ind}{pass2}")
+        return edit.apply_edits(src, [edit.replace(loop, text)])
+
+
+def _cut(src: CudaSource, node: ts.Node, ranges: list[tuple[int, int]]) -> str:
+    """Text of `node` without the given byte ranges."""
+    out, pos = [], node.start_byte
+    for a, b in sorted(ranges):
+        out.append(src.text_bytes[pos:a].decode())
+        pos = b
+    out.append(src.text_bytes[pos:node.end_byte].decode())
+    return "".join(out)
 
 
 def _rng(target: ts.Node | tuple[int, int]) -> tuple[int, int]:
