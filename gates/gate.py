@@ -50,6 +50,14 @@ def check_parse(source: str, name: str) -> GateResult | None:
     return None
 
 
+def _require_gpu() -> None:
+    """No GPU is bad input for the cuda backend (exit 2), never a cached `crash` verdict."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise KLineageError("the cuda backend needs a CUDA GPU and none is visible here (use --backend emu)")
+
+
 def _map_file(message: str, name: str) -> str:
     return re.sub(r"\bkernel\.cu\b", name, message)
 
@@ -82,6 +90,8 @@ def gate(
         early.elapsed_s = time.perf_counter() - t0
         return early
 
+    if options.backend == "cuda":
+        _require_gpu()
     try:
         backend = get_backend(options.backend)
     except KLineageError as e:

@@ -94,3 +94,12 @@ def test_gate_missing_launcher_is_a_rejection(tmp_path: Path, monkeypatch, capsy
 def test_usage_error(monkeypatch, capsys) -> None:
     code, out, err = run_cli(["gate"], monkeypatch, capsys)
     _one_line_error(code, out, err, "Missing argument")
+
+
+def test_cuda_backend_without_gpu_is_bad_input(monkeypatch, capsys) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible")
+    k = str(EXAMPLES / "row_sum/naive.cu")
+    _one_line_error(*run_cli(["gate", k, "--backend", "cuda"], monkeypatch, capsys), "needs a CUDA GPU")
