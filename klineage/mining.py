@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from klineage.errors import KLineageError
+from klineage.executor import GateExecutor, make_executor
 from klineage.gates.backend import GateOptions
 from klineage.skills import extract, upsert
 from klineage.store.db import Store
@@ -28,14 +29,24 @@ def mine_corpus(
     roundtrip: bool = True,
     timeout_s: float = 120.0,
     console: Console | None = None,
+    executor: str | GateExecutor = "local",
+    address: str | None = None,
 ) -> dict[str, Any]:
-    """Mine every workload under `dirs` into the store; returns the summary report."""
+    """Mine every workload under `dirs` into the store; returns the summary report.
+
+    `executor` is `local` (a pool of `workers` on this machine), `ray` (Ray tasks; a local Ray
+    instance with `workers` CPUs unless `address` names a cluster) or an executor object, which
+    the caller keeps and closes. The store is written only here, on the driver."""
     t0 = time.perf_counter()
     folders = find_workloads(dirs)
     workloads = {f: load_workload(f) for f in folders}  # bad workload.py: one clear error before any work
+    pool: GateExecutor = executor if isinstance(executor, GateExecutor) else make_executor(
+        executor, workers=workers, backend=backend, address=address)
+    own = pool is not executor
     store = Store(db)
     run_id = uuid.uuid4().hex[:12]
-    args = {"dirs": [str(d) for d in dirs], "backend": backend, "max_steps": max_steps, "workers": workers}
+    args = {"dirs": [str(d) for d in dirs], "backend": backend, "max_steps": max_steps, "workers": workers,
+            "executor": pool.name}
     with store.transaction() as con:
         con.execute("INSERT INTO mining_runs (run_id, args, status) VALUES (?, ?, 'running')", [run_id, json.dumps(args)])
     config = WalkConfig(options=GateOptions(backend=backend, timeout_s=timeout_s), max_steps=max_steps,
@@ -50,7 +61,7 @@ def mine_corpus(
                     if progress is not None:
                         progress.update(task, description=msg[:100])
 
-                summary = Walker(store, config, note).walk(folder)
+                summary = Walker(store, config, note, executor=pool).walk(folder)
                 skills = upsert(store, extract(store, workloads[folder])) if not summary.skipped else []
                 if progress is not None:
                     done = summary.skipped or f"{summary.accepted} steps, {len(set(skills))} skills"
@@ -65,6 +76,8 @@ def mine_corpus(
         raise
     finally:
         store.close()
+        if own:
+            pool.close()
     return {"db": str(store.path), "run_id": run_id, "workloads": results, "skills": total_skills,
             "elapsed_s": time.perf_counter() - t0}
 

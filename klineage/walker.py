@@ -13,7 +13,6 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,8 @@ from typing import Any
 from klineage.deopt.base import Operator, Refused, Site
 from klineage.deopt.registry import operators as all_operators
 from klineage.errors import KLineageError, SourceError
+from klineage.executor import GateExecutor, GateJob, LocalExecutor
 from klineage.gates.backend import GateOptions
-from klineage.gates.gate import gate
 from klineage.gates.result import GateResult
 from klineage.source.model import CudaSource
 from klineage.source.text import normalize
@@ -92,11 +91,14 @@ def step_id(workload: str, state: str, op: str, site: Site) -> str:
 
 
 class Walker:
-    def __init__(self, store: Store, config: WalkConfig, progress: Progress | None = None) -> None:
+    def __init__(self, store: Store, config: WalkConfig, progress: Progress | None = None,
+                 executor: GateExecutor | None = None) -> None:
         self.store = store
         self.config = config
         self.ops = list(config.operators) if config.operators is not None else all_operators()
         self.progress = progress or (lambda _msg: None)
+        self._owns_executor = executor is None
+        self.executor = executor if executor is not None else LocalExecutor(config.workers)
 
     # ---- recording --------------------------------------------------------------------------
     def _record_kernel(self, con: Any, wl: Workload, text: str, role: str, path: str | None) -> str:
@@ -116,11 +118,23 @@ class Walker:
              json.dumps(r.to_dict()), r.elapsed_s, device],
         )
 
+    def _job(self, wl: Workload, text: str, name: str) -> GateJob:
+        if wl.source_dir is None:
+            raise KLineageError(f"workload '{wl.name}' has no folder: the gate's child process loads it from workload.py")
+        return GateJob(text, wl.source_dir, self.config.options, name)
+
     def _gate(self, wl: Workload, text: str, name: str) -> GateResult:
-        return gate(text, wl, self.config.options, name=name)
+        return self.executor.gate_one(self._job(wl, text, name))
 
     # ---- the walk ---------------------------------------------------------------------------
     def walk(self, folder: Path) -> WalkSummary:
+        try:
+            return self._walk(folder)
+        finally:
+            if self._owns_executor:
+                self.executor.close()
+
+    def _walk(self, folder: Path) -> WalkSummary:
         t0 = time.perf_counter()
         wl = load_workload(folder)
         summary = WalkSummary(wl.name)
@@ -237,24 +251,36 @@ class Walker:
 
     def _gate_until_accepted(self, wl: Workload, attempts: list[Attempt], depth: int,
                              summary: WalkSummary) -> Attempt | None:
-        """Gate candidates in order, `workers` at a time; the first accepted in order wins."""
+        """Gate the pending candidates through the executor, consuming verdicts as they complete;
+        the first accepted in source order wins. Only candidates up to the winner are recorded,
+        so the rows do not depend on how many ran at once or where (verdicts gated past the
+        winner still fill the cache)."""
         for a in attempts:
             if a.accepted and a.to_text is not None:
                 return self._ensure_result(wl, a, depth, summary)
         pending = [a for a in attempts if a.category == "pending"]
-        workers = max(1, self.config.workers)
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            for i in range(0, len(pending), workers):
-                batch = pending[i : i + workers]
-                results = list(pool.map(lambda a: self._gate(wl, a.to_text or "", f"{wl.name}/{a.operator}@{a.site.line}.cu"), batch))
-                for a, r in zip(batch, results, strict=True):
-                    a.result, a.accepted, a.category, a.message = r, r.accepted, r.category, r.message
-                    summary.gate_runs += 1
-                    summary.cached_gates += int(r.cached)
-                winner = next((a for a in batch if a.accepted), None)
-                if winner is not None:
-                    return winner  # later candidates stay 'pending' and are not recorded
-        return None
+        jobs = [self._job(wl, a.to_text or "", f"{wl.name}/{a.operator}@{a.site.line}.cu") for a in pending]
+        verdicts: dict[int, GateResult] = {}
+        resolved = 0  # verdicts 0 .. resolved-1 are in and all rejected
+        winner: int | None = None
+        stream = self.executor.run(jobs)
+        try:
+            for i, r in stream:
+                verdicts[i] = r
+                while resolved in verdicts and not verdicts[resolved].accepted:
+                    resolved += 1
+                if resolved in verdicts:
+                    winner = resolved
+                    break
+        finally:
+            stream.close()
+        last = winner if winner is not None else len(pending) - 1
+        for i in range(last + 1):
+            a, r = pending[i], verdicts[i]
+            a.result, a.accepted, a.category, a.message = r, r.accepted, r.category, r.message
+            summary.gate_runs += 1
+            summary.cached_gates += int(r.cached)
+        return pending[winner] if winner is not None else None  # later candidates stay 'pending'
 
     def _ensure_result(self, wl: Workload, a: Attempt, depth: int, summary: WalkSummary) -> Attempt:
         a.result = self._gate(wl, a.to_text or "", f"{wl.name}/{a.operator}@{a.site.line}.cu")
