@@ -34,6 +34,7 @@ def test_remove_gives_plain_loads_and_apply_restores_them(tmp_path: Path) -> Non
     passes_gate(out.text, wl, tmp_path)
 
 
+@pytest.mark.slow
 def test_apply_result_passes_gate(tmp_path: Path) -> None:
     src, wl = load("ldg", "axpby")
     out = OP.remove(src, one_site(OP, src))

@@ -28,6 +28,7 @@ def test_remove_padding_and_apply_roundtrip(tmp_path: Path) -> None:
     passes_gate(out.text, wl, tmp_path)
 
 
+@pytest.mark.slow
 def test_remove_swizzle(tmp_path: Path) -> None:
     src, wl = load("smem_padding", "transpose_swizzle")
     site = one_site(OP, src, kind="swizzle")

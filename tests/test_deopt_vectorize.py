@@ -24,6 +24,7 @@ def test_loop_with_tail_removal_leaves_the_scalar_loop(tmp_path: Path) -> None:
     passes_gate(out.text, wl, tmp_path)
 
 
+@pytest.mark.slow
 def test_scalarize_rewrites_uint4_accesses(tmp_path: Path) -> None:
     src, wl = load("packed_half2", "gelu_bias_fp16")
     site = one_site(OP, src, kind="scalarize", function="affine_clamp_fp16")

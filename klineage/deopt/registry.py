@@ -18,6 +18,7 @@ from klineage.deopt.reciprocal_hoist import ReciprocalHoist
 from klineage.deopt.register_blocking import RegisterBlocking
 from klineage.deopt.restrict import Restrict
 from klineage.deopt.smem_padding import SmemPadding
+from klineage.deopt.smem_staging import SmemStaging
 from klineage.deopt.tensor_core import TensorCore
 from klineage.deopt.tile_size import TileSize
 from klineage.deopt.vectorize import Vectorize
@@ -37,6 +38,7 @@ _OPERATORS: list[Operator] = [
     WarpShuffleReduce(),
     CgReduce(),
     SmemPadding(),  # smem_layout
+    SmemStaging(),  # staging
     Vectorize(),  # vectorization
     PackedHalf2(),
     TensorCore(),  # matrix_instruction

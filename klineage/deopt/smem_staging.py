@@ -1,0 +1,380 @@
+"""Shared-memory staging: a block copies a reused tile from global memory into `__shared__` once
+(coalesced), synchronizes, and every thread then reads the tile as often as it needs.
+
+Recognised (one site per staged array): exactly one store `tile[I0][I1]... = G` (optionally guarded
+by `if (cond)`, optionally in a store loop), each index `Ik` a thread index (`threadIdx.x`, or a
+const alias such as `tx`) plus at most a store-loop counter (`ty + k`), then `__syncthreads()`, then
+reads `tile[a0][a1]...`. This covers the transpose tile, GEMM A/B tiles (`As[ty][tx] = A[...]`
+inside the K loop) and 1-D stencil/row tiles with one store.
+
+Backward: each read becomes the global expression the storing thread would have evaluated, with the
+thread indices replaced by the read's indices (`threadIdx.y := a0`, `threadIdx.x := a1`, store-loop
+counter := 0) and thread-dependent locals inlined; a guard becomes `cond ? G : 0`. The store (and a
+store loop left empty), the declaration and, once no shared memory is left in the function, its
+`__syncthreads()` go. Refused: tiles written more than once or by compute, reads before the
+barrier, indices that are not thread indices, reassigned thread-dependent locals, or loads with side
+effects.
+"""
+
+from __future__ import annotations
+
+import re
+
+import tree_sitter as ts
+
+from klineage.deopt import _cexpr as X
+from klineage.deopt.base import Operator, Precondition, Refused, Site
+from klineage.source import edit
+from klineage.source.constructs import SharedDecl
+from klineage.source.model import CudaSource
+
+_THREAD = re.compile(r"^threadIdx\.([xyz])$")
+
+
+def _chain(ident: ts.Node) -> list[ts.Node]:
+    chain, n = [], ident
+    while n.parent is not None and n.parent.type == "subscript_expression" and n.parent.child_by_field_name("argument") == n:
+        n = n.parent
+        chain.append(n)
+    return chain
+
+
+def _index(sub: ts.Node) -> ts.Node | None:
+    lst = next((c for c in sub.children if c.type == "subscript_argument_list"), None)
+    named = list(lst.named_children) if lst is not None else []
+    return named[0] if named else None
+
+
+def _inside(n: ts.Node, outer: ts.Node) -> bool:
+    return outer.start_byte <= n.start_byte and n.end_byte <= outer.end_byte
+
+
+class _Plan:
+    """What the rewrite of one staged array needs, or the reason it cannot be done."""
+
+    def __init__(self) -> None:
+        self.reason = ""
+        self.store: ts.Node | None = None  # the assignment
+        self.store_stmt: ts.Node | None = None  # what is deleted
+        self.guard: ts.Node | None = None
+        self.value: ts.Node | None = None
+        self.reads: list[ts.Node] = []  # full subscript expressions
+        self.threads: list[str] = []  # per dim: x / y / z
+        self.store_loops: set[str] = set()
+        self.elem = "float"
+
+
+def _locals(src: CudaSource, fn: ts.Node) -> dict[str, tuple[ts.Node, ts.Node]]:
+    """name -> (declaration, initializer) for locals declared exactly once with an initializer."""
+    seen: dict[str, list[tuple[ts.Node, ts.Node | None]]] = {}
+    for decl in (n for n in X.walk(fn) if n.type == "declaration"):
+        for d in decl.children_by_field_name("declarator"):
+            if d.type == "init_declarator":
+                nm = d.child_by_field_name("declarator")
+                if nm is not None and nm.type == "identifier":
+                    seen.setdefault(src.text_of(nm), []).append((decl, d.child_by_field_name("value")))
+            elif d.type == "identifier":
+                seen.setdefault(src.text_of(d), []).append((decl, None))
+    return {k: (v[0][0], v[0][1]) for k, v in seen.items() if len(v) == 1 and v[0][1] is not None}  # type: ignore[misc]
+
+
+def _thread_alias(src: CudaSource, init: ts.Node) -> str | None:
+    m = _THREAD.match(re.sub(r"\s+", "", src.text_of(init)))
+    return m.group(1) if m else None
+
+
+def _plan(src: CudaSource, d: SharedDecl) -> _Plan:
+    p = _Plan()
+    p.elem = " ".join(w for w in d.element_type.split() if w not in ("const", "volatile"))
+    fn_rec = src.function(d.function) if d.function else None
+    if fn_rec is None or d.is_extern:
+        p.reason = "dynamic (extern) shared memory or not inside a function"
+        return p
+    fn = src.node_for(fn_rec)
+    uses = [n for n in X.walk(fn) if n.type == "identifier" and n.text == d.name.encode() and not (d.start <= n.start_byte < d.end)]
+    writes, reads = [], []
+    for u in uses:
+        ch = _chain(u)
+        if len(ch) != len(d.dims):
+            p.reason = f"{d.name} is used as a pointer or flat buffer at line {u.start_point.row + 1}"
+            return p
+        top = ch[-1]
+        par = top.parent
+        if par is not None and par.type == "pointer_expression" and par.children[0].type == "&":
+            p.reason = f"the address of a {d.name} element is taken at line {u.start_point.row + 1}"
+            return p
+        if par is not None and par.type == "assignment_expression" and par.child_by_field_name("left") == top:
+            if src.text_of(par.children[1]) != "=":
+                p.reason = f"{d.name} is updated in place at line {u.start_point.row + 1} (written by compute)"
+                return p
+            writes.append(par)
+        elif par is not None and par.type == "update_expression":
+            p.reason = f"{d.name} is updated in place at line {u.start_point.row + 1} (written by compute)"
+            return p
+        else:
+            reads.append(top)
+    if len(writes) != 1:
+        p.reason = f"{d.name} is written {len(writes)} times (one staging store expected)"
+        return p
+    if not reads:
+        p.reason = f"{d.name} is never read"
+        return p
+    store = writes[0]
+    p.store, p.reads = store, reads
+    p.value = store.child_by_field_name("right")
+    stmt = store.parent
+    if stmt is None or stmt.type != "expression_statement":
+        p.reason = "the store is not a statement of its own"
+        return p
+    holder = stmt
+    if stmt.parent is not None and stmt.parent.type == "compound_statement" and len(stmt.parent.named_children) == 1 \
+            and stmt.parent.parent is not None and stmt.parent.parent.type == "if_statement":
+        holder = stmt.parent
+    if holder.parent is not None and holder.parent.type == "if_statement" and \
+            holder.parent.child_by_field_name("consequence") == holder:
+        ifs = holder.parent
+        if ifs.child_by_field_name("alternative") is not None:
+            p.reason = "the guarded store has an else branch"
+            return p
+        cond = ifs.child_by_field_name("condition")
+        p.guard = cond.named_children[0] if cond is not None and cond.named_children else cond
+        stmt = ifs
+    p.store_stmt = stmt
+    if any(r.start_byte < store.end_byte for r in reads):
+        p.reason = f"{d.name} is read before (or in) its staging store"
+        return p
+    barriers = [c for c in X.calls_in(fn, {"__syncthreads"}) if store.end_byte <= c.start_byte]
+    first_read = min(r.start_byte for r in reads)
+    if not any(b.end_byte <= first_read for b in barriers):
+        p.reason = f"no __syncthreads() between the store of {d.name} and its first read"
+        return p
+    if p.value is None or X.has_side_effects(p.value) or (p.guard is not None and X.has_side_effects(p.guard)):
+        p.reason = "the staged value has side effects"
+        return p
+    if d.name.encode() in {n.text for n in X.walk(p.value) if n.type == "identifier"}:
+        p.reason = f"the staged value reads {d.name} itself"
+        return p
+    # store loops: for-loops around the store that do not also hold the reads
+    loop = X.enclosing(store, "for_statement")
+    while loop is not None and not any(_inside(r, loop) for r in reads):
+        init = loop.child_by_field_name("initializer")
+        dd = init.child_by_field_name("declarator") if init is not None and init.type == "declaration" else None
+        nm = dd.child_by_field_name("declarator") if dd is not None and dd.type == "init_declarator" else None
+        if nm is not None:
+            p.store_loops.add(src.text_of(nm))
+        loop = X.enclosing(loop, "for_statement")
+    # the store's index: one thread index per dimension, plus at most a store-loop counter
+    locs = _locals(src, fn)
+    lhs = store.child_by_field_name("left")
+    assert lhs is not None
+    subs = list(reversed([lhs] + [s for s in X.walk(lhs) if s.type == "subscript_expression" and s != lhs]))
+    for s in subs:
+        idx = _index(s)
+        comp = _thread_of_index(src, idx, locs, p.store_loops) if idx is not None else None
+        if comp is None:
+            p.reason = f"store index `{src.text_of(idx) if idx is not None else '?'}` is not a thread index (+ store-loop counter)"
+            return p
+        p.threads.append(comp)
+    if len(set(p.threads)) != len(p.threads):
+        p.reason = "two dimensions of the store use the same thread index"
+        return p
+    return p
+
+
+def _thread_of_index(src: CudaSource, idx: ts.Node, locs: dict, loops: set[str]) -> str | None:
+    terms = []
+
+    def split(n: ts.Node) -> None:
+        if n.type == "binary_expression" and src.text_of(n.children[1]) == "+":
+            split(n.child_by_field_name("left"))  # type: ignore[arg-type]
+            split(n.child_by_field_name("right"))  # type: ignore[arg-type]
+        elif n.type == "parenthesized_expression" and n.named_children:
+            split(n.named_children[0])
+        else:
+            terms.append(n)
+
+    split(idx)
+    comps = []
+    for t in terms:
+        txt = re.sub(r"\s+", "", src.text_of(t))
+        if (m := _THREAD.match(txt)) is not None:
+            comps.append(m.group(1))
+        elif t.type == "identifier" and txt in locs and _thread_alias(src, locs[txt][1]) is not None:
+            comps.append(_thread_alias(src, locs[txt][1]))
+        elif t.type == "identifier" and txt in loops:
+            continue
+        else:
+            return None
+    return comps[0] if len(comps) == 1 else None
+
+
+def _substituted(src: CudaSource, fn: ts.Node, node: ts.Node, plan: _Plan, read: ts.Node, indices: list[str]) -> str:
+    """`node` (the staged value or guard) as seen by the thread that stored element `indices`."""
+    locs = _locals(src, fn)
+    by_comp = dict(zip(plan.threads, indices, strict=True))
+    written = X.assigned_names(fn)
+    depth: list[str] = []
+
+    def thread_dependent(name: str, seen: frozenset[str] = frozenset()) -> bool:
+        if name in plan.store_loops:
+            return True
+        if name not in locs or name in seen:
+            return False
+        init = locs[name][1]
+        if any(_THREAD.match(re.sub(r"\s+", "", src.text_of(f))) for f in X.walk(init) if f.type == "field_expression"):
+            return True
+        return any(thread_dependent(i, seen | {name}) for i in X.identifiers(init))
+
+    def in_scope(decl: ts.Node) -> bool:
+        block = decl.parent
+        return block is not None and _inside(read, block) and decl.end_byte <= read.start_byte
+
+    def rw(n: ts.Node) -> str | None:
+        if n.type == "field_expression":
+            m = _THREAD.match(re.sub(r"\s+", "", src.text_of(n)))
+            if m:
+                if m.group(1) not in by_comp:
+                    raise Refused(f"smem_staging: the staged value uses threadIdx.{m.group(1)}, which no tile index maps")
+                return f"({by_comp[m.group(1)]})"
+            return None
+        if n.type != "identifier" or (n.parent is not None and n.parent.type in ("field_expression",) and
+                                      n.parent.child_by_field_name("field") == n):
+            return None
+        name = src.text_of(n)
+        if name in plan.store_loops:
+            return "0"
+        if name in locs:
+            decl, init = locs[name]
+            alias = _thread_alias(src, init)
+            if alias is not None and alias in by_comp:
+                return f"({by_comp[alias]})"
+            if thread_dependent(name) or not in_scope(decl):
+                if name in written:
+                    raise Refused(f"smem_staging: thread-dependent local {name} is reassigned; cannot inline it")
+                if name in depth or len(depth) > 20:
+                    raise Refused(f"smem_staging: local {name} is defined recursively")
+                depth.append(name)
+                out = f"({X.render(src, init, rw)})"
+                depth.pop()
+                return out
+        return None
+
+    return X.render(src, node, rw)
+
+
+class SmemStaging(Operator):
+    name = "smem_staging"
+    category = "staging"
+    intent = ("Stage a tile that several threads reuse in shared memory: coalesced global loads once per block, "
+              "a barrier, then every reuse reads shared memory instead of global memory.")
+
+    def _decls(self, src: CudaSource) -> list[SharedDecl]:
+        return [d for d in src.shared_decls if d.function is not None and not d.is_extern and d.dims]
+
+    def find(self, src: CudaSource) -> list[Site]:
+        sites = []
+        for d in self._decls(src):
+            p = _plan(src, d)
+            stores = [n for n in X.walk(src.node_for(src.function(d.function))) if n.type == "assignment_expression"]  # type: ignore[arg-type]
+            if p.reason and not any(X.pointer_base(s.child_by_field_name("left")) is not None and  # type: ignore[arg-type]
+                                    X.pointer_base(s.child_by_field_name("left")).text == d.name.encode()  # type: ignore[union-attr]
+                                    and _global_load(src, s.child_by_field_name("right")) for s in stores):
+                continue  # not staging (a reduction scratch or a flag): not this operator's business
+            sites.append(self.site(src, d, f"shared {d.name}{d.dims_text} staged from global memory"
+                                   + (f" ({len(p.reads)} read(s))" if not p.reason else " (not rewritable)"),
+                                   array=d.name, reason=p.reason))
+        return sites
+
+    def _decl(self, src: CudaSource, site: Site) -> SharedDecl:
+        node = src.node_at(site.anchor)
+        d = next((d for d in self._decls(src) if node is not None and d.start == node.start_byte
+                  and d.name == site.details["array"]), None)
+        if d is None:
+            raise Refused(f"{self.name}: shared array {site.details.get('array')} is gone")
+        return d
+
+    def removal_preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
+        p = _plan(src, self._decl(src, site))
+        return [Precondition("single_staging_store", not p.reason,
+                             "one store from global memory indexed by thread indices, a barrier, then reads only"
+                             if not p.reason else p.reason, "Storage")]
+
+    def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
+        d = self._decl(src, site)
+        p = _plan(src, d)
+        return [
+            Precondition("tile_reused", len(p.reads) >= 1, f"the tile is read {len(p.reads)} time(s) per store "
+                         "(by other threads than the one that loaded it)", "Storage"),
+            Precondition("block_covers_tile", True, f"the block's threads ({'/'.join(p.threads) or '?'}) cover the "
+                         f"tile {d.dims_text} (with store loops)", "Layout"),
+            Precondition("barrier_between_store_and_reads", not p.reason or "barrier" not in p.reason,
+                         "__syncthreads() separates the staging store from the reads", "Pipeline"),
+            Precondition("smem_budget", True, f"{d.dims_text} {p.elem} fits the per-block shared memory", "Storage"),
+        ]
+
+    def _remove(self, src: CudaSource, site: Site) -> CudaSource:
+        d = self._decl(src, site)
+        p = _plan(src, d)
+        if p.reason:
+            raise Refused(f"{self.name}: {p.reason}")
+        assert p.value is not None and p.store_stmt is not None
+        fn = src.node_for(src.function(d.function))  # type: ignore[arg-type]
+        zero = "0.0f" if p.elem == "float" else "0.0" if p.elem == "double" else f"{p.elem}(0)"
+        edits = []
+        for r in p.reads:
+            base = r
+            while base.type == "subscript_expression":
+                base = base.child_by_field_name("argument")  # type: ignore[assignment]
+            indices = [src.text_of(_index(s)) for s in _chain(base)]  # type: ignore[arg-type]
+            val = _substituted(src, fn, p.value, p, r, indices)
+            if p.guard is not None:
+                g = _substituted(src, fn, p.guard, p, r, indices)
+                text = f"(({g}) ? {X.wrap_text(val)} : {zero})"
+            else:
+                text = val if p.value.type in X.PRIMARY else f"({val})"
+            edits.append(edit.replace(r, text))
+        # delete the store, climbing out of store loops it leaves empty
+        gone = p.store_stmt
+        while (par := gone.parent) is not None:
+            if par.type == "for_statement" and par.child_by_field_name("body") == gone and \
+                    not any(_inside(r, par) for r in p.reads):
+                gone = par
+                continue
+            if par.type == "compound_statement" and par.parent is not None and par.parent.type == "for_statement" \
+                    and not any(_inside(r, par.parent) for r in p.reads) and \
+                    all(c.type in ("declaration", "comment") for c in par.named_children if c != gone):
+                gone = par.parent
+                continue
+            break
+        edits.append(edit.delete(src, gone))
+        if gone.type == "for_statement" and (pr := src.pragma_of(gone)) is not None:
+            edits.append(edit.delete(src, pr))
+        decl_node = src.node_for(d)
+        if len(decl_node.children_by_field_name("declarator")) == 1:
+            edits.append(_delete_with_comment(src, decl_node))
+        else:
+            raise Refused(f"{self.name}: {d.name} shares its declaration with other arrays")
+        if not [o for o in src.shared_decls if o.function == d.function and o.name != d.name]:
+            for b in X.calls_in(fn, {"__syncthreads"}):
+                if b.parent is not None and b.parent.type == "expression_statement" and not _inside(b, gone):
+                    edits.append(edit.delete(src, b.parent))
+        return edit.apply_edits(src, edits)
+
+
+def _delete_with_comment(src: CudaSource, node: ts.Node) -> edit.Edit:
+    """Delete a statement; a trailing `// comment` on its line goes with it (it described the statement)."""
+    data = src.text_bytes
+    nl = data.find(b"\n", node.end_byte)
+    tail = data[node.end_byte: len(data) if nl < 0 else nl].decode()
+    line_start = data.rfind(b"\n", 0, node.start_byte) + 1
+    if re.fullmatch(r"\s*//.*", tail) and not data[line_start:node.start_byte].strip():
+        return edit.Edit(line_start, len(data) if nl < 0 else nl + 1, "")
+    return edit.delete(src, node)
+
+
+def _global_load(src: CudaSource, value: ts.Node | None) -> bool:
+    """True when the stored value reads memory through a pointer (a global load)."""
+    if value is None:
+        return False
+    return any(n.type == "subscript_expression" or (n.type == "call_expression" and X.callee_name(n) == "__ldg")
+               or (n.type == "pointer_expression" and n.children[0].type == "*") for n in X.walk(value))
