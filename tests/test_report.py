@@ -72,6 +72,11 @@ def _enrich(db: Path) -> None:
                                 [run_id, i, skill if mode == "all" else None, f"g{i}" if gated else None,
                                  category == "ok" if gated else None, verdict == "kept", category,
                                  HOSTILE if verdict == "rejected" else "", t, cost, verdict])
+            con.execute("INSERT INTO kernels (kernel_hash, workload, role, source) VALUES ('b0rken', 'broken_wl', 'expert', ?)",
+                        ["__global__ void k(float* y) { if (threadIdx.x < 1 && y) y[0] = 1; }"])
+            con.execute("INSERT INTO gate_runs (gate_key, kernel_hash, workload, backend, accepted, stage, category, message,"
+                        " result) VALUES ('gb', 'b0rken', 'broken_wl', 'emu', false, 'compile', 'compile_error', ?, '{}')",
+                        ["expert.cu:3: error: expected ';' before '<' & more"])
             con.execute("INSERT INTO llm_exchanges (exchange_id, provider, model, input_tokens, output_tokens, cost_usd,"
                         " latency_s) VALUES ('x1', 'anthropic', 'claude-test', 1200, 300, 0.01, 1.5)")
         upsert(s, [Skill(skill_id="imported <odd> & id", operator="imported", intent="A card from elsewhere: a < b & c",
@@ -187,6 +192,8 @@ def test_escaping(rich_page: tuple[Path, str, StrictTree]) -> None:
 
 def test_rejected_and_refused_attempts(rich_page: tuple[Path, str, StrictTree]) -> None:
     _, _, tree = rich_page
+    broken = _section(tree, "wl-broken_wl").all_text()  # an expert that fails its own gate: shown as skipped
+    assert "Skipped" in broken and "compile_error: expert.cu:3: error: expected ';' before '<' & more" in broken
     assert "attempt-rejected" in _section(tree, "step-rejected-0001").attrs["class"]
     assert "attempt-refused" in _section(tree, "step-refused-0001").attrs["class"]
 
