@@ -12,7 +12,7 @@ covered, block for block).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import tree_sitter as ts
 
@@ -132,6 +132,14 @@ def _simplify_zero(text: str) -> str:
     return t
 
 
+_KINDS = {'all_block_offsets_scaled': 'Layout', 'independent_items': 'Pipeline', 'factor_only_coarsens': 'Layout', 'no_jump_out': 'Pipeline', 'launch_in_file': 'Layout', 'factor_known_at_launch': 'Layout', 'grid_1d': 'Layout', 'compile_time_factor': 'Layout', 'no_barrier': 'Pipeline', 'no_early_return': 'Pipeline', 'index_only_through_var': 'Layout'}
+
+
+def _kinded(facts: list[Precondition]) -> list[Precondition]:
+    """Give each fact its skill-card kind (Layout, Pipeline, ...)."""
+    return [f if f.kind else replace(f, kind=_KINDS.get(f.name, "")) for f in facts]
+
+
 class Coarsening(Operator):
     name = "coarsening"
     category = "tiling"
@@ -173,6 +181,9 @@ class Coarsening(Operator):
         return None
 
     def removal_preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
+        return _kinded(self._removal_facts(src, site))
+
+    def _removal_facts(self, src: CudaSource, site: Site) -> list[Precondition]:
         c, kernel, fn = self._parts(src, site)
         facts = []
         facts.append(Precondition("all_block_offsets_scaled", not c.unscaled,
@@ -209,11 +220,14 @@ class Coarsening(Operator):
         return facts
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
+        return _kinded(self._skill_facts(src, site))
+
+    def _skill_facts(self, src: CudaSource, site: Site) -> list[Precondition]:
         if site.details.get("forward") == "1":
             return self._forward_facts(src, site)
         factor = site.details.get("factor", "")
         return [Precondition("compile_time_factor", True, f"items per thread {factor} is a compile-time constant"),
-                Precondition("independent_items", True, "each item's work is independent of the others")]
+                *self._removal_facts(src, site)]
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
         c, kernel, fn = self._parts(src, site)

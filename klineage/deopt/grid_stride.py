@@ -10,7 +10,7 @@ computed from the launcher's own expressions.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import tree_sitter as ts
 
@@ -113,6 +113,14 @@ def _grid_loops(src: CudaSource, fn: ts.Node) -> list[_Loop]:
     return out
 
 
+_KINDS = {'no_barrier_in_body': 'Pipeline', 'no_jump_out': 'Pipeline', 'index_not_written': 'Pipeline', 'body_ignores_grid': 'Layout', 'grid_computable': 'Layout', 'grid_1d': 'Layout', 'launch_in_file': 'Layout', 'stride_matches_block': 'Layout', 'grid_not_reused': 'Layout', 'stride_is_grid': 'Layout', 'independent_iterations': 'Pipeline', 'index_only_through_var': 'Layout'}
+
+
+def _kinded(facts: list[Precondition]) -> list[Precondition]:
+    """Give each fact its skill-card kind (Layout, Pipeline, ...)."""
+    return [f if f.kind else replace(f, kind=_KINDS.get(f.name, "")) for f in facts]
+
+
 class GridStride(Operator):
     name = "grid_stride"
     category = "tiling"
@@ -196,6 +204,9 @@ class GridStride(Operator):
         return facts, grids
 
     def removal_preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
+        return _kinded(self._removal_facts(src, site))
+
+    def _removal_facts(self, src: CudaSource, site: Site) -> list[Precondition]:
         lp, kernel, fn = self._loop(src, site)
         body = lp.node.child_by_field_name("body")
         facts = []
@@ -219,10 +230,13 @@ class GridStride(Operator):
         return facts + grid_facts
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
+        return _kinded(self._skill_facts(src, site))
+
+    def _skill_facts(self, src: CudaSource, site: Site) -> list[Precondition]:
         if site.details.get("forward") == "1":
             return self._forward_facts(src, site)
         return [Precondition("stride_is_grid", True, "the index advances by gridDim.x * block, so every element is visited once"),
-                Precondition("independent_iterations", True, "no barrier, collective or loop-carried index write in the body")]
+                *self._removal_facts(src, site)]
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
         lp, kernel, fn = self._loop(src, site)
