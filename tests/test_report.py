@@ -5,8 +5,10 @@ in headless Chromium to a non-blank screenshot."""
 
 from __future__ import annotations
 
+import fcntl
 import fnmatch
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -29,9 +31,17 @@ SECTIONS = ("overview", "workloads", "skills", "materialization", "heldout")
 
 @pytest.fixture(scope="module")
 def mined(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The shared small store (about a minute on the CPU emulator): mined once per module."""
-    db = tmp_path_factory.mktemp("report") / "s.duckdb"
-    mine_corpus([CORPUS], db=db, workers=2)
+    """The shared small store (about a minute on the CPU emulator), mined once per test run: under
+    pytest-xdist the workers share it through their common temporary folder and a file lock."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    db = shared / "report-mined.duckdb"
+    with open(shared / "report-mined.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not db.exists():
+            partial = shared / "report-mining.duckdb"
+            mine_corpus([CORPUS], db=partial, workers=2)
+            partial.rename(db)
     return db
 
 
