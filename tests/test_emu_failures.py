@@ -43,7 +43,7 @@ def test_signals() -> None:
 
 
 def test_child_env_preloads_asan_only_for_sanitize() -> None:
-    assert backend.child_env(GateOptions()) == {}
+    assert backend.child_env(GateOptions(timeout_s=40)) == {"KLEMU_LAUNCH_CPU_S": "5"}
     env = backend.child_env(GateOptions(sanitize=True))
     assert "detect_leaks=0" in env["ASAN_OPTIONS"]
     assert env.get("LD_PRELOAD", "libasan").endswith(".so") or "libasan" in env.get("LD_PRELOAD", "libasan")

@@ -7,6 +7,7 @@ limits, collective misuse) run in a subprocess and are classified like a gate ch
 from __future__ import annotations
 
 import ctypes
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -37,7 +38,7 @@ def ptr(t: torch.Tensor) -> ctypes.c_void_p:
     return ctypes.c_void_p(t.data_ptr())
 
 
-def run_probe(lib_path: Path, fn: str, *args: str) -> tuple[int, str]:
+def run_probe(lib_path: Path, fn: str, *args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
     """Call `fn` of the library in a fresh process (arguments: Python expressions)."""
     code = (
         "import ctypes, sys\n"
@@ -46,7 +47,8 @@ def run_probe(lib_path: Path, fn: str, *args: str) -> tuple[int, str]:
         f"lib.{fn}({', '.join(args)})\n"
         "print('returned')\n"
     )
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    full_env = dict(os.environ, **(env or {}))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=full_env)
     return p.returncode, p.stdout + p.stderr
 
 
@@ -302,3 +304,11 @@ def test_misuse_is_reported_not_hung(lib_path: Path, fn: str, words: str) -> Non
 def test_smem_attribute_raises_the_limit(lib_path: Path) -> None:
     rc, out = run_probe(lib_path, "t_smem_with_attribute")
     assert rc == 0 and "returned" in out
+
+
+def test_watchdog_reports_a_spinning_launch_as_timeout(lib_path: Path) -> None:
+    rc, out = run_probe(lib_path, "t_spin", "buf", env={"KLEMU_LAUNCH_CPU_S": "0.3"})
+    assert rc == 86, out
+    cat, msg = backend.classify_failure(rc, out)
+    assert cat == "timeout"
+    assert "kernel 'spin_kernel'" in msg and "block (" in msg and "CPU-seconds" in msg

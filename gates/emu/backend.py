@@ -164,11 +164,18 @@ ASAN_OPTIONS = (
 )
 
 
+def launch_cpu_limit(options: GateOptions) -> float:
+    """CPU seconds one launch may use before the runtime reports a timeout naming where it
+    spins (an eighth of the gate's limit: the protocol makes a dozen launches and more)."""
+    return max(1.0, float(options.timeout_s) / 8.0)
+
+
 def child_env(options: GateOptions) -> dict[str, str]:
-    """ASan must come first in the child's library list: preload it for sanitized builds."""
+    """The launch watchdog's limit; for sanitized builds ASan preloaded (it must come first)."""
+    env = {"KLEMU_LAUNCH_CPU_S": f"{launch_cpu_limit(options):g}"}
     if not options.sanitize:
-        return {}
-    env = {"ASAN_OPTIONS": ASAN_OPTIONS}
+        return env
+    env["ASAN_OPTIONS"] = ASAN_OPTIONS
     lib = _libasan()
     if lib:
         env["LD_PRELOAD"] = lib

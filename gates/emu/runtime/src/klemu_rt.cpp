@@ -10,6 +10,7 @@
 #include <csignal>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <vector>
@@ -285,6 +286,51 @@ void segv_handler(int sig, siginfo_t* si, void*) {
   _exit(86);
 }
 
+// Watchdog: a launch that uses more than KLEMU_LAUNCH_CPU_S seconds of CPU time (a spin on a flag
+// nothing sets, an endless loop) is reported as a timeout naming where it spins.
+double launch_cpu_limit() {
+  static double v = -1.0;
+  if (v < 0.0) {
+    const char* e = getenv("KLEMU_LAUNCH_CPU_S");
+    v = e ? atof(e) : 0.0;
+  }
+  return v;
+}
+
+void watchdog_handler(int, siginfo_t*, void*) {
+  char w[512], msg[800];
+  where(w, sizeof w);
+  snprintf(msg, sizeof msg, "%s: still running after %.3g CPU-seconds in one launch (spin-wait on a flag nothing "
+           "sets, or an endless loop?)", w, launch_cpu_limit());
+  report("timeout", msg);
+  _exit(86);
+}
+
+struct Watchdog {
+  bool on = false;
+  struct sigaction old{};
+  Watchdog() {
+    double lim = launch_cpu_limit();
+    if (lim <= 0.0) return;
+    struct sigaction sa{};
+    sa.sa_sigaction = watchdog_handler;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGVTALRM, &sa, &old);
+    struct itimerval t{};
+    t.it_value.tv_sec = (time_t)lim;
+    t.it_value.tv_usec = (suseconds_t)((lim - (double)(time_t)lim) * 1e6);
+    setitimer(ITIMER_VIRTUAL, &t, nullptr);
+    on = true;
+  }
+  ~Watchdog() {
+    if (!on) return;
+    struct itimerval t{};
+    setitimer(ITIMER_VIRTUAL, &t, nullptr);
+    sigaction(SIGVTALRM, &old, nullptr);
+  }
+};
+
 struct SignalGuard {
 #if !KLEMU_ASAN
   struct sigaction old_segv, old_bus;
@@ -489,7 +535,9 @@ void run_grid(const KInfo& k, dim3 grid, dim3 block, size_t smem, void (*body)(v
     fail("crash", "dynamic shared memory of %zu bytes exceeds %d bytes; raise the limit with "
          "cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)", smem, limit);
   SignalGuard guard;
+  Watchdog watchdog;
   (void)guard;
+  (void)watchdog;
   g_block_dim = block;
   g_grid_dim = grid;
   g_nthreads = (int)nthreads;

@@ -260,3 +260,12 @@ __global__ void split_barrier_kernel(int* out) {
   out[threadIdx.x] = 1;
 }
 extern "C" void t_split_barrier(int* out) { split_barrier_kernel<<<1, 64>>>(out); }
+
+// ---- a spin that never ends: the runtime's CPU-time watchdog reports it ---------------------------------------
+__device__ volatile int never_set = 0;
+__global__ void spin_kernel(int* out) {
+  while (never_set == 0) {
+  }
+  out[0] = 1;
+}
+extern "C" void t_spin(int* out) { spin_kernel<<<2, 64>>>(out); }
