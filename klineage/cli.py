@@ -400,6 +400,44 @@ def materialize_cmd(
         raise typer.Exit(rc)
 
 
+@app.command("heldout")
+def heldout_cmd(
+    provider: Annotated[str, typer.Option("--provider", help="offline (operators' apply) or anthropic.")] = "offline",
+    backend: Annotated[str, typer.Option(help="emu (CPU: static effect) or cuda (GPU: speedup over naive).")] = "emu",
+    budget: Annotated[int, typer.Option("--budget", help="Gated candidates at most, per instance.")] = 10,
+    skills: Annotated[str, typer.Option("--skills", help="all (the store's skills) or none (baseline).")] = "all",
+    order: Annotated[str, typer.Option("--order", help="curriculum or random (seeded baseline).")] = "curriculum",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of --order random.")] = 0,
+    only: Annotated[list[str] | None, typer.Option("--only", help="Run only this instance (repeatable).")] = None,
+    db: DbOption = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Output folder (default: materialized/heldout-TIME).")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds allowed per gate stage.")] = 120.0,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
+) -> None:
+    """Materialize every held-out instance with the shipped skills; gate, speedup and copy check (exit 1 below the bar)."""
+    from klineage.heldout import print_report, run_heldout
+    from klineage.materialize.command import MaterializeArgs, build_provider, open_skills
+    from klineage.materialize.command import _check as check_args  # the same input checks as `materialize`
+
+    args = MaterializeArgs(Path("heldout"), budget=budget, provider=provider, skills=skills, order=order, seed=seed,
+                           backend=backend, db=db, out=out_dir, timeout_s=timeout, as_json=as_json)
+    check_args(args)
+    build_provider(args)  # a missing API key stops here, before any gating
+    store, skill_list = open_skills(args)
+    try:
+        rep = run_heldout(skill_list, lambda: build_provider(args), backend=backend, budget=budget, skills_mode=skills,
+                          order=order, seed=seed, names=only, out_dir=out_dir, store=store, timeout_s=timeout,
+                          progress=None if as_json else lambda r: err.print(r.progress_line(), highlight=False))
+    finally:
+        store.close()
+    if as_json:
+        emit_json(rep.to_dict())
+    else:
+        print_report(rep, out)
+    if rep.failures():
+        raise typer.Exit(1)
+
+
 def main() -> None:
     """Console-script entry: KLineageError -> one line on stderr, exit 2."""
     try:
