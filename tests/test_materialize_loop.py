@@ -131,3 +131,24 @@ def test_anthropic_cost_limit_stops_the_run(wl, curriculum_run, tmp_path: Path) 
     assert "cost limit reached" in res.stop_reason and res.status == "no_improvement"
     assert res.steps and res.cost["spent_usd"] >= 0.001
     assert json.loads((tmp_path / "trace.json").read_text())["stop_reason"] == res.stop_reason
+
+
+def test_gpu_branch_keeps_only_faster_candidates(wl, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    """The timing path without a GPU: a stand-in gate times `__restrict__` kernels 20% faster."""
+    from klineage.gates.result import GateResult, Timing
+    from klineage.materialize import loop
+
+    def fake_gate(text: str, workload, options, name: str = "") -> GateResult:  # noqa: ANN001
+        ms = 0.8 if "__restrict__" in text else 1.0
+        t = Timing(ms, ms * 0.99, ms * 1.01, 3, 50, reference_median_ms=0.5,
+                   extra={"trial_medians_ms": [ms * 0.999, ms, ms * 1.001], "device": "NVIDIA H200"})
+        return GateResult(True, "done", "ok", backend="cuda", timing=t, artifact_id=f"fake{len(text)}")
+
+    monkeypatch.setattr(loop, "gate", fake_gate)
+    res = materialize(wl, NAIVE, scale_skills(), make_provider("offline"), 4,
+                      MaterializeOptions(backend="cuda", out_dir=tmp_path))
+    verdicts = {s.move: s.verdict for s in res.steps}
+    assert verdicts == {"restrict-scale_test": "kept", "launch_bounds-scale_test": "not_faster"}
+    assert res.speedup == pytest.approx(1.25) and res.speedup_vs_torch == pytest.approx(0.625)
+    assert res.best_time_ms == pytest.approx(0.8) and res.applied == ["restrict-scale_test"]
+    assert "not faster by more than the spread" in res.steps[1].reason
