@@ -312,3 +312,10 @@ def test_watchdog_reports_a_spinning_launch_as_timeout(lib_path: Path) -> None:
     cat, msg = backend.classify_failure(rc, out)
     assert cat == "timeout"
     assert "kernel 'spin_kernel'" in msg and "block (" in msg and "CPU-seconds" in msg
+
+
+def test_dynamic_smem_overrun_is_out_of_bounds_without_asan(lib_path: Path) -> None:
+    rc, out = run_probe(lib_path, "t_smem_overrun", "buf")
+    assert rc == 86, out
+    cat, msg = backend.classify_failure(rc, out)
+    assert cat == "out_of_bounds" and "dynamic shared memory" in msg and "smem_overrun_kernel" in msg

@@ -357,6 +357,32 @@ struct SignalGuard {
 #endif
 };
 
+#if KLEMU_ASAN
+constexpr size_t kSmemSlack = 0;
+#else
+constexpr size_t kSmemSlack = 4096;
+#endif
+
+void check_smem_slack() {
+  const unsigned char p = poison_byte();
+  uint64_t word;
+  std::memset(&word, p, 8);
+  const unsigned char* s = g_dyn + g_dyn_size;
+  size_t i = 0;
+  for (; i + 8 <= kSmemSlack; i += 8) {
+    uint64_t v;
+    std::memcpy(&v, s + i, 8);
+    if (v != word) break;
+  }
+  for (; i < kSmemSlack; ++i) {
+    if (s[i] != p) {
+      g_cur = nullptr;
+      fail("out_of_bounds", "wrote past the end of dynamic shared memory (%zu bytes requested at launch; "
+           "byte %zu after the end changed)", g_dyn_size, i);
+    }
+  }
+}
+
 int max_dyn_for(const void* fn) {
   for (const FnAttr& a : g_attrs)
     if (a.fn == fn && fn) return a.max_dyn;
@@ -544,7 +570,10 @@ void run_grid(const KInfo& k, dim3 grid, dim3 block, size_t smem, void (*body)(v
   g_body = body;
   g_ctx = ctx;
   g_fiber_mode = k.fibers != 0;
-  if (posix_memalign((void**)&g_dyn, 128, smem ? smem : 1)) fail("crash", "out of host memory");
+  // Dynamic shared memory: exact size under ASan (it reports overruns); otherwise a poisoned
+  // slack after the buffer that is checked after every block, so overruns are caught anyway.
+  size_t alloc = kSmemSlack ? smem + kSmemSlack : (smem ? smem : 1);
+  if (posix_memalign((void**)&g_dyn, 128, alloc)) fail("crash", "out of host memory");
   g_dyn_size = smem;
   if (g_fiber_mode) ensure_stacks();
   for (int i = 0; i < g_nthreads; ++i) {
@@ -563,7 +592,7 @@ void run_grid(const KInfo& k, dim3 grid, dim3 block, size_t smem, void (*body)(v
     unsigned long long lin = g_schedule ? nblocks - 1 - b : b;
     g_block_idx = uint3{(unsigned)(lin % grid.x), (unsigned)(lin / grid.x % grid.y), (unsigned)(lin / ((unsigned long long)grid.x * grid.y))};
     ++g_block_epoch;
-    std::memset(g_dyn, poison_byte(), smem);
+    std::memset(g_dyn, poison_byte(), smem + kSmemSlack);
     if (g_globals)
       for (SharedReg* r : *g_globals) r->touch();
     if (g_fiber_mode) {
@@ -577,6 +606,7 @@ void run_grid(const KInfo& k, dim3 grid, dim3 block, size_t smem, void (*body)(v
     } else {
       run_block_loop();
     }
+    check_smem_slack();
   }
   free(g_dyn);
   g_dyn = nullptr;

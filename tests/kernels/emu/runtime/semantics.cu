@@ -269,3 +269,12 @@ __global__ void spin_kernel(int* out) {
   out[0] = 1;
 }
 extern "C" void t_spin(int* out) { spin_kernel<<<2, 64>>>(out); }
+
+// ---- writes one element past the dynamic shared memory it asked for ------------------------------------------
+__global__ void smem_overrun_kernel(int* out) {
+  extern __shared__ int dyn[];
+  dyn[threadIdx.x + 1] = (int)threadIdx.x;  // thread 31 writes dyn[32]
+  __syncthreads();
+  out[threadIdx.x] = dyn[threadIdx.x];
+}
+extern "C" void t_smem_overrun(int* out) { smem_overrun_kernel<<<1, 32, 32 * sizeof(int)>>>(out); }

@@ -235,6 +235,8 @@ static inline void __threadfence_block() { __atomic_signal_fence(__ATOMIC_SEQ_CS
 static inline void __threadfence_system() { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 static inline long long clock64() { return (long long)__builtin_ia32_rdtsc(); }
 // clock() is the C library one (<ctime>); only clock64() is emulated.
+[[noreturn]] static inline void __trap() { ::klemu::fail("crash", "__trap() called"); }
+[[noreturn]] static inline void __brkpt() { ::klemu::fail("crash", "__brkpt() called"); }
 static inline unsigned __lanemask_lt() { return (1u << ::klemu::g_cur->lane) - 1u; }
 static inline unsigned __lanemask_le() { return (unsigned)((2ull << ::klemu::g_cur->lane) - 1u); }
 static inline unsigned __lanemask_eq() { return 1u << ::klemu::g_cur->lane; }
