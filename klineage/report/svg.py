@@ -68,12 +68,10 @@ def nice_ticks(lo: float, hi: float, n: int = 4) -> list[float]:
     raw = (hi - lo) / max(1, n)
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
-    start = math.floor(lo / step) * step
-    ticks = []
-    v = start
-    while v <= hi + step * 1e-9:
-        ticks.append(round(v, 10))
-        v += step
+    start = math.floor(lo / step + 1e-9) * step
+    ticks = [round(start, 10)]
+    while ticks[-1] < hi - step * 1e-9:  # the last tick is at or above hi: every value is on the axis
+        ticks.append(round(ticks[-1] + step, 10))
     return ticks
 
 
