@@ -14,6 +14,7 @@ from typing import Any
 
 from klineage.gates.result import GateResult
 from klineage.llm.base import Exchange
+from klineage.llm.record import store_exchange
 from klineage.store.db import Store
 from klineage.walker import source_hash
 
@@ -82,16 +83,8 @@ class RunRecorder:
 
     def exchange(self, ex: Exchange) -> None:
         """An LLM exchange (prompt, reply, tokens, cost, latency); the key is never part of it."""
-        if self.store is None:
-            return
-        with self.store.transaction() as con:
-            con.execute(
-                "INSERT INTO llm_exchanges (exchange_id, provider, model, purpose, prompt, response, input_tokens,"
-                " output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, latency_s, error, run_id, step_index)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [ex.exchange_id, ex.provider, ex.model, ex.purpose, json.dumps(ex.prompt), ex.response,
-                 ex.usage.input_tokens, ex.usage.output_tokens, ex.usage.cache_read_tokens, ex.usage.cache_write_tokens,
-                 ex.cost_usd, ex.latency_s, ex.error or None, self.run_id, self.step_index])
+        if self.store is not None:
+            store_exchange(self.store, ex, self.run_id, self.step_index)
 
     def finish(self, status: str, best_hash: str | None, summary: dict[str, Any]) -> None:
         if self.store is None:

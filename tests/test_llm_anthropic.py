@@ -120,3 +120,18 @@ def test_unknown_provider() -> None:
 
     with pytest.raises(KLineageError, match="unknown LLM provider 'gpt'"):
         get_llm("gpt")
+
+
+def test_store_recorder(tmp_path) -> None:  # noqa: ANN001
+    from klineage.llm.record import store_recorder
+    from klineage.store.db import Store
+
+    with Store(tmp_path / "x.duckdb") as store, StubServer([overloaded(), Reply("stored")]) as stub:
+        llm = get_llm("anthropic", api_key=KEY, base_url=stub.base_url, backoff_s=0.0,
+                      recorder=store_recorder(store, run_id="mine-1", step=lambda: 7))
+        llm.complete(SYSTEM, MSG, purpose="llm-operator")
+        rows = store.rows("SELECT * FROM llm_exchanges ORDER BY error IS NOT NULL")
+    assert [(r["run_id"], r["step_index"], r["purpose"]) for r in rows] == [("mine-1", 7, "llm-operator")] * 2
+    assert rows[0]["response"] == "stored" and rows[0]["cost_usd"] > 0 and rows[1]["error"].startswith("OverloadedError")
+    assert rows[0]["prompt"]["system"][0]["cache_control"] == {"type": "ephemeral"}
+    assert KEY.encode() not in (tmp_path / "x.duckdb").read_bytes()
