@@ -37,9 +37,27 @@ def test_refusals() -> None:
     site = one_site(OP, ring3, kind="double_buffer")
     with pytest.raises(Refused, match="ring of 3 stages"):
         OP.remove(ring3, site)
-    ptx = CudaSource.from_text(
-        "__global__ void k(const float* x) {\n  __shared__ float s[32];\n"
-        "  unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(&s[threadIdx.x]));\n"
-        '  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" :: "r"(a), "l"(x + threadIdx.x));\n}\n')
-    with pytest.raises(Refused, match="cp.async"):
-        OP.remove(ptx, one_site(OP, ptx, kind="async_copy"))
+    bulk = CudaSource.from_text(
+        "#include <cuda/pipeline>\n__global__ void k(const float* x, float* y) {\n  __shared__ float s[32];\n"
+        "  auto block = cooperative_groups::this_thread_block();\n"
+        "  cuda::memcpy_async(block, s, x, sizeof(float) * 32, cuda::pipeline<cuda::thread_scope_thread>());\n"
+        "  y[threadIdx.x] = s[threadIdx.x];\n}\n")
+    with pytest.raises(Refused, match="memcpy_async"):
+        OP.remove(bulk, one_site(OP, bulk, kind="async_copy"))
+
+
+def test_inline_ptx_cp_async_wrappers_become_synchronous(tmp_path: Path) -> None:
+    src = CudaSource.from_text(
+        "#include <cuda_runtime.h>\n#include <stdint.h>\n"
+        "__device__ __forceinline__ void cp16(uint32_t dst, const void* src, int n) {\n"
+        '  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\\n" ::"r"(dst), "l"(src), "r"(n));\n}\n'
+        '__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\\n" ::); }\n'
+        '__device__ __forceinline__ void wait0() { asm volatile("cp.async.wait_group 0;\\n" ::); }\n'
+        "__global__ void k(const float4* x, float4* y) {\n  __shared__ float4 s[64];\n"
+        "  cp16(static_cast<uint32_t>(__cvta_generic_to_shared(&s[threadIdx.x])), x + threadIdx.x, 16);\n"
+        "  commit(); wait0(); __syncthreads();\n  y[threadIdx.x] = s[63 - threadIdx.x];\n}\n")
+    site = one_site(OP, src, kind="async_copy")
+    assert site.details["functions"] == "cp16,commit,wait0"
+    out = OP.remove(src, site)
+    assert "kl_copy_sync(__cvta_shared_to_generic(dst), src, 16, 16 - (n));" in out.text and "cp.async" not in out.text
+    compiles(out.text, tmp_path / "ptx")

@@ -1,12 +1,15 @@
 """Software pipelines: overlap the global loads of the next tile with the compute on this one.
 
 Two site kinds:
-- `async_copy` (per function): `__pipeline_memcpy_async(dst, src, bytes[, zfill])` with
-  `__pipeline_commit()` / `__pipeline_wait_prior(n)`. Removal makes each copy synchronous (done by
-  the issuing thread at once, through `kl_copy_sync`, inserted once at the top of the file) and drops
-  commit/wait. That keeps the function: an async copy may land any time between issue and wait, so
-  code that is correct with it is correct when it lands at issue. Inline-PTX `cp.async` and
-  `cuda::memcpy_async` / `cuda::pipeline` are recognised and refused (not rewritten).
+- `async_copy` (one site per file, since commit/wait only mean something together with every copy):
+  `__pipeline_memcpy_async(dst, src, bytes[, zfill])` with `__pipeline_commit()` /
+  `__pipeline_wait_prior(n)`, and inline PTX `cp.async.{ca,cg}.shared.global [%0], [%1], N[, %2]`
+  with `cp.async.commit_group` / `wait_group` / `wait_all` (usually in small wrapper functions).
+  Removal makes each copy synchronous (done by the issuing thread at once through `kl_copy_sync`,
+  inserted once at the top of the file; a PTX shared address goes back to a pointer with
+  `__cvta_shared_to_generic`) and drops commit/wait. That keeps the function: an async copy may land
+  any time between issue and wait, so code that is correct with it is correct when it lands at issue.
+  `cuda::memcpy_async`, `cuda::pipeline`, bulk (TMA) and mbarrier copies are recognised and refused.
 - `double_buffer` (per shared array): the ping-pong idiom
       __shared__ T buf[2][...];  <prologue: buf[0] = tile 0>; __syncthreads();
       for (t ...) { cur = t & 1;  if (t + 1 < n) { buf[cur ^ 1] = tile t + 1 }  compute(buf[cur]);  __syncthreads(); }
@@ -30,8 +33,11 @@ from klineage.source.constructs import SharedDecl
 from klineage.source.model import CudaSource
 
 ASYNC = frozenset({"__pipeline_memcpy_async", "__pipeline_commit", "__pipeline_wait_prior"})
-UNSUPPORTED_ASYNC = re.compile(r"\bcp\.async\b|cuda::memcpy_async|cuda::pipeline|cooperative_groups::memcpy_async|"
-                               r"cg::memcpy_async|cp\.async\.bulk")
+UNSUPPORTED_ASYNC = re.compile(r"cuda::memcpy_async|cuda::pipeline|cooperative_groups::memcpy_async|"
+                               r"cg::memcpy_async|cp\.async\.bulk|cp\.async\.mbarrier")
+#: inline PTX: `cp.async.{ca,cg}.shared.global [%0], [%1], N[, %2];`, commit_group, wait_group N / wait_all
+PTX_COPY = re.compile(r"^\s*cp\.async\.c[ag]\.shared\.global(?:\.L2::\w+)?\s*\[%0\],\s*\[%1\],\s*(\d+)\s*(,\s*%2)?\s*;?\s*$")
+PTX_SYNC = re.compile(r"^\s*cp\.async\.(?:commit_group|wait_group\s+(?:%\d+|\d+)|wait_all)\s*;?\s*$")
 HELPER = """
 // KLineage pipeline: the bytes an async copy moves, copied now by the issuing thread (see deopt/pipeline.py).
 __device__ __forceinline__ void kl_copy_sync(void* dst, const void* src, unsigned bytes, unsigned zfill = 0) {
@@ -54,9 +60,45 @@ def _async_calls(fn: ts.Node) -> list[ts.Node]:
     return X.calls_in(fn, ASYNC)
 
 
+def _asm_template(src: CudaSource, asm: ts.Node) -> str:
+    lit = next((c for c in asm.children if c.type in ("string_literal", "concatenated_string")), None)
+    if lit is None:
+        return ""
+    parts = re.findall(r'"((?:\\.|[^"\\])*)"', src.text_of(lit))
+    return "".join(parts).replace("\\n", "\n").replace("\\t", " ")
+
+
+def _ptx_async(src: CudaSource, fn: ts.Node) -> list[tuple[ts.Node, str]]:
+    """(asm statement, replacement) for the inline-PTX cp.async forms this operator rewrites."""
+    out = []
+    for asm in (n for n in X.walk(fn) if n.type == "gnu_asm_expression"):
+        body = _asm_template(src, asm).strip()
+        stmt = asm.parent if asm.parent is not None and asm.parent.type == "expression_statement" else asm
+        if PTX_SYNC.match(body):
+            out.append((stmt, ""))
+            continue
+        m = PTX_COPY.match(body)
+        if m is None:
+            continue
+        ins = next((c for c in asm.children if c.type == "gnu_asm_input_operand_list"), None)
+        ops = [c for c in ins.named_children if c.type == "gnu_asm_input_operand"] if ins is not None else []
+        exprs = [src.text_of(o.named_children[-1]) for o in ops]
+        if len(exprs) < (3 if m.group(2) else 2):
+            continue
+        n = m.group(1)
+        zfill = f", {n} - ({exprs[2]})" if m.group(2) else ""
+        out.append((stmt, f"kl_copy_sync(__cvta_shared_to_generic({exprs[0]}), {exprs[1]}, {n}{zfill});"))
+    return out
+
+
 def _unsupported_async(src: CudaSource, fn: ts.Node) -> list[str]:
     out = []
     for n in X.walk(fn):
+        if n.type == "gnu_asm_expression" and re.search(r"\bcp\.async\b", src.text_of(n)) and \
+                not any(a == (n.parent if n.parent is not None and n.parent.type == "expression_statement" else n)
+                        for a, _ in _ptx_async(src, fn)):
+            out.append(f"line {n.start_point.row + 1}: `{src.text_of(n).strip()[:50]}`")
+            continue
         if n.type in ("gnu_asm_expression", "call_expression", "qualified_identifier") and \
                 UNSUPPORTED_ASYNC.search(src.text_of(n)):
             if n.type == "qualified_identifier" and n.parent is not None and n.parent.type == "call_expression":
@@ -173,13 +215,15 @@ class Pipeline(Operator):
 
     def find(self, src: CudaSource) -> list[Site]:
         sites = []
-        for fn in X.code_functions(src):
-            calls = _async_calls(fn)
-            bad = _unsupported_async(src, fn)
-            if calls or bad:
-                sites.append(self.site(src, fn, f"{len(calls)} async-copy call(s) in {X.N.func_name(fn)}"
-                                                + (f"; {len(bad)} unsupported form(s)" if bad else ""),
-                                       kind="async_copy", function=X.N.func_name(fn), unsupported=" | ".join(bad)))
+        fns = [fn for fn in X.code_functions(src) if _async_calls(fn) or _ptx_async(src, fn) or _unsupported_async(src, fn)]
+        if fns:
+            # one site for the whole file: commit/wait only mean something together with every copy
+            n = sum(len(_async_calls(fn)) + len(_ptx_async(src, fn)) for fn in fns)
+            bad = [b for fn in fns for b in _unsupported_async(src, fn)]
+            names = [X.N.func_name(fn) for fn in fns]
+            sites.append(self.site(src, fns[0], f"{n} async-copy construct(s) in {', '.join(names)}"
+                                   + (f"; {len(bad)} unsupported form(s)" if bad else ""),
+                                   kind="async_copy", functions=",".join(names), unsupported=" | ".join(bad)))
         for d in src.shared_decls:
             if d.function is None or len(d.dims) < 2:
                 continue
@@ -204,8 +248,7 @@ class Pipeline(Operator):
 
     def removal_preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         if site.details["kind"] == "async_copy":
-            fn = src.node_at(site.anchor)
-            bad = _unsupported_async(src, fn) if fn is not None else ["the function is gone"]
+            bad = [b for fn in X.code_functions(src) for b in _unsupported_async(src, fn)]
             return [Precondition("rewritable_async_copies", not bad,
                                  "copies use __pipeline_memcpy_async / commit / wait_prior" if not bad
                                  else "not rewritten by this operator: " + "; ".join(bad), "Pipeline")]
@@ -233,24 +276,23 @@ class Pipeline(Operator):
         return self._remove_ring(src, site)
 
     def _remove_async(self, src: CudaSource, site: Site) -> CudaSource:
-        fn = src.node_at(site.anchor)
-        assert fn is not None
         edits = []
-        for c in _async_calls(fn):
-            name = X.callee_name(c)
-            if name == "__pipeline_memcpy_async":
-                args = ", ".join(src.text_of(a) for a in X.call_args(c))
-                edits.append(edit.replace(c, f"kl_copy_sync({args})"))
-            else:
-                stmt = c.parent
-                if stmt is not None and stmt.type == "expression_statement":
-                    edits.append(edit.delete(src, stmt))
+        for fn in X.code_functions(src):
+            for c in _async_calls(fn):
+                name = X.callee_name(c)
+                if name == "__pipeline_memcpy_async":
+                    args = ", ".join(src.text_of(a) for a in X.call_args(c))
+                    edits.append(edit.replace(c, f"kl_copy_sync({args})"))
                 else:
-                    edits.append(edit.replace(c, "(void)0"))
-        rest = src.text_bytes[:fn.start_byte].decode() + src.text_bytes[fn.end_byte:].decode()
-        if not re.search(r"__pipeline_\w+\s*\(", rest):  # no async copy left in the file: its header goes too
-            for m in re.finditer(r"^[ \t]*#[ \t]*include\s*<cuda_pipeline(?:_primitives)?\.h>[^\n]*\n", src.text, re.M):
-                edits.append(edit.Edit(len(src.text[:m.start()].encode()), len(src.text[:m.end()].encode()), ""))
+                    stmt = c.parent
+                    if stmt is not None and stmt.type == "expression_statement":
+                        edits.append(edit.delete(src, stmt))
+                    else:
+                        edits.append(edit.replace(c, "(void)0"))
+            for stmt, text in _ptx_async(src, fn):
+                edits.append(edit.replace(stmt, text) if text else edit.delete(src, stmt))
+        for m in re.finditer(r"^[ \t]*#[ \t]*include\s*<cuda_pipeline(?:_primitives)?\.h>[^\n]*\n", src.text, re.M):
+            edits.append(edit.Edit(len(src.text[:m.start()].encode()), len(src.text[:m.end()].encode()), ""))
         if "kl_copy_sync" not in src.text:
             pos = _after_includes(src)
             edits.append(edit.Edit(pos, pos, HELPER))

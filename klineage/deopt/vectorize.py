@@ -60,8 +60,9 @@ def _cast_vector(src: CudaSource, node: ts.Node) -> tuple[str, ts.Node] | None:
     args = X.call_args(node)
     if m is None or m.group("v") not in VECTOR_TYPES or len(args) != 1:
         return None
-    if args[0].type == "pointer_expression" and args[0].children[0].type == "&":
-        return None  # a register or local reinterpreted in place
+    if args[0].type == "pointer_expression" and args[0].children[0].type == "&" and \
+            (a := args[0].child_by_field_name("argument")) is not None and a.type == "identifier":
+        return None  # a register or local variable reinterpreted in place (`&raw`), not a memory access
     return m.group("v"), args[0]
 
 
