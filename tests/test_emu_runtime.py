@@ -256,7 +256,7 @@ def test_host_api_answers_as_h200(lib: ctypes.CDLL) -> None:
     assert o[11] == 32 and o[12] == 1024 and o[13] == 60 and o[14] == 2048 and o[15] == 65536
 
 
-def test_schedules_reverse_thread_and_block_order_and_poison(lib: ctypes.CDLL) -> None:
+def test_schedules_reverse_thread_order_and_change_poison(lib: ctypes.CDLL) -> None:
     out = torch.zeros(64, dtype=torch.int32)
     lib.klemu_set_schedule(0)
     lib.t_order(ptr(out))
@@ -269,6 +269,16 @@ def test_schedules_reverse_thread_and_block_order_and_poison(lib: ctypes.CDLL) -
     assert rev == list(range(31, -1, -1))
     assert poison0 != poison1
     assert poison0 == 0xCBCBCBCB and poison1 == 0x7E7E7E7E
+
+
+@pytest.mark.parametrize("schedule", [0, 1])
+def test_blocks_run_in_index_order_in_both_schedules(lib: ctypes.CDLL, schedule: int) -> None:
+    flags = torch.zeros(8, dtype=torch.int32)
+    out = torch.zeros(8, dtype=torch.int32)
+    lib.klemu_set_schedule(schedule)
+    lib.t_lookback(ptr(flags), ptr(out))
+    lib.klemu_set_schedule(0)
+    assert out.tolist() == [sum(range(b + 1)) for b in range(8)]
 
 
 def test_divergent_barrier_completes_when_other_threads_exit(lib: ctypes.CDLL) -> None:

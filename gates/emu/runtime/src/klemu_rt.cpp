@@ -4,7 +4,8 @@
 // One OS thread runs everything. Blocks run one after another; within a block every CUDA thread
 // is a fiber with its own stack, switched by klemu_switch (switch.S). A pass of the scheduler
 // resumes every ready fiber once, in forward (schedule 0) or reverse (schedule 1) order; a fiber
-// runs until it waits at a barrier or warp collective, or returns.
+// runs until it waits at a barrier or warp collective, or returns. Blocks always run in index
+// order: kernels that spin on an earlier block (decoupled look-back) are right on real GPUs.
 #include "klemu.h"
 
 #include <csignal>
@@ -589,7 +590,7 @@ void run_grid(const KInfo& k, dim3 grid, dim3 block, size_t smem, void (*body)(v
   const unsigned long long nblocks = (unsigned long long)grid.x * grid.y * grid.z;
   const int nwarps = (g_nthreads + 31) / 32;
   for (unsigned long long b = 0; b < nblocks; ++b) {
-    unsigned long long lin = g_schedule ? nblocks - 1 - b : b;
+    unsigned long long lin = b;  // blocks keep hardware dispatch order (look-back scans rely on it)
     g_block_idx = uint3{(unsigned)(lin % grid.x), (unsigned)(lin / grid.x % grid.y), (unsigned)(lin / ((unsigned long long)grid.x * grid.y))};
     ++g_block_epoch;
     std::memset(g_dyn, poison_byte(), smem + kSmemSlack);

@@ -278,3 +278,19 @@ __global__ void smem_overrun_kernel(int* out) {
   out[threadIdx.x] = dyn[threadIdx.x];
 }
 extern "C" void t_smem_overrun(int* out) { smem_overrun_kernel<<<1, 32, 32 * sizeof(int)>>>(out); }
+
+// ---- single-pass chained scan (decoupled look-back style): block b waits for block b - 1 -------------------------
+__global__ void lookback_kernel(volatile int* flags, int* out) {
+  if (threadIdx.x == 0) {
+    int prev = 0;
+    if (blockIdx.x > 0) {
+      while (flags[blockIdx.x - 1] == 0) {
+      }
+      prev = out[blockIdx.x - 1];
+    }
+    out[blockIdx.x] = prev + (int)blockIdx.x;
+    __threadfence();
+    flags[blockIdx.x] = 1;
+  }
+}
+extern "C" void t_lookback(int* flags, int* out) { lookback_kernel<<<8, 64>>>(flags, out); }
