@@ -71,7 +71,8 @@ def _enrich(db: Path) -> None:
                          (skills[2], "duplicate", "", None), (skills[2], "kept" if mode == "all" else "not_faster", "ok", last)]
                 summary = {"stop_reason": "budget of 3 gated candidates spent", "gated": 3,
                            "speedup": 0.08 / min(t for _, v, _, t in steps if v == "kept")}
-                summary |= {"heldout": True, "max_similarity": 0.31} if wl != "scale_test" else {}
+                memorization = {"is_copy": False, "closest": {"source": "expert_kernels/x/expert.cu", "ast": 0.31}}
+                summary |= {"heldout": True, "memorization": memorization} if wl != "scale_test" else {}
                 con.execute("INSERT INTO materialization_runs (run_id, workload, provider, skills_mode, order_mode, budget,"
                             " summary, status, backend) VALUES (?, ?, 'offline', ?, ?, 3, ?, 'improved', 'cuda')",
                             [run_id, wl, mode, order, json.dumps(summary)])
@@ -241,6 +242,7 @@ def test_materialization_and_heldout(rich_page: tuple[Path, str, StrictTree], ri
     rows = [n for n in held.iter() if n.tag == "tr"]
     assert len(rows) == 2 and "heldout_scale" in rows[1].all_text()  # scale_test contributed skills: not held out
     assert "2.00×" in rows[1].all_text() and "1.60×" in rows[1].all_text() and "0.31" in rows[1].all_text()
+    assert "improved" in rows[1].all_text() and "flagged" not in rows[1].all_text()
     curve = next(n for n in plots[0].iter() if n.tag == "path" and n.attrs.get("class") == "series")
     assert curve.attrs["d"].count("H") == 3  # three gated candidates: the duplicate spent no budget
 

@@ -173,21 +173,32 @@ def _plots(runs: list[MatRun], by_cost: bool) -> list[Plot]:
     return plots
 
 
+def _memorization(summary: dict[str, Any]) -> tuple[float | None, bool | None]:
+    """(closest AST similarity to an expert, flagged as a copy) where a run's summary carries the
+    memorization check (`memorization` as `klineage heldout` computes it, or flat keys); else None."""
+    mem = summary.get("memorization") if isinstance(summary.get("memorization"), dict) else {}
+    closest = mem.get("closest") if isinstance(mem.get("closest"), dict) else {}
+    sim = closest.get("ast", summary.get("max_similarity"))
+    flag = mem.get("is_copy", summary.get("is_copy", summary.get("copy")))
+    return (float(sim) if isinstance(sim, int | float) else None), (bool(flag) if flag is not None else None)
+
+
 def _heldout_rows(runs: list[MatRun], arms: list[str]) -> list[dict[str, Any]]:
     rows = []
     for wl in sorted({r.workload for r in runs if r.heldout}):
-        row: dict[str, Any] = {"workload": wl, "cells": {}, "similarity": None, "flagged": False}
+        row: dict[str, Any] = {"workload": wl, "cells": {}, "similarity": None, "flagged": None}
         for arm in arms:
             mine = [r for r in runs if r.workload == wl and r.heldout and r.arm == arm]
             if not mine:
                 continue
             best = max(mine, key=lambda r: (r.speedup or 0.0, r.kept))
-            row["cells"][arm] = {"passed": best.kept > 0, "speedup": best.speedup, "kept": best.kept,
-                                 "href": f"#{best.anchor}"}
-        sims = [r.summary.get("max_similarity") for r in runs if r.workload == wl]
-        sims = [s for s in sims if isinstance(s, int | float)]
+            row["cells"][arm] = {"improved": best.kept > 0, "status": best.status, "speedup": best.speedup,
+                                 "kept": best.kept, "href": f"#{best.anchor}"}
+        checks = [_memorization(r.summary) for r in runs if r.workload == wl]
+        sims = [s for s, _ in checks if s is not None]
+        flags = [f for _, f in checks if f is not None]
         row["similarity"] = max(sims) if sims else None
-        row["flagged"] = any(bool(r.summary.get("copy") or r.summary.get("flagged_copy")) for r in runs if r.workload == wl)
+        row["flagged"] = any(flags) if flags else None
         rows.append(row)
     return rows
 
