@@ -198,7 +198,17 @@ def run_heldout(
         opts = MaterializeOptions(backend=backend, skills_mode=skills_mode, order=order, seed=seed,
                                   out_dir=base / name, store=store,
                                   gate_options=GateOptions(backend=backend, timeout_s=timeout_s))
-        res = materialize(wl, (root / name / "naive.cu").read_text(), skills, provider, budget, opts)
+        try:
+            res = materialize(wl, (root / name / "naive.cu").read_text(), skills, provider, budget, opts)
+        except KLineageError:
+            raise
+        except Exception as e:  # one instance's failure is a rejected instance, not the end of the check
+            r = InstanceResult(name, False, "crash", "error", message=f"{type(e).__name__}: {e}",
+                               elapsed_s=time.perf_counter() - t0)
+            results.append(r)
+            if progress is not None:
+                progress(r)
+            continue
         if res.best_step is None:
             accepted, category = bool(res.start_gate.get("accepted")), str(res.start_gate.get("category", ""))
             message = res.stop_reason
