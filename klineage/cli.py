@@ -141,20 +141,27 @@ def mine(
     db: DbOption = None,
     backend: Annotated[str, typer.Option(help="emu (CPU emulator) or cuda (GPU).")] = "emu",
     max_steps: Annotated[int, typer.Option("--max-steps", help="Backward steps per expert kernel.")] = 40,
-    workers: Annotated[int, typer.Option(help="Candidates gated at once.")] = 2,
+    workers: Annotated[int, typer.Option(help="Candidates gated at once (ray: CPUs of the local instance).")] = 2,
     roundtrip: Annotated[bool, typer.Option(help="Re-derive each accepted step forward.")] = True,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per gate stage.")] = 120.0,
+    executor: Annotated[str, typer.Option(help="local (a pool here) or ray (one Ray task per gate run).")] = "local",
+    address: Annotated[str | None, typer.Option(help="Ray cluster to join (default: start a local instance).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
 ) -> None:
     """Walk each expert kernel backward, gate every simplification, store lineages and skills."""
+    from klineage.executor import EXECUTORS
     from klineage.mining import mine_corpus
 
     if backend not in ("emu", "cuda"):
         raise KLineageError(f"unknown backend '{backend}' (known: emu, cuda)")
     if max_steps < 0 or workers < 1:
         raise KLineageError("--max-steps must be >= 0 and --workers >= 1")
+    if executor not in EXECUTORS:
+        raise KLineageError(f"unknown executor '{executor}' (known: {', '.join(EXECUTORS)})")
+    if address and executor != "ray":
+        raise KLineageError("--address is for --executor ray")
     report = mine_corpus(dirs, db=db, backend=backend, max_steps=max_steps, workers=workers, roundtrip=roundtrip,
-                         timeout_s=timeout, console=None if as_json else err)
+                         timeout_s=timeout, console=None if as_json else err, executor=executor, address=address)
     if as_json:
         emit_json(report)
     else:

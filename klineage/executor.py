@@ -305,11 +305,15 @@ class RayExecutor(GateExecutor):
         self.backend = backend
         self.owns_ray = False
         if not ray.is_initialized():
-            if address:
-                ray.init(address=address, log_to_driver=False)
-            else:
-                ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
-                self.owns_ray = True
+            try:
+                if address:
+                    ray.init(address=address, log_to_driver=False)
+                else:
+                    ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+                    self.owns_ray = True
+            except Exception as e:  # a bad address, no room for Ray's processes: one clear line
+                where = f"join the Ray cluster at {address}" if address else "start a local Ray instance"
+                raise KLineageError(f"cannot {where}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
         self.task_timeout_s = task_timeout_s
         self.progress = progress or (lambda _msg: None)
         resources = {"num_gpus": 1, "num_cpus": 1} if backend == "cuda" else {"num_cpus": 1}
