@@ -136,3 +136,11 @@ def test_removal_preserves_the_function(expr: tuple, seed: int) -> None:
             continue
         got = _py_eval(got_expr, env)
         assert math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12), (body, got_expr)
+
+
+def test_exp2f_with_a_prescaled_constant_is_not_the_log2e_trick() -> None:
+    src = CudaSource.from_text(
+        "__device__ float f(float x, float scale_log2e) { return exp2f(x * scale_log2e) + exp2f(x * 1.4426950409f); }\n")
+    (site,) = OP.find(src)
+    assert site.details["count"] == "1"
+    assert "exp2f(x * scale_log2e) + expf(x)" in OP.remove(src, site).text

@@ -99,3 +99,10 @@ def test_removal_preserves_the_function(uses: list[tuple[str, bool]], form: str,
         py = re.sub(r"(\d\.\d*)f\b", r"\1", expr)
         got = eval(py, {"sqrtf": math.sqrt}, env)  # noqa: S307 - test-generated text
         assert math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12), (terms, expr)
+
+
+def test_integer_divisor_stays_a_float_division() -> None:
+    src = CudaSource.from_text(
+        "__global__ void k(const int* c, float* y, int n) {\n  const float inv = 1.0f / n;\n  y[0] = c[0] * inv;\n}\n")
+    out = OP.remove(src, OP.find(src)[0])
+    assert "y[0] = c[0] / static_cast<float>(n);" in out.text

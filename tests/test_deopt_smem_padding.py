@@ -54,3 +54,12 @@ def test_refusals() -> None:
         "  y[threadIdx.x] = t[threadIdx.x][0];\n}\n")
     with pytest.raises(Refused, match="row_multiple_of_32_words"):
         OP.apply(odd, OP.find_forward(odd)[0])
+
+
+def test_swizzle_key_on_either_side() -> None:
+    src = CudaSource.from_text(
+        "__global__ void k(float* y) {\n  __shared__ float t[32][32];\n"
+        "  t[threadIdx.y][(threadIdx.y % 32) ^ threadIdx.x] = 1.0f;\n  __syncthreads();\n"
+        "  y[0] = t[threadIdx.x][threadIdx.x ^ threadIdx.y];\n}\n")
+    out = OP.remove(src, one_site(OP, src, kind="swizzle"))
+    assert "t[threadIdx.y][threadIdx.x] = 1.0f;" in out.text and "y[0] = t[threadIdx.x][threadIdx.y];" in out.text

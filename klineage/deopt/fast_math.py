@@ -30,7 +30,7 @@ FAST = frozenset(RENAME) | SPECIAL | {"exp2f"}
 #: the forward map (precise function -> intrinsic) used by `apply`
 FORWARD = {"expf": "__expf", "logf": "__logf", "sinf": "__sinf", "cosf": "__cosf", "powf": "__powf",
            "log2f": "__log2f", "log10f": "__log10f", "tanf": "__tanf", "fmaf": "__fmaf_rn"}
-_LOG2E = re.compile(r"^(?:1\.44269504\d*f?|M_LOG2E(?:_F)?|\w*[lL][oO][gG]2_?[eE]\w*)$")
+_LOG2E = re.compile(r"^(?:1\.44269504\d*f?|M_LOG2E(?:_F|f)?|k?_?[lL][oO][gG]2_?[eE](?:_?[fF])?)$")
 
 
 def _log2e_factor(src: CudaSource, arg: ts.Node) -> ts.Node | None:

@@ -28,10 +28,14 @@ def _reciprocal_of(src: CudaSource, value: ts.Node) -> tuple[str, str] | None:
     if v.type == "binary_expression" and src.text_of(v.children[1]) == "/":
         left, right = v.child_by_field_name("left"), v.child_by_field_name("right")
         if left is not None and right is not None and _ONE.match(src.text_of(left).strip()):
+            if X.scalar_type(src, right) not in ("float", "double"):  # keep `x / n` a float division
+                return f"static_cast<float>({src.text_of(right)})", "division"
             return X.wrap(src, right), "division"
     if v.type == "call_expression":
         name, args = X.callee_name(v), X.call_args(v)
         if name == "__frcp_rn" and len(args) == 1:
+            if X.scalar_type(src, args[0]) not in ("float", "double"):
+                return f"static_cast<float>({src.text_of(args[0])})", "__frcp_rn"
             return X.wrap(src, args[0]), "__frcp_rn"
         if name == "rsqrtf" and len(args) == 1:
             return f"sqrtf({src.text_of(args[0])})", "rsqrtf"

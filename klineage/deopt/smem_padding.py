@@ -84,6 +84,30 @@ def _flat_uses(src: CudaSource, decl: SharedDecl) -> list[str]:
     return bad
 
 
+def _plain_operand(src: CudaSource, xor: ts.Node) -> ts.Node:
+    """The operand of `a ^ b` that is the unswizzled index: the one not made only of the other
+    dimensions' index variables (the key is a function of the row), left when unsure."""
+    left, right = xor.child_by_field_name("left"), xor.child_by_field_name("right")
+    assert left is not None and right is not None
+    sub = X.enclosing(xor, "subscript_expression")
+    others: set[str] = set()
+    if sub is not None:
+        ident = sub
+        while ident.type == "subscript_expression":
+            ident = ident.child_by_field_name("argument")  # type: ignore[assignment]
+        for s in _subscript_chain(ident):
+            idx = _index(s)
+            if idx is not None and not (idx.start_byte <= xor.start_byte < idx.end_byte):
+                others |= X.identifiers(idx) | {src.text_of(f) for f in X.walk(idx) if f.type == "field_expression"}
+
+    def names(n: ts.Node) -> set[str]:
+        return X.identifiers(n) | {src.text_of(f) for f in X.walk(n) if f.type == "field_expression"}
+
+    if others and names(left) <= others and not names(right) <= others:
+        return right
+    return left
+
+
 def _xors(src: CudaSource, decl: SharedDecl) -> tuple[list[ts.Node], list[ts.Node]]:
     """(XOR nodes inside the array's indices, full accesses without any XOR)."""
     xors, plain = [], []
@@ -159,8 +183,7 @@ class SmemPadding(Operator):
         xors, _ = _xors(src, d)
 
         def keep_left(n: ts.Node) -> str:
-            left = n.child_by_field_name("left")
-            assert left is not None
+            left = _plain_operand(src, n)
             if left.type == "parenthesized_expression" and n.parent is not None and n.parent.type == "subscript_argument_list":
                 return src.text_of(left)[1:-1].strip()
             return src.text_of(left)
