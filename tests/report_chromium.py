@@ -22,15 +22,26 @@ def chromium() -> str | None:
     return None
 
 
-def screenshot(html: Path, png: Path, width: int = 1280, height: int = 2000, timeout_s: float = 120.0) -> None:
-    """Render `html` (opened as file://, so nothing comes from the network) into `png`."""
+def _run(html: Path, args: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
     binary = chromium()
     if binary is None:
         raise FileNotFoundError("no chromium binary on PATH (apt-get install chromium)")
     with tempfile.TemporaryDirectory(prefix="klineage-chromium-") as profile:
-        cmd = [binary, *FLAGS, f"--user-data-dir={profile}", f"--screenshot={png}",
-               f"--window-size={width},{height}", html.resolve().as_uri()]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        cmd = [binary, *FLAGS, f"--user-data-dir={profile}", *args, html.resolve().as_uri()]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+
+
+def dump_dom(html: Path, timeout_s: float = 120.0) -> str:
+    """The DOM after the page's scripts ran (how a reader with JavaScript on sees it)."""
+    proc = _run(html, ["--dump-dom"], timeout_s)
+    if proc.returncode != 0:
+        raise RuntimeError(f"chromium failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return proc.stdout
+
+
+def screenshot(html: Path, png: Path, width: int = 1280, height: int = 2000, timeout_s: float = 120.0) -> None:
+    """Render `html` (opened as file://, so nothing comes from the network) into `png`."""
+    proc = _run(html, [f"--screenshot={png}", f"--window-size={width},{height}"], timeout_s)
     if proc.returncode != 0 or not png.is_file():
         raise RuntimeError(f"chromium failed ({proc.returncode}): {proc.stderr[-2000:]}")
 

@@ -21,7 +21,7 @@ from klineage.report.anchors import skill as skill_anchor
 from klineage.skills import Skill, load_skills, upsert
 from klineage.store.db import Store
 from tests.conftest import REPO
-from tests.report_chromium import chromium, png_stats, screenshot
+from tests.report_chromium import chromium, dump_dom, png_stats, screenshot
 from tests.report_html import Node, StrictTree, parse
 
 CORPUS = REPO / "tests/data/mining"
@@ -275,6 +275,8 @@ def test_screenshot_in_chromium(plain_page: tuple[Path, str, StrictTree], tmp_pa
     assert (width, height) == (1280, 2000)
     assert png.stat().st_size > 20_000
     assert colours > 50, "the screenshot is blank"
+    dom = dump_dom(plain_page[0])  # the script ran to its end: it shows the filter controls last
+    assert '<div id="controls">' in dom and "wl-scale_test" in dom
 
 
 def test_templates_ship_as_package_data() -> None:
