@@ -146,6 +146,10 @@ def mine(
     timeout: Annotated[float, typer.Option(help="Seconds allowed per gate stage.")] = 120.0,
     executor: Annotated[str, typer.Option(help="local (a pool here) or ray (one Ray task per gate run).")] = "local",
     address: Annotated[str | None, typer.Option(help="Ray cluster to join (default: start a local instance).")] = None,
+    llm: Annotated[str | None, typer.Option("--llm", help="LLM provider for open-vocabulary removals (anthropic).")] = None,
+    llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model for --llm.")] = None,
+    llm_max_cost: Annotated[float | None, typer.Option("--llm-max-cost", help="Stop asking the LLM past this many USD.")] = None,
+    llm_attempts: Annotated[int, typer.Option("--llm-attempts", help="LLM proposals per step when no rule passes.")] = 2,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
 ) -> None:
     """Walk each expert kernel backward, gate every simplification, store lineages and skills."""
@@ -161,7 +165,8 @@ def mine(
     if address and executor != "ray":
         raise KLineageError("--address is for --executor ray")
     report = mine_corpus(dirs, db=db, backend=backend, max_steps=max_steps, workers=workers, roundtrip=roundtrip,
-                         timeout_s=timeout, console=None if as_json else err, executor=executor, address=address)
+                         timeout_s=timeout, console=None if as_json else err, executor=executor, address=address,
+                         llm=llm, llm_model=llm_model, llm_max_cost=llm_max_cost, llm_attempts=llm_attempts)
     if as_json:
         emit_json(report)
     else:

@@ -31,6 +31,10 @@ def mine_corpus(
     console: Console | None = None,
     executor: str | GateExecutor = "local",
     address: str | None = None,
+    llm: str | None = None,
+    llm_model: str | None = None,
+    llm_max_cost: float | None = None,
+    llm_attempts: int = 2,
 ) -> dict[str, Any]:
     """Mine every workload under `dirs` into the store; returns the summary report.
 
@@ -49,8 +53,16 @@ def mine_corpus(
             "executor": pool.name}
     with store.transaction() as con:
         con.execute("INSERT INTO mining_runs (run_id, args, status) VALUES (?, ?, 'running')", [run_id, json.dumps(args)])
+    llm_operator = None
+    if llm is not None:
+        from klineage.deopt.llm_operator import LLMOperator
+        from klineage.llm import get_llm
+        from klineage.llm.record import store_recorder
+
+        provider = get_llm(llm, model=llm_model, max_cost_usd=llm_max_cost, recorder=store_recorder(store, run_id=run_id))
+        llm_operator = LLMOperator(provider)
     config = WalkConfig(options=GateOptions(backend=backend, timeout_s=timeout_s), max_steps=max_steps,
-                        workers=workers, roundtrip=roundtrip)
+                        workers=workers, roundtrip=roundtrip, llm=llm_operator, llm_attempts=llm_attempts)
     results = []
     try:
         with _progress(console) as progress:

@@ -48,7 +48,7 @@ JSON_FIELDS = ("anchor", "preconditions", "effects", "evidence", "risks", "scope
 
 def skill_id_for(operator: str, preconditions: list[dict[str, Any]]) -> str:
     holding = sorted(p["name"] for p in preconditions if p.get("holds"))
-    return f"{operator}-{hashlib.sha1(json.dumps(holding).encode()).hexdigest()[:6]}"
+    return f"{operator.replace(':', '-')}-{hashlib.sha1(json.dumps(holding).encode()).hexdigest()[:6]}"
 
 
 def resource_delta(optimized: dict[str, Any], simpler: dict[str, Any]) -> dict[str, int]:
@@ -110,7 +110,12 @@ def extract(store: Store, wl: Workload) -> list[Skill]:
     depth_total = len(steps)
     skills = []
     for i, step in enumerate(steps):
-        op = get_operator(step["operator"])
+        detail = (step["site"] or {}).get("detail", {})
+        if step["operator"].startswith("llm:"):  # open vocabulary: what the model named
+            op_name, intent, category = step["operator"], detail.get("intent") or step["operator"], detail.get("category", "other")
+        else:
+            op = get_operator(step["operator"])
+            op_name, intent, category = op.name, op.intent, op.category
         pre = step["preconditions"] or []
         optimized = _gate_result(store, gate_of_state.get(step["from_state"]))
         simpler = _gate_result(store, step["gate_key"])
@@ -126,14 +131,14 @@ def extract(store: Store, wl: Workload) -> list[Skill]:
         risks = [
             {"category": r["category"], "message": r["message"], "step_id": r["step_id"], "workload": wl.name,
              "site": (r["site"] or {}).get("summary", "")}
-            for r in rejected if r["operator"] == op.name
+            for r in rejected if r["operator"] == op_name
         ]
         prior = sorted({s["operator"] for s in steps[i + 1 :]})
         roundtrip = step["roundtrip"] or {}
         skill = Skill(
-            skill_id=skill_id_for(op.name, pre),
-            operator=op.name,
-            intent=op.intent,
+            skill_id=skill_id_for(op_name, pre),
+            operator=op_name,
+            intent=intent,
             anchor=(step["site"] or {}).get("anchor", {}),
             carrier=step["carrier"] or "",
             preconditions=pre,
@@ -149,7 +154,7 @@ def extract(store: Store, wl: Workload) -> list[Skill]:
                 "dtypes": wl.dtypes,
                 "platforms": [device],
                 "prior_skills": prior,
-                "categories": [op.category],
+                "categories": [category],
             },
             verification={
                 "roundtrips": [{"workload": wl.name, "ok": roundtrip.get("ok"), "message": roundtrip.get("message", "")}],

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from klineage.deopt.base import Operator, Refused, Site
+from klineage.deopt.llm_operator import LLMOperator
 from klineage.deopt.registry import operators as all_operators
 from klineage.errors import KLineageError, SourceError
 from klineage.executor import GateExecutor, GateJob, LocalExecutor
@@ -40,6 +41,9 @@ class WalkConfig:
     workers: int = 2
     operators: Sequence[Operator] | None = None
     roundtrip: bool = True
+    #: asked for one open-vocabulary removal when no rule operator's simplification passes
+    llm: LLMOperator | None = None
+    llm_attempts: int = 2
 
 
 @dataclass
@@ -211,6 +215,8 @@ class Walker:
                 row = known[a.step_id]
                 a.category, a.message, a.accepted = row["category"], row["message"], bool(row["accepted"])
         chosen = self._gate_until_accepted(wl, attempts, depth, summary)
+        if chosen is None and self.config.llm is not None:
+            chosen = self._ask_llm(wl, src, state, attempts, visited, summary)
         rt = self._roundtrip(wl, src, chosen) if chosen is not None and self.config.roundtrip else None
         with self.store.transaction() as con:
             for a in attempts:
@@ -282,6 +288,42 @@ class Walker:
             summary.cached_gates += int(r.cached)
         return pending[winner] if winner is not None else None  # later candidates stay 'pending'
 
+    def _ask_llm(self, wl: Workload, src: CudaSource, state: str, attempts: list[Attempt],
+                 visited: set[str], summary: WalkSummary) -> Attempt | None:
+        """When no rule applies: the LLM operator proposes one removal, gated like the rest; a
+        rejection is fed back for the next attempt."""
+        llm = self.config.llm
+        assert llm is not None
+        already = sorted({a.operator for a in attempts if a.accepted})
+        feedback: str | None = None
+        anchor_node = src.node_for(src.kernels[0]) if src.kernels else src.tree.root_node
+        for i in range(self.config.llm_attempts):
+            try:
+                removal = llm.propose(src, wl.c_signature(), already, feedback)
+            except Refused as e:
+                site = Site("llm", src.anchor(anchor_node), 0, len(src.text_bytes), f"llm attempt {i + 1}")
+                attempts.append(Attempt(step_id(wl.name, state, f"llm#{i}", site), "llm", site, "refused", str(e), False))
+                feedback = str(e)
+                continue
+            site = Site(removal.operator, src.anchor(anchor_node), 0, len(src.text_bytes),
+                        f"{removal.category} at {removal.locus}"[:200],
+                        (("category", removal.category), ("intent", removal.intent), ("locus", removal.locus),
+                         ("exchange_id", removal.completion.exchange_id)))
+            a = Attempt(step_id(wl.name, state, removal.operator + f"#{i}", site), removal.operator, site, "pending", "",
+                        False, removal.source)
+            attempts.append(a)
+            if source_hash(removal.source) in visited:
+                a.category, a.message, a.to_text = "refused", "revisits an earlier state of this lineage", None
+                feedback = "that simplification gives back a state this lineage already passed through"
+                continue
+            a.result = self._gate(wl, removal.source, f"{wl.name}/llm-{removal.category}.cu")
+            a.accepted, a.category, a.message = a.result.accepted, a.result.category, a.result.message
+            summary.gate_runs += 1
+            if a.accepted:
+                return a
+            feedback = f"{a.category}: {a.message}"
+        return None
+
     def _ensure_result(self, wl: Workload, a: Attempt, depth: int, summary: WalkSummary) -> Attempt:
         a.result = self._gate(wl, a.to_text or "", f"{wl.name}/{a.operator}@{a.site.line}.cu")
         summary.gate_runs += 1
@@ -291,6 +333,9 @@ class Walker:
     def _roundtrip(self, wl: Workload, before: CudaSource, step: Attempt) -> dict[str, Any]:
         """Re-derive the optimization forward on the simplified state: apply must pass the gate
         and restore the optimization (the operator finds it again)."""
+        if step.operator.startswith("llm"):
+            return {"ok": None, "message": "LLM step: forward re-derivation asks the provider again; not done in this walk",
+                    "preconditions": []}
         op = next(o for o in self.ops if o.name == step.operator)
         assert step.to_text is not None
         try:
