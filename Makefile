@@ -22,6 +22,7 @@ run: $(STAMP)
 	$(VENV)/bin/klineage mine expert_kernels --db skills_db/skills.duckdb
 	$(VENV)/bin/klineage skills export --db skills_db/skills.duckdb --out skills_db
 	$(VENV)/bin/klineage skills list --db skills_db/skills.duckdb
+	$(VENV)/bin/klineage report --db skills_db/skills.duckdb --out skills_db/report.html
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2
