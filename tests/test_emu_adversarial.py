@@ -37,6 +37,7 @@ CASES = [
     ("vadd/untouched_output.cu", "vadd", "unwritten_output", False, ()),
     ("vadd/invalid_pointer.cu", "vadd", "crash", False, ("kernel 'vadd'", "invalid memory access")),
     ("vadd/spin_flag.cu", "vadd", "timeout", False, ()),
+    ("vadd/inline_ptx.cu", "vadd", "unsupported", False, ("inline_ptx.cu:6", "mov.u32")),
 ]
 
 
