@@ -33,7 +33,7 @@ from klineage.deopt.registry import operators  # noqa: E402
 from klineage.gates.backend import GateOptions  # noqa: E402
 from klineage.materialize import MaterializeOptions, make_provider, materialize  # noqa: E402
 from klineage.materialize.judge import site_counts  # noqa: E402
-from klineage.skills import Skill, load_skills  # noqa: E402
+from klineage.skills import Skill, load_skills, merge  # noqa: E402
 from klineage.store.db import Store  # noqa: E402
 from klineage.workload import load_workload  # noqa: E402
 
@@ -61,6 +61,16 @@ def leave_one_out(skills: list[Skill], held_out: str, dtypes_of: dict[str, list[
                    "dtypes": sorted({d for w in workloads for d in dtypes_of.get(w, [])}) or t.scope.get("dtypes", [])}
         out.append(t)
     return out
+
+
+def load_merged(dbs: list[Path]) -> list[Skill]:
+    """Skills of several stores (mined in parallel, say); the same skill id merges its evidence."""
+    by_id: dict[str, Skill] = {}
+    for db in dbs:
+        with Store(db, read_only=True) as s:
+            for sk in load_skills(s):
+                by_id[sk.skill_id] = merge(by_id[sk.skill_id], sk) if sk.skill_id in by_id else sk
+    return [by_id[k] for k in sorted(by_id)]
 
 
 def present(text: str) -> set[str]:
@@ -123,7 +133,8 @@ def table(rows: list[dict[str, Any]], gpu: bool) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", type=Path, default=ROOT / "expert_kernels")
-    ap.add_argument("--db", type=Path, default=ROOT / "skills_db" / "skills.duckdb", help="mined skill store")
+    ap.add_argument("--db", type=Path, action="append",
+                    help="mined skill store; repeat to merge several (default: skills_db/skills.duckdb)")
     ap.add_argument("--mine", action="store_true", help="mine the corpus into --db first (same backend)")
     ap.add_argument("--max-steps", type=int, default=40, help="mining: backward steps per expert kernel")
     ap.add_argument("--backend", choices=("emu", "cuda"), default="emu")
@@ -134,7 +145,15 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per gate stage")
     ap.add_argument("--out", type=Path, default=ROOT / "build" / "materialize_bench")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
+    ap.add_argument("--combine", type=Path, nargs="+", metavar="BENCH_JSON",
+                    help="only print one table from the bench.json files of earlier runs (e.g. modes run in parallel)")
     args = ap.parse_args()
+    if args.combine:
+        rows = [r for f in args.combine for r in json.loads(f.read_text())]
+        order = {m: i for i, m in enumerate(MODES)}
+        rows.sort(key=lambda r: (r["workload"], order.get(r["mode"], 9)))
+        print(table(rows, args.backend == "cuda" or any(r.get("speedup") for r in rows)))
+        return 0
 
     folders = sorted(p.parent for p in args.corpus.glob("*/naive.cu") if (p.parent / "workload.py").is_file())
     if args.workloads:
@@ -144,13 +163,13 @@ def main() -> int:
     if not folders or any(m not in MODES for m in modes):
         print(f"nothing to run (workloads: {[f.name for f in folders]}, modes: {modes})", file=sys.stderr)
         return 2
+    dbs = args.db or [ROOT / "skills_db" / "skills.duckdb"]
     if args.mine:
         from klineage.mining import mine_corpus
 
-        mine_corpus(folders, db=args.db, backend=args.backend, max_steps=args.max_steps, workers=1, roundtrip=False,
+        mine_corpus(folders, db=dbs[0], backend=args.backend, max_steps=args.max_steps, workers=1, roundtrip=False,
                     timeout_s=args.timeout)
-    with Store(args.db, read_only=True) as s:
-        skills = load_skills(s)
+    skills = load_merged(dbs)
     dtypes_of = {}
     names = {}
     for f in folders:
@@ -171,7 +190,7 @@ def main() -> int:
         print(json.dumps(rows, indent=1, default=str))
     else:
         print(f"\nmaterialize_bench: {len(folders)} workloads, backend {args.backend}, budget {args.budget}, "
-              f"skills from {args.db} ({len(skills)}), leave-one-out\n")
+              f"skills from {', '.join(map(str, dbs))} ({len(skills)}), leave-one-out\n")
         print(table(rows, args.backend == "cuda"))
     return 0
 
