@@ -44,16 +44,7 @@ def test_apply_roundtrip(tmp_path: Path) -> None:
 
 
 REFUSALS = {
-    "reduction across items": ("""
-template <int F>
-__global__ void k(const float* x, float* y, int n) {
-    float acc = 0.f;
-    const int base = blockIdx.x * blockDim.x * F + threadIdx.x;
-    for (int j = 0; j < F; ++j) { int i = base + j * blockDim.x; if (i < n) acc += x[i]; }
-    atomicAdd(y, acc);
-}
-extern "C" void launch(const float* x, float* y, int n, cudaStream_t s) { k<4><<<(n + 1023) / 1024, 256, 0, s>>>(x, y, n); }
-""", "independent_items"),
+
     "factor sizes a register array": ("""
 template <int F>
 __global__ void k(const float* x, float* y, int n) {
@@ -80,6 +71,21 @@ def test_refusals(case: str) -> None:
     (site,) = OP.find(src)
     with pytest.raises(Refused, match=fact):
         OP.remove(src, site)
+
+
+def test_reduction_loop_is_not_coarsening() -> None:
+    """A loop whose items feed an accumulator (a GEMM k-loop, a per-thread partial sum) is not a site."""
+    src = CudaSource.from_text("""
+template <int F>
+__global__ void k(const float* x, float* y, int n) {
+    float acc = 0.f;
+    const int base = blockIdx.x * blockDim.x * F + threadIdx.x;
+    for (int j = 0; j < F; ++j) { int i = base + j * blockDim.x; if (i < n) acc += x[i]; }
+    atomicAdd(y, acc);
+}
+extern "C" void launch(const float* x, float* y, int n, cudaStream_t s) { k<4><<<(n + 1023) / 1024, 256, 0, s>>>(x, y, n); }
+""")
+    assert OP.find(src) == []
 
 
 def _coarse(items: int, block: int, blocked: bool) -> str:

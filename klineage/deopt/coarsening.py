@@ -121,6 +121,9 @@ def _coarse(src: CudaSource, fn: ts.Node, loop: ts.Node) -> _Coarse | None:
                 scaled.append(hit)
     if not scaled:
         return None
+    outer = set(T.local_decls(fn)) - set(T.local_decls(loop))
+    if T.assigned_in(body) & outer:
+        return None  # items feed an accumulator: a reduction loop (e.g. a GEMM k-loop), not coarsening
     return _Coarse(loop, var, factor, tuple(scaled), tuple(unscaled))
 
 
