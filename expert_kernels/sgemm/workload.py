@@ -57,7 +57,9 @@ WORKLOAD = Workload(
             {"M": 129, "N": 255, "K": 63},    # scalar path, large grid
             {"M": 1, "N": 1000, "K": 17},     # one row
             {"M": 1000, "N": 8, "K": 1024},   # skinny, small-tile config
-            {"M": 1024, "N": 1024, "K": 1024},  # large-tile config, many tiles
+            {"M": 1024, "N": 1024, "K": 1024},  # many tiles
+            {"M": 2100, "N": 2052, "K": 300},   # 128 x 128 tiles (>= 2 per SM), 128-bit path, tails
+            {"M": 2049, "N": 2051, "K": 77},    # 128 x 128 tiles, scalar path, tails
         ],
         "emu": [
             {"M": 33, "N": 20, "K": 17},
