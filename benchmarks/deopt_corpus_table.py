@@ -36,10 +36,12 @@ def corpus() -> list[Path]:
     return sorted((ROOT / "expert_kernels").glob("*/expert.cu")) + sorted((ROOT / "examples").glob("*/expert.cu"))
 
 
-def candidates(ops: list[str]) -> list[dict[str, Any]]:
+def candidates(ops: list[str], workloads: set[str] | None = None) -> list[dict[str, Any]]:
     """One row per (file, operator, site), with the removed text or why there is none."""
     rows = []
     for f in corpus():
+        if workloads and f.parent.name not in workloads:
+            continue
         src = CudaSource.from_file(f)
         for name in ops:
             op = registry.get_operator(name)
@@ -105,6 +107,7 @@ def main() -> None:
     ap.add_argument("--ops", default="", help="comma-separated operator names (default: every registered operator)")
     ap.add_argument("--backend", action="append", default=[], help="emu (default) and/or cuda")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--workloads", default="", help="comma-separated workload folders (default: all)")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
     ops = [o for o in args.ops.split(",") if o] or [o.name for o in registry.operators()]
@@ -113,7 +116,7 @@ def main() -> None:
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         PROGRESS = Path(args.out) / "progress.jsonl"
-    rows = candidates(ops)
+    rows = candidates(ops, {w for w in args.workloads.split(",") if w} or None)
     todo = [(r, b) for r in rows if r["status"] == "removed" for b in backends]
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         list(pool.map(lambda rb: run_gate(*rb), todo))

@@ -144,3 +144,15 @@ def test_exp2f_with_a_prescaled_constant_is_not_the_log2e_trick() -> None:
     (site,) = OP.find(src)
     assert site.details["count"] == "1"
     assert "exp2f(x * scale_log2e) + expf(x)" in OP.remove(src, site).text
+
+
+def test_inline_ptx_approximations_become_c_math(tmp_path: Path) -> None:
+    src = CudaSource.from_text(
+        "__device__ __forceinline__ float fast_exp2(float x) {\n  float y;\n"
+        '  asm("ex2.approx.ftz.f32 %0, %1;\\n" : "=f"(y) : "f"(x));\n  return y;\n}\n'
+        "__device__ float inv(float v) { float r; asm volatile(\"rcp.approx.f32 %0, %1;\" : \"=f\"(r) : \"f\"(v + 1.0f));"
+        " return r; }\n")
+    sites = OP.find(src)
+    assert [s.details["intrinsics"] for s in sites] == ["ptx:ex2.approx", "ptx:rcp.approx"]
+    out = remove_all(OP, src)
+    assert "y = exp2f(x);" in out.text and "r = 1.0f / (v + 1.0f);" in out.text and "asm" not in out.text

@@ -4,7 +4,9 @@ instructions with a bounded ulp error instead of the correctly rounded library s
 Sites are grouped per function: the skill an expert applies is "use fast-math intrinsics in this
 kernel's epilogue/softmax/activation", and one walker step per call would split one decision into
 many near-identical steps. `exp2f(x * LOG2E)` (the exp-via-exp2 trick) is recognised when the
-constant is a literal 1.4426950... or a name containing log2e.
+constant is a literal 1.4426950... or a log2e constant (LOG2E, kLog2e, M_LOG2E). Single-instruction
+inline PTX approximations (`ex2/lg2/sin/cos/tanh/rcp/rsqrt/sqrt.approx[.ftz].f32 %0, %1` with one
+"=f" output and one "f" input, the usual `fast_exp2` wrapper) become the C math function.
 """
 
 from __future__ import annotations
@@ -46,6 +48,33 @@ def _log2e_factor(src: CudaSource, arg: ts.Node) -> ts.Node | None:
     if left is not None and _LOG2E.match(src.text_of(left).strip()):
         return right
     return None
+
+
+#: inline PTX approximate math: `asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x))` -> `y = exp2f(x);`
+PTX_APPROX = {"ex2": "exp2f({})", "lg2": "log2f({})", "sin": "sinf({})", "cos": "cosf({})", "tanh": "tanhf({})",
+              "rcp": "1.0f / {}", "rsqrt": "1.0f / sqrtf({})", "sqrt": "sqrtf({})"}
+_PTX_RE = re.compile(r"^\s*(?P<op>ex2|lg2|sin|cos|tanh|rcp|rsqrt|sqrt)\.approx(?:\.ftz)?\.f32\s+%0\s*,\s*%1\s*;?\s*$")
+
+
+def _ptx_approx(src: CudaSource, fn: ts.Node) -> list[tuple[ts.Node, str, str]]:
+    """(asm statement, replacement statement, op) for single-instruction PTX approximate math."""
+    out = []
+    for asm in (n for n in X.walk(fn) if n.type == "gnu_asm_expression"):
+        lit = next((c for c in asm.children if c.type in ("string_literal", "concatenated_string")), None)
+        body = "".join(re.findall(r'"((?:\\.|[^"\\])*)"', src.text_of(lit))).replace("\\n", "") if lit is not None else ""
+        m = _PTX_RE.match(body)
+        outs = next((c for c in asm.children if c.type == "gnu_asm_output_operand_list"), None)
+        ins = next((c for c in asm.children if c.type == "gnu_asm_input_operand_list"), None)
+        o = [c for c in outs.named_children if c.type == "gnu_asm_output_operand"] if outs is not None else []
+        i = [c for c in ins.named_children if c.type == "gnu_asm_input_operand"] if ins is not None else []
+        stmt = asm.parent
+        if m is None or len(o) != 1 or len(i) != 1 or stmt is None or stmt.type != "expression_statement":
+            continue
+        if not src.text_of(o[0]).startswith('"=f"') or not src.text_of(i[0]).startswith('"f"'):
+            continue
+        y, x = src.text_of(o[0].named_children[-1]), src.text_of(i[0].named_children[-1])
+        out.append((stmt, f"{y} = {PTX_APPROX[m.group('op')].format(X.wrap_text(x))};", m.group("op")))
+    return out
 
 
 def _is_fast(src: CudaSource, call: ts.Node) -> bool:
@@ -145,16 +174,21 @@ class FastMath(Operator):
         sites = []
         for fn in X.code_functions(src):
             calls = _fast_calls(src, fn)
-            if calls:
-                names = sorted({X.callee_name(c) for c in calls})
-                sites.append(self.site(src, fn, f"{len(calls)} fast-math call(s) ({', '.join(names)}) in {X.N.func_name(fn)}",
-                                       function=X.N.func_name(fn), intrinsics=",".join(names), count=str(len(calls))))
+            ptx = _ptx_approx(src, fn)
+            if calls or ptx:
+                names = sorted({X.callee_name(c) for c in calls} | {f"ptx:{op}.approx" for _, _, op in ptx})
+                sites.append(self.site(src, fn, f"{len(calls) + len(ptx)} fast-math op(s) ({', '.join(names)}) in "
+                                                f"{X.N.func_name(fn)}",
+                                       function=X.N.func_name(fn), intrinsics=",".join(names),
+                                       count=str(len(calls) + len(ptx))))
         return sites
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
         fn = src.node_at(site.anchor)
         assert fn is not None
-        return edit.apply_edits(src, [edit.replace(c, _precise(src, c)) for c in X.outermost(_fast_calls(src, fn))])
+        edits = [edit.replace(c, _precise(src, c)) for c in X.outermost(_fast_calls(src, fn))]
+        edits += [edit.replace(stmt, text) for stmt, text, _ in _ptx_approx(src, fn)]
+        return edit.apply_edits(src, edits)
 
     def find_forward(self, src: CudaSource) -> list[Site]:
         sites = []
