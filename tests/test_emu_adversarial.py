@@ -35,7 +35,7 @@ CASES = [
     ("vadd/writes_input.cu", "vadd", "input_mutated", False, ("'a'",)),
     ("vadd/hardcoded_size.cu", "vadd", "mismatch", False, ()),
     ("vadd/untouched_output.cu", "vadd", "unwritten_output", False, ()),
-    ("vadd/invalid_pointer.cu", "vadd", "crash", False, ("kernel 'vadd'", "invalid memory access")),
+    ("vadd/invalid_pointer.cu", "vadd", "crash", False, ("kernel 'vadd'", "invalid memory access", "invalid_pointer.cu:6")),
     ("vadd/spin_flag.cu", "vadd", "timeout", False, ()),
     ("vadd/inline_ptx.cu", "vadd", "unsupported", False, ("inline_ptx.cu:6", "mov.u32")),
 ]

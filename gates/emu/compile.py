@@ -32,8 +32,10 @@ COMMON_FLAGS = (
     "-Wno-unknown-pragmas",
     "-fdiagnostics-color=never",
     "-fmax-errors=8",
+    "-g1",  # line tables: run-time crashes are reported with the kernel's file:line
+    "-gdwarf-4",  # binutils addr2line maps #line file names correctly only for DWARF 4
 )
-ASAN_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g1")
+ASAN_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer")
 
 
 def flags(sanitize: bool, opt: str = "-O1") -> list[str]:

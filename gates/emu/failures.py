@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import re
 import signal
+import subprocess
 
 _KLEMU = re.compile(r"^KLEMU-ERROR (\{.*\})\s*$", re.M)
 _ASAN = re.compile(r"ERROR: AddressSanitizer: (?P<kind>[\w-]+)(?P<rest>.*)")
 _ACCESS = re.compile(r"^(READ|WRITE) of size (\d+)", re.M)
+_PC = re.compile(r" \[pc (?P<lib>/[^\]]+?)\+0x(?P<off>[0-9a-f]+)\]")
 _FRAME = re.compile(r"^\s*#\d+ 0x[0-9a-f]+ in (?P<fn>.+?) (?P<file>[^\s]+\.(?:cu|cuh)):(?P<line>\d+)", re.M)
 
 #: ASan report kinds that are memory-safety violations of the kernel (out_of_bounds)
@@ -28,13 +30,34 @@ def _kernel_frame(stderr: str) -> str:
     return f"{file}:{m.group('line')} (in {fn})"
 
 
+def resolve_pc(library: str, offset: int) -> str:
+    """`file:line` of a code offset in a built library, preferring the kernel's own .cu frame."""
+    try:
+        out = subprocess.run(["addr2line", "-i", "-e", library, hex(offset)], capture_output=True, text=True,
+                             timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    frames = [ln.strip() for ln in out.splitlines() if ln.strip() and not ln.startswith("??")]
+    mine = [f for f in frames if re.search(r"\.(cu|cuh):\d+", f)]
+    pick = (mine or frames or [""])[0]
+    return pick.rsplit("/", 1)[-1].split(" ")[0]
+
+
+def _with_line(message: str) -> str:
+    m = _PC.search(message)
+    if not m:
+        return message
+    where = resolve_pc(m.group("lib"), int(m.group("off"), 16))
+    return message[: m.start()] + (f" at {where}" if where and not where.startswith("?") else "") + message[m.end() :]
+
+
 def classify(returncode: int, stderr: str) -> tuple[str, str] | None:
     """(category, message) for a failed child, or None when nothing is recognised."""
     found = _KLEMU.findall(stderr or "")
     if found:
         try:
             d = json.loads(found[-1])
-            return str(d.get("category", "crash")), str(d.get("message", ""))
+            return str(d.get("category", "crash")), _with_line(str(d.get("message", "")))
         except json.JSONDecodeError:
             return "crash", found[-1]
     m = _ASAN.search(stderr or "")

@@ -9,6 +9,8 @@
 #include "klemu.h"
 
 #include <csignal>
+#include <dlfcn.h>
+#include <ucontext.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/time.h>
@@ -273,16 +275,21 @@ void run_block_loop() {
   g_cur = nullptr;
 }
 
-void segv_handler(int sig, siginfo_t* si, void*) {
-  char w[512], msg[1024];
+void segv_handler(int sig, siginfo_t* si, void* uc) {
+  char w[512], msg[1400], pc[600] = "";
   where(w, sizeof w);
+  // The faulting instruction as library+offset: the gate resolves it to file:line (addr2line).
+  uintptr_t rip = (uintptr_t)((ucontext_t*)uc)->uc_mcontext.gregs[REG_RIP];
+  Dl_info info;
+  if (dladdr((void*)rip, &info) && info.dli_fname)
+    snprintf(pc, sizeof pc, " [pc %s+0x%lx]", info.dli_fname, (unsigned long)(rip - (uintptr_t)info.dli_fbase));
   uintptr_t a = (uintptr_t)si->si_addr, s = (uintptr_t)g_stacks;
   bool guard = g_stacks && a >= s && a < s + g_stack_size * kMaxThreads && (a - s) % g_stack_size < 4096;
   if (guard)
     snprintf(msg, sizeof msg, "stack overflow of a CUDA thread (more than %zu KB of locals) in %s", g_stack_size / 1024, w);
   else
-    snprintf(msg, sizeof msg, "invalid memory access (%s at address %p) in %s", sig == SIGBUS ? "SIGBUS" : "SIGSEGV",
-             si->si_addr, w);
+    snprintf(msg, sizeof msg, "invalid memory access (%s at address %p) in %s%s", sig == SIGBUS ? "SIGBUS" : "SIGSEGV",
+             si->si_addr, w, pc);
   report("crash", msg);
   _exit(86);
 }
