@@ -17,6 +17,7 @@ from klineage.memorization import (
     CARRIER_MAX_FRACTION,
     CARRIER_MIN_TOKENS,
     JACCARD_THRESHOLD,
+    RUN_FRACTION,
     RUN_THRESHOLD,
     Calibration,
     calibrate,
@@ -89,7 +90,9 @@ def test_different_operators_are_not_flagged(cal: Calibration) -> None:
     assert not flagged
     assert max(s.ast for *_, s in cal.different_ops) <= AST_THRESHOLD - 0.1
     assert max(s.jaccard5 for *_, s in cal.different_ops) <= JACCARD_THRESHOLD - 0.1
-    assert max(s.longest_run for *_, s in cal.different_ops) <= RUN_THRESHOLD - 20
+    # a long shared run between two different operators (one author's helper) stays a small share
+    long_runs = [s.run_fraction for *_, s in cal.different_ops if s.longest_run >= RUN_THRESHOLD]
+    assert max(long_runs, default=0.0) <= RUN_FRACTION - 0.05
 
 
 def test_heldout_naive_kernels_are_not_copies(cal: Calibration) -> None:
@@ -114,7 +117,8 @@ def test_a_pasted_chunk_inside_other_code_is_caught_by_the_run() -> None:
     chunk = "\n".join(lines[: len(lines) // 2])
     other = (REPO / "heldout" / "cumsum" / "naive.cu").read_text()
     s = similarity(other + "\n" + chunk, src)
-    assert s.longest_run >= RUN_THRESHOLD and s.is_copy
+    assert s.ast < AST_THRESHOLD and s.longest_run >= RUN_THRESHOLD and s.run_fraction >= RUN_FRACTION
+    assert s.is_copy
 
 
 _NAME = st.from_regex(r"[a-z][a-z0-9_]{0,10}", fullmatch=True).filter(
