@@ -86,7 +86,7 @@ def _run(cmd: list[str], cwd: Path | None = None, timeout: float = 300) -> subpr
 def runtime(sanitize: bool, opt: str = "-O1") -> RuntimeBuild:
     """Build (once) or find the cached runtime for these flags."""
     fl = flags(sanitize, opt)
-    key = hashlib.sha256("\0".join([runtime_hash(), compiler_version(), *fl]).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\0".join([runtime_hash(), compiler_version(), str(INCLUDE), *fl]).encode()).hexdigest()[:16]
     final = cache_root() / key
     rb = RuntimeBuild(final, (final / "klemu_rt.o", final / "switch.o"), final / "klemu.h")
     if all(p.exists() for p in (*rb.objects, final / "klemu.h.gch")):
