@@ -439,8 +439,12 @@ _FAMILIES = {
 
 
 def family(name: str) -> str:
-    """The operator family of a corpus workload (its own name when unknown)."""
-    return _FAMILIES.get(name, name)
+    """The operator family of a corpus workload: the table above, else the name without dtype and
+    variant suffixes (a future ``softmax_bf16`` joins ``softmax``, not the negatives)."""
+    if name in _FAMILIES:
+        return _FAMILIES[name]
+    base = re.sub(r"(_(fp16|fp32|bf16|f16|f32|half|fwd|bwd|batched|rows|cols|[0-9]+d))+$", "", name)
+    return _FAMILIES.get(base, base)
 
 
 def rename_identifiers(text: str, rename: Callable[[str], str]) -> str:

@@ -28,7 +28,7 @@ KIND = {
 }
 #: the corpus and the examples: no held-out instance may share a name with them
 CORPUS = {"reduce_sum", "reduce_sum_rows", "softmax", "softmax_fp16", "layernorm", "layernorm_bf16", "rmsnorm",
-          "transpose", "transpose_batched", "topk", "row_sum", "vector_add"}
+          "transpose", "transpose_batched", "topk", "sgemm", "gemm_bf16", "attention_fwd", "row_sum", "vector_add"}
 L2_BYTES = 60 * 2**20
 
 
