@@ -322,6 +322,8 @@ def test_watchdog_reports_a_spinning_launch_as_timeout(lib_path: Path) -> None:
     cat, msg = backend.classify_failure(rc, out)
     assert cat == "timeout"
     assert "kernel 'spin_kernel'" in msg and "block (" in msg and "CPU-seconds" in msg
+    lines = [i for i, t in enumerate(SRC.read_text().splitlines(), 1) if "never_set == 0" in t or t.strip() == "}"]
+    assert any(f"kernel.cu:{n}" in msg for n in lines), msg  # where it spins
 
 
 def test_dynamic_smem_overrun_is_out_of_bounds_without_asan(lib_path: Path) -> None:

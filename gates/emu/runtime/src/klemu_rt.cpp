@@ -275,14 +275,19 @@ void run_block_loop() {
   g_cur = nullptr;
 }
 
-void segv_handler(int sig, siginfo_t* si, void* uc) {
-  char w[512], msg[1400], pc[600] = "";
-  where(w, sizeof w);
-  // The faulting instruction as library+offset: the gate resolves it to file:line (addr2line).
+// The interrupted instruction as " [pc library+offset]": the gate resolves it to file:line.
+void pc_words(void* uc, char* pc, size_t cap) {
+  pc[0] = 0;
   uintptr_t rip = (uintptr_t)((ucontext_t*)uc)->uc_mcontext.gregs[REG_RIP];
   Dl_info info;
   if (dladdr((void*)rip, &info) && info.dli_fname)
-    snprintf(pc, sizeof pc, " [pc %s+0x%lx]", info.dli_fname, (unsigned long)(rip - (uintptr_t)info.dli_fbase));
+    snprintf(pc, cap, " [pc %s+0x%lx]", info.dli_fname, (unsigned long)(rip - (uintptr_t)info.dli_fbase));
+}
+
+void segv_handler(int sig, siginfo_t* si, void* uc) {
+  char w[512], msg[1400], pc[600];
+  where(w, sizeof w);
+  pc_words(uc, pc, sizeof pc);
   uintptr_t a = (uintptr_t)si->si_addr, s = (uintptr_t)g_stacks;
   bool guard = g_stacks && a >= s && a < s + g_stack_size * kMaxThreads && (a - s) % g_stack_size < 4096;
   if (guard)
@@ -305,11 +310,12 @@ double launch_cpu_limit() {
   return v;
 }
 
-void watchdog_handler(int, siginfo_t*, void*) {
-  char w[512], msg[800];
+void watchdog_handler(int, siginfo_t*, void* uc) {
+  char w[512], msg[1400], pc[600];
   where(w, sizeof w);
+  pc_words(uc, pc, sizeof pc);
   snprintf(msg, sizeof msg, "%s: still running after %.3g CPU-seconds in one launch (spin-wait on a flag nothing "
-           "sets, or an endless loop?)", w, launch_cpu_limit());
+           "sets, or an endless loop?)%s", w, launch_cpu_limit(), pc);
   report("timeout", msg);
   _exit(86);
 }
