@@ -110,7 +110,8 @@ def table(rows: list[dict[str, Any]], gpu: bool) -> str:
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for r in rows:
         cells = [r["workload"], r["mode"], str(r["skills_available"]), str(r["gated"]), str(r["kept"]),
-                 (", ".join(r["ops_added"]) or "-") if r["start_ok"] else "start kernel rejected"]
+                 (", ".join(r["ops_added"]) or "-") if r["start_ok"] else
+                 (r["status"] if r["status"].startswith("error") else "start kernel rejected")]
         if gpu:
             cells += [f"{r['speedup']:.2f}" if r["speedup"] else "-",
                       f"{r['speedup_vs_torch']:.2f}" if r["speedup_vs_torch"] else "-"]
@@ -181,7 +182,13 @@ def main() -> int:
         for f in folders:
             loo = leave_one_out(skills, names[f], dtypes_of)
             for mode in modes:
-                row = run_one(f, loo, mode, args, store)
+                try:
+                    row = run_one(f, loo, mode, args, store)
+                except Exception as e:  # one broken run (a gate or operator bug) must not lose the others
+                    row = {"workload": f.name, "mode": mode, "status": f"error: {type(e).__name__}: {e}",
+                           "stop_reason": "", "skills_available": len(loo), "gated": 0, "kept": 0, "applied": [],
+                           "rejected": [], "ops_naive": [], "ops_best": [], "ops_added": [], "start_ok": False,
+                           "speedup": None, "speedup_vs_torch": None, "elapsed_s": 0}
                 rows.append(row)
                 print(f"{row['workload']:<20} {mode:<11} gated {row['gated']:>2} kept {row['kept']:>2} "
                       f"added {','.join(row['ops_added']) or '-'} ({row['elapsed_s']} s)", file=sys.stderr, flush=True)
