@@ -278,6 +278,105 @@ def report(
     out.print(f"wrote {path.resolve()}", highlight=False)
 
 
+@skills_app.command("verify")
+def skills_verify(
+    skill_id: str,
+    workload: Annotated[Path, typer.Option("--workload", help="Workload folder to apply the skill on.")],
+    start: Annotated[Path | None, typer.Option(help="Start kernel (default: the workload's naive.cu).")] = None,
+    provider: Annotated[str, typer.Option(help="offline (rule operators) or anthropic.")] = "offline",
+    budget: Annotated[int, typer.Option(help="Gated candidates allowed.")] = 3,
+    backend: Annotated[str, typer.Option(help="emu or cuda.")] = "emu",
+    db: DbOption = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Apply one skill to a workload under the gate; kept -> verified (and admitted when the workload is
+    not one it was mined from). Exit 1 when it could not be applied with effect."""
+    from klineage.admission import record_admissions
+    from klineage.gates.backend import GateOptions
+    from klineage.gates.gate import read_source
+    from klineage.materialize.command import MaterializeArgs, build_provider
+    from klineage.materialize.loop import MaterializeOptions, materialize
+    from klineage.skills import load_skills
+    from klineage.store.db import Store
+    from klineage.workload import load_workload
+
+    wl = load_workload(workload)
+    start_file = start or workload / "naive.cu"
+    text = read_source(start_file)
+    with Store(db) as store:
+        found = [s for s in load_skills(store) if s.skill_id == skill_id]
+        if not found:
+            raise KLineageError(f"no skill '{skill_id}' in the store")
+        args = MaterializeArgs(workload, provider=provider, budget=budget, backend=backend)
+        opts = MaterializeOptions(backend=backend, store=store, gate_options=GateOptions(backend=backend))
+        res = materialize(wl, text, found, build_provider(args), budget, opts)
+        admitted = record_admissions(store, res)
+    kept = [s for s in res.steps if s.kept and s.skill_id == skill_id]
+    doc = {"skill": skill_id, "workload": wl.name, "verified": bool(kept), "admitted": skill_id in admitted,
+           "steps": [{"verdict": s.verdict, "reason": s.reason, "category": s.category} for s in res.steps]}
+    if as_json:
+        emit_json(doc)
+    else:
+        word = "verified" if kept else "not verified"
+        out.print(f"{skill_id} on {wl.name}: {word}" + (" and admitted" if doc["admitted"] else "")
+                  + (f" ({kept[0].reason})" if kept else f" ({res.stop_reason})"), highlight=False)
+    if not kept:
+        raise typer.Exit(1)
+
+
+deopt_app = typer.Typer(help="The de-optimization operators.", no_args_is_help=True)
+app.add_typer(deopt_app, name="deopt")
+
+
+@deopt_app.command("list")
+def deopt_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Every rule operator in the soft removal order: category, mechanical forward step, intent."""
+    from klineage.deopt.registry import operators
+
+    ops = [op.describe() for op in operators()]
+    if as_json:
+        emit_json(ops)
+        return
+    table = Table(title=f"{len(ops)} rule operators (removal order)")
+    for col in ("operator", "category", "apply", "intent"):
+        table.add_column(col, overflow="fold")
+    for o in ops:
+        table.add_row(o["name"], o["category"], "yes" if o["apply"] else "no", o["intent"])
+    out.print(table)
+
+
+@deopt_app.command("sites")
+def deopt_sites(
+    kernel: Annotated[Path, typer.Argument(help="A CUDA file.")],
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Where each operator finds its optimization (backward sites) or could add it (forward sites)."""
+    from klineage.deopt.registry import operators
+    from klineage.source.model import CudaSource
+
+    src = CudaSource.from_file(kernel)
+    rows = []
+    for op in operators():
+        for direction, finder in (("present", op.find), ("could apply", op.find_forward)):
+            try:
+                sites = finder(src)
+            except Exception as e:  # an operator's bug is reported, not fatal
+                rows.append({"operator": op.name, "direction": direction, "error": f"{type(e).__name__}: {e}"})
+                continue
+            rows += [{"operator": op.name, "direction": direction, "line": s.line, "summary": s.summary,
+                      "anchor": str(s.anchor)} for s in sites]
+    if as_json:
+        emit_json(rows)
+        return
+    table = Table(title=f"operator sites in {kernel}")
+    for col in ("operator", "where", "line", "site", "anchor"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(r["operator"], r["direction"], str(r.get("line", "")), r.get("summary", r.get("error", "")),
+                      r.get("anchor", ""))
+    out.print(table)
+
+
 @app.command()
 def lineage(
     workload: Annotated[str, typer.Argument(help="Workload name.")],

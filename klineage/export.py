@@ -37,6 +37,36 @@ def export_skills(db: Path | None, out_dir: Path, fmt: str = "md") -> Path:
     return out_dir
 
 
+def read_jsonl(path: Path) -> list[Skill]:
+    """Skills from the committed JSONL export (one Skill.to_dict() per line, every field kept)."""
+    out = []
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise CardError(f"{path}:{i}: not valid JSON ({e.msg})") from None
+        out.append(Skill.from_row(row))
+    return out
+
+
+def shipped_store(db: Path, export_dir: Path | None = None) -> Path:
+    """`db` itself when it exists; otherwise, when the repository's text export exists, a store
+    rebuilt from it at `db` (the DuckDB file is not committed; skills_db/skills.jsonl is)."""
+    if db.exists():
+        return db
+    from klineage.paths import repo_root
+
+    jsonl = (export_dir or repo_root() / "skills_db") / "skills.jsonl"
+    if jsonl.is_file():
+        skills = read_jsonl(jsonl)
+        if skills:
+            with Store(db) as store:
+                upsert(store, skills)
+    return db
+
+
 def read_cards(paths: list[Path]) -> list[Skill]:
     """Every card under the paths; the first unreadable one is an error naming it (nothing imported)."""
     skills: list[Skill] = []
@@ -45,6 +75,9 @@ def read_cards(paths: list[Path]) -> list[Skill]:
         if not p.exists():
             raise CardError(f"{p}: no such file or folder")
         for f in files:
+            if f.suffix == ".jsonl":
+                skills += read_jsonl(f)
+                continue
             text = f.read_text(encoding="utf-8", errors="strict")
             if f.suffix == ".json":
                 try:

@@ -200,6 +200,10 @@ def run_heldout(
                                   gate_options=GateOptions(backend=backend, timeout_s=timeout_s))
         try:
             res = materialize(wl, (root / name / "naive.cu").read_text(), skills, provider, budget, opts)
+            if store is not None:
+                from klineage.admission import record_admissions
+
+                record_admissions(store, res)
         except KLineageError:
             raise
         except Exception as e:  # one instance's failure is a rejected instance, not the end of the check

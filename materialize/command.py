@@ -82,6 +82,10 @@ def start_path(args: MaterializeArgs) -> Path:
 
 def open_skills(args: MaterializeArgs) -> tuple[Store, list[Skill]]:
     db = args.db or default_db_path()
+    if args.db is None and args.skills == "all":
+        from klineage.export import shipped_store
+
+        db = shipped_store(db)  # a fresh clone has the text export, not the DuckDB file
     if args.skills == "all" and not db.exists():
         raise KLineageError(f"{db}: no skill store (run `klineage mine` first, give --db, or use --skills none)")
     store = Store(db)
@@ -160,6 +164,10 @@ def run(args: MaterializeArgs, out: Console, err: Console) -> int:
                       highlight=False)
             spinner.start()
         res = materialize(wl, text, skills, provider, args.budget, options)
+        if store is not None:
+            from klineage.admission import record_admissions
+
+            record_admissions(store, res)
     finally:
         if spinner is not None:
             spinner.stop()

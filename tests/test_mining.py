@@ -57,9 +57,14 @@ def test_lineage_and_skills(mined: Path) -> None:
 
 
 def test_carrier_is_minimal(mined: Path) -> None:
+    """Carriers are diffs of the changed hunks, within the memorization check's carrier bound."""
+    from klineage.memorization import check_carriers
+
     expert = (CORPUS / "scale/expert.cu").read_text()
-    for sk in load_skills(Store(mined, read_only=True)):
-        assert len(sk.carrier) < len(expert), sk.skill_id
+    skills = load_skills(Store(mined, read_only=True))
+    assert all(sk.carrier.startswith("--- before.cu") for sk in skills)
+    checks = check_carriers(skills, {"scale_test": expert})
+    assert checks and all(c.ok for c in checks), [c for c in checks if not c.ok]
 
 
 def test_cards_round_trip(mined: Path) -> None:
@@ -117,3 +122,48 @@ def test_kill_minus_9_then_resume(tmp_path: Path, mined: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["workloads"][0]["accepted"] >= 0
     assert _snapshot(db) == _snapshot(mined)
+
+
+def test_shipped_store_is_rebuilt_from_the_text_export(mined: Path, tmp_path: Path) -> None:
+    from klineage.export import export_skills, shipped_store
+
+    export_skills(mined, tmp_path / "export", "md")
+    db = shipped_store(tmp_path / "fresh.duckdb", tmp_path / "export")
+    with Store(mined, read_only=True) as a, Store(db, read_only=True) as b:
+        assert [s.to_dict() for s in load_skills(a)] == [s.to_dict() for s in load_skills(b)]
+
+
+def test_skills_verify_admits_on_a_foreign_workload(mined: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    """restrict, mined from scale_test, applied to vector_add's naive kernel: kept -> admitted."""
+    import shutil
+
+    from klineage.cli import main
+
+    db = tmp_path / "copy.duckdb"
+    shutil.copyfile(mined, db)
+    skill = next(s for s in load_skills(Store(db, read_only=True)) if s.operator == "restrict")
+    assert not skill.admitted
+    monkeypatch.setattr("sys.argv", ["klineage", "skills", "verify", skill.skill_id, "--workload",
+                                     str(REPO / "examples/vector_add"), "--db", str(db), "--json"])
+    with pytest.raises(SystemExit) as e:
+        main()
+    doc = json.loads(capsys.readouterr().out)
+    assert e.value.code == 0 and doc["verified"] and doc["admitted"], doc
+    again = next(s for s in load_skills(Store(db, read_only=True)) if s.skill_id == skill.skill_id)
+    assert again.admitted and again.verification["materialized_on"][0]["workload"] == "vector_add"
+
+
+def test_deopt_cli_lists_operators_and_sites(monkeypatch, capsys) -> None:
+    from klineage.cli import main
+
+    monkeypatch.setattr("sys.argv", ["klineage", "deopt", "list", "--json"])
+    with pytest.raises(SystemExit):
+        main()
+    ops = json.loads(capsys.readouterr().out)
+    assert len(ops) >= 20 and {"restrict", "vectorize", "tensor_core", "warp_shuffle_reduce"} <= {o["name"] for o in ops}
+    monkeypatch.setattr("sys.argv", ["klineage", "deopt", "sites", str(REPO / "examples/row_sum/expert.cu"), "--json"])
+    with pytest.raises(SystemExit):
+        main()
+    rows = json.loads(capsys.readouterr().out)
+    assert {"launch_bounds", "restrict", "pragma_unroll"} <= {r["operator"] for r in rows if r["direction"] == "present"}
+    assert all("anchor" in r for r in rows if "error" not in r)

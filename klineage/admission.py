@@ -1,0 +1,44 @@
+"""Admission (DESIGN.md, 'Walker, lineage, skills'): a skill is admitted once it has been
+materialized on a workload other than its source, passed the gate and shown its expected effect.
+
+A materialization step that was *kept* passed the gate and was better (GPU: faster beyond the
+timing spread; CPU: the skill's static effect present), so a kept step on a foreign workload
+admits the skill. Every kept application is recorded under verification.materialized_on;
+imported cards become `verified` on their first kept application.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from klineage.skills import Skill
+from klineage.store.db import Store
+
+
+def record_admissions(store: Store, result: Any) -> list[str]:
+    """Update the skills a MaterializeResult kept; returns the ids newly admitted."""
+    newly: list[str] = []
+    for step in result.steps:
+        if not step.kept or not step.skill_id:
+            continue
+        rows = store.rows("SELECT * FROM skills WHERE skill_id = ?", [step.skill_id])
+        if not rows:
+            continue
+        skill = Skill.from_row(rows[0])
+        entry = {"workload": result.workload, "run_id": result.run_id, "step": step.index, "gate_key": step.gate_key,
+                 "backend": result.backend, "effect": step.reason, "time_ms": step.time_ms}
+        done = skill.verification.get("materialized_on", [])
+        if not any(m.get("run_id") == result.run_id and m.get("step") == step.index for m in done):
+            done.append(entry)
+        skill.verification["materialized_on"] = done
+        if skill.origin == "imported":
+            skill.verification["status"] = "verified"
+        if result.workload not in skill.scope.get("workloads", []) and not skill.admitted:
+            skill.admitted = True
+            skill.verification["admitted_by"] = entry
+            newly.append(skill.skill_id)
+        with store.transaction() as con:
+            con.execute("UPDATE skills SET verification = ?, admitted = ?, updated_at = current_timestamp WHERE skill_id = ?",
+                        [json.dumps(skill.verification, default=str), skill.admitted, skill.skill_id])
+    return newly
