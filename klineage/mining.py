@@ -44,13 +44,10 @@ def mine_corpus(
     t0 = time.perf_counter()
     folders = find_workloads(dirs)
     workloads = {f: load_workload(f) for f in folders}  # bad workload.py: one clear error before any work
-    pool: GateExecutor = executor if isinstance(executor, GateExecutor) else make_executor(
-        executor, workers=workers, backend=backend, address=address)
-    own = pool is not executor
     store = Store(db)
     run_id = uuid.uuid4().hex[:12]
     args = {"dirs": [str(d) for d in dirs], "backend": backend, "max_steps": max_steps, "workers": workers,
-            "executor": pool.name}
+            "executor": executor if isinstance(executor, str) else executor.name}
     with store.transaction() as con:
         con.execute("INSERT INTO mining_runs (run_id, args, status) VALUES (?, ?, 'running')", [run_id, json.dumps(args)])
     llm_operator = None
@@ -64,7 +61,10 @@ def mine_corpus(
     config = WalkConfig(options=GateOptions(backend=backend, timeout_s=timeout_s), max_steps=max_steps,
                         workers=workers, roundtrip=roundtrip, llm=llm_operator, llm_attempts=llm_attempts)
     results = []
+    pool: GateExecutor | None = None
     try:
+        pool = executor if isinstance(executor, GateExecutor) else make_executor(
+            executor, workers=workers, backend=backend, address=address)
         with _progress(console) as progress:
             for folder in folders:
                 task = progress.add_task(folder.name, total=None) if progress else None
@@ -88,8 +88,8 @@ def mine_corpus(
         raise
     finally:
         store.close()
-        if own:
-            pool.close()
+        if pool is not None and pool is not executor:
+            pool.close()  # ours: the pool's threads, or the Ray instance we started
     return {"db": str(store.path), "run_id": run_id, "workloads": results, "skills": total_skills,
             "elapsed_s": time.perf_counter() - t0}
 

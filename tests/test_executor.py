@@ -247,7 +247,7 @@ def test_ray_and_local_mine_identical_rows(ray_cluster: None, tmp_path: Path, mo
     assert _rows(tmp_path / "again.duckdb")["steps"] == rows["steps"]
 
 
-def test_make_executor_names() -> None:
+def test_make_executor_names(tmp_path: Path) -> None:
     from klineage.errors import KLineageError
 
     assert isinstance(make_executor("local", workers=3), LocalExecutor)
@@ -255,3 +255,7 @@ def test_make_executor_names() -> None:
         make_executor("dask")
     with pytest.raises(KLineageError, match="--address is for the ray executor"):
         make_executor("local", address="127.0.0.1:6379")
+    with pytest.raises(KLineageError, match="unknown executor"):  # before any gate; the run is marked failed
+        mine_corpus([CORPUS], db=tmp_path / "s.duckdb", executor="dask")
+    with Store(tmp_path / "s.duckdb", read_only=True) as s:
+        assert [r["status"] for r in s.rows("SELECT status FROM mining_runs")] == ["failed"]
