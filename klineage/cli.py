@@ -164,9 +164,14 @@ def mine(
         raise KLineageError(f"unknown executor '{executor}' (known: {', '.join(EXECUTORS)})")
     if address and executor != "ray":
         raise KLineageError("--address is for --executor ray")
-    report = mine_corpus(dirs, db=db, backend=backend, max_steps=max_steps, workers=workers, roundtrip=roundtrip,
-                         timeout_s=timeout, console=None if as_json else err, executor=executor, address=address,
-                         llm=llm, llm_model=llm_model, llm_max_cost=llm_max_cost, llm_attempts=llm_attempts)
+    import contextlib
+
+    # Ray prints its workers' deaths on stdout; with --json, stdout holds the one document only.
+    quiet = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
+    with quiet:
+        report = mine_corpus(dirs, db=db, backend=backend, max_steps=max_steps, workers=workers, roundtrip=roundtrip,
+                             timeout_s=timeout, console=None if as_json else err, executor=executor, address=address,
+                             llm=llm, llm_model=llm_model, llm_max_cost=llm_max_cost, llm_attempts=llm_attempts)
     if as_json:
         emit_json(report)
     else:
