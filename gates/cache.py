@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -51,18 +53,26 @@ def load_cached(key: str, root: Path | None = None) -> GateResult | None:
     return result
 
 
-def store(key: str, result: GateResult, root: Path | None = None) -> None:
-    d = artifact_dir(key, root)
-    d.mkdir(parents=True, exist_ok=True)
-    tmp = d / "result.json.tmp"
-    tmp.write_text(json.dumps(result.to_dict(), indent=1))
-    tmp.replace(d / "result.json")
+def store(key: str, result: GateResult, root: Path | None = None, staging: Path | None = None) -> None:
+    """Publish a verdict: result.json goes into the private staging folder (from `fresh_dir`),
+    which is then renamed into place in one step. Two processes gating the same source never
+    touch each other's files; the first to publish wins and the other's folder is dropped."""
+    final = artifact_dir(key, root)
+    staging = staging or fresh_dir(key, root)
+    (staging / "result.json").write_text(json.dumps(result.to_dict(), indent=1))
+    if (final / "result.json").exists():
+        shutil.rmtree(staging, ignore_errors=True)
+        return
+    if final.exists():  # a killed run's leftovers, never published
+        shutil.rmtree(final, ignore_errors=True)
+    try:
+        os.rename(staging, final)
+    except OSError:  # another process published between the check and the rename
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def fresh_dir(key: str, root: Path | None = None) -> Path:
-    """An empty artifact folder for a new gate of this key."""
-    d = artifact_dir(key, root)
-    if d.exists():
-        shutil.rmtree(d)
-    d.mkdir(parents=True)
-    return d
+    """A private, empty staging folder for a new gate of this key (published by `store`)."""
+    final = artifact_dir(key, root)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".staging-{key[:16]}-", dir=final.parent))

@@ -110,7 +110,7 @@ def gate(
     result.artifact_id = key[:16]
     result.backend = options.backend
     result.elapsed_s = time.perf_counter() - t0
-    cache.store(key, result, cache_root)
+    cache.store(key, result, cache_root, staging=work)
     return result
 
 

@@ -351,7 +351,7 @@ class RayExecutor(GateExecutor):
         key = outcome.key
         if not key or cache.load_cached(key) is not None:
             return
-        d = cache.fresh_dir(key)  # clears a folder a killed run left without result.json
+        d = cache.fresh_dir(key)  # private staging folder, published by cache.store
         for rel, data in outcome.files.items():
             if rel == "result.json":
                 continue  # written last, by cache.store, so a partial folder never looks finished
@@ -360,7 +360,7 @@ class RayExecutor(GateExecutor):
                 continue
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(data)
-        cache.store(key, result)
+        cache.store(key, result, staging=d)
         self.written.append(key)
 
     # ---- tasks ------------------------------------------------------------------------------

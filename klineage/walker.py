@@ -217,7 +217,10 @@ class Walker:
         chosen = self._gate_until_accepted(wl, attempts, depth, summary)
         if chosen is None and self.config.llm is not None:
             chosen = self._ask_llm(wl, src, state, attempts, visited, summary)
-        rt = self._roundtrip(wl, src, chosen) if chosen is not None and self.config.roundtrip else None
+        rt = None
+        if chosen is not None:
+            rt = self._roundtrip(wl, src, chosen) if self.config.roundtrip else {
+                "ok": None, "message": "roundtrip not run (--no-roundtrip)", "preconditions": self._facts(src, chosen)}
         with self.store.transaction() as con:
             for a in attempts:
                 if a.category == "pending":
@@ -330,6 +333,25 @@ class Walker:
         summary.cached_gates += int(a.result.cached)
         return a
 
+    def _facts(self, before: CudaSource, step: Attempt) -> list[dict[str, Any]]:
+        """The static facts that made the optimization valid, recorded in the skill: at the forward
+        site in the simpler state (same function as the step) when the operator has one, else at
+        the backward site in the optimized state. Static analysis only; never gated."""
+        op = next((o for o in self.ops if o.name == step.operator), None)
+        if op is None or step.to_text is None:
+            return []
+        try:
+            simpler = CudaSource.from_text(step.to_text, before.path)
+            forward = op.find_forward(simpler)
+            site = next((f for f in forward if f.anchor.function == step.site.anchor.function),
+                        forward[0] if forward else None)
+            if site is not None:
+                return [f.to_dict() for f in op.preconditions(simpler, site)]
+            facts = op.removal_preconditions(before, step.site) + op.preconditions(before, step.site)
+            return [f.to_dict() for f in facts]
+        except Exception:  # facts are evidence, not a gate: an operator that cannot state them records none
+            return []
+
     def _roundtrip(self, wl: Workload, before: CudaSource, step: Attempt) -> dict[str, Any]:
         """Re-derive the optimization forward on the simplified state: apply must pass the gate
         and restore the optimization (the operator finds it again)."""
@@ -346,7 +368,7 @@ class Walker:
         facts: list[dict[str, Any]] = []
         if not forward:
             return {"ok": None, "message": f"{op.name}: no mechanical forward site (an LLM provider must re-derive it)",
-                    "preconditions": facts}
+                    "preconditions": self._facts(before, step)}
         target = normalize(before.text)
         best: dict[str, Any] | None = None
         for site in forward:
