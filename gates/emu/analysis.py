@@ -21,6 +21,7 @@ SYNC_NAMES = frozenset(
         "this_thread_block", "tiled_partition", "thread_block", "thread_block_tile", "coalesced_threads",
         "sync", "shfl", "shfl_up", "shfl_down", "shfl_xor", "ballot", "any", "all", "reduce",
         "inclusive_scan", "exclusive_scan", "barrier", "warp_collective",
+        "load_matrix_sync", "store_matrix_sync", "mma_sync",
     }
 )
 SYNC_PREFIXES = ("__shfl", "__reduce_", "__match_")
@@ -57,6 +58,11 @@ def _idents(node: ts.Node, src: bytes) -> tuple[set[str], set[str]]:
         n = stack.pop()
         if n.type in _IDENTS:
             names.add(src[n.start_byte : n.end_byte].decode(errors="replace"))
+        elif n.type == "gnu_asm_expression":
+            from klineage.gates.emu.ptx import is_warp_collective
+
+            if is_warp_collective(n, src):
+                names.add("warp_collective")
         elif n.type == "call_expression":
             f = n.child_by_field_name("function")
             if f is not None and f.type == "identifier":

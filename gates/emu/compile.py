@@ -88,7 +88,7 @@ def runtime(sanitize: bool, opt: str = "-O1") -> RuntimeBuild:
     fl = flags(sanitize, opt)
     key = hashlib.sha256("\0".join([runtime_hash(), compiler_version(), str(INCLUDE), *fl]).encode()).hexdigest()[:16]
     final = cache_root() / key
-    rb = RuntimeBuild(final, (final / "klemu_rt.o", final / "switch.o"), final / "klemu.h")
+    rb = RuntimeBuild(final, (final / "klemu_rt.o", final / "klemu_tc.o", final / "switch.o"), final / "klemu.h")
     if all(p.exists() for p in (*rb.objects, final / "klemu.h.gch")):
         return rb
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -98,6 +98,7 @@ def runtime(sanitize: bool, opt: str = "-O1") -> RuntimeBuild:
         inc = ["-I", str(INCLUDE)]
         steps = [
             [CXX, *fl, *inc, "-c", str(RUNTIME / "src" / "klemu_rt.cpp"), "-o", str(tmp / "klemu_rt.o")],
+            [CXX, *fl, *inc, "-c", str(RUNTIME / "src" / "klemu_tc.cpp"), "-o", str(tmp / "klemu_tc.o")],
             [CXX, "-c", str(RUNTIME / "src" / "switch.S"), "-o", str(tmp / "switch.o")],
             [CXX, *fl, *inc, "-x", "c++-header", str(tmp / "klemu.h"), "-o", str(tmp / "klemu.h.gch")],
         ]

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import tree_sitter as ts
 
+from klineage.gates.emu import ptx as _ptx  # noqa: F401  (registers the PTX handlers)
 from klineage.gates.emu.analysis import Function, collect_functions, needs_fibers, sync_macros
 from klineage.gates.emu.unsupported import ASM_HANDLERS, Unsupported, asm_handler, asm_mnemonic, scan
 from klineage.source.parser import parse
@@ -189,7 +190,11 @@ class _Rewriter:
     def asm(self, node: ts.Node) -> None:
         handler = asm_handler(asm_mnemonic(node, self.src))
         if handler is not None:
-            self.edits.append(_Edit(node.start_byte, node.end_byte, handler(node, self.src)))
+            try:
+                text = handler(node, self.src)
+            except Unsupported as e:
+                raise Unsupported(e.construct, e.line, self.filename) from None
+            self.edits.append(_Edit(node.start_byte, node.end_byte, text))
 
     # ---- driver -----------------------------------------------------------------------------------------
     def run(self, root: ts.Node) -> None:

@@ -1,8 +1,8 @@
 """What the CPU emulator cannot run, found statically so the gate says `unsupported` before compiling.
 
 Two tables are the extension points: `UNSUPPORTED_NAMES` (identifiers and the construct they stand
-for) and `ASM_HANDLERS` (inline PTX instructions the emulator knows how to translate; empty until
-issue 11 adds mma.sync / ldmatrix / cp.async). Any inline `asm` whose instruction has no handler is
+for) and `ASM_HANDLERS` (inline PTX instructions the emulator knows how to translate: gates/emu/ptx.py registers
+mma.sync / ldmatrix / cp.async / cvta.to.shared / ex2.approx). Any inline `asm` whose instruction has no handler is
 unsupported.
 """
 
@@ -30,12 +30,7 @@ UNSUPPORTED_NAMES: dict[str, str] = {
     "cuTensorMapEncodeTiled": "TMA (cuTensorMapEncodeTiled)",
     "cp_async_bulk_tensor": "TMA (cp.async.bulk)",
     "wgmma": "wgmma (warpgroup matrix multiply)",
-    "wmma": "WMMA tensor-core API (nvcuda::wmma; planned in issue 11)",
-    "nvcuda": "WMMA tensor-core API (nvcuda::wmma; planned in issue 11)",
-    "__pipeline_memcpy_async": "asynchronous copy (__pipeline_memcpy_async; planned in issue 11)",
-    "__pipeline_commit": "asynchronous copy (__pipeline_commit; planned in issue 11)",
-    "__pipeline_wait_prior": "asynchronous copy (__pipeline_wait_prior; planned in issue 11)",
-    "memcpy_async": "asynchronous copy (memcpy_async; planned in issue 11)",
+    "memcpy_async": "asynchronous copy (cuda::memcpy_async with cuda::barrier / cuda::pipeline)",
     "tex1Dfetch": "texture memory (tex1Dfetch)",
     "tex2D": "texture memory (tex2D)",
     "tex3D": "texture memory (tex3D)",
@@ -50,16 +45,14 @@ UNSUPPORTED_INCLUDES: dict[str, str] = {
     "cuda/barrier": "cuda::barrier (asynchronous barriers / TMA)",
     "cuda/pipeline": "cuda::pipeline (asynchronous copies)",
     "cuda/ptx": "cuda::ptx (inline PTX wrappers)",
-    "mma.h": "WMMA tensor-core API (mma.h; planned in issue 11)",
     "cub/": "CUB library",
     "cutlass/": "CUTLASS library",
     "cute/": "CuTe library",
     "thrust/": "Thrust library",
-    "cuda_pipeline": "asynchronous copies (cuda_pipeline.h)",
     "cuda_awbarrier": "asynchronous barriers (cuda_awbarrier.h)",
 }
 
-#: PTX mnemonic prefix -> translator of the asm node to C++ (none yet: issue 11)
+#: PTX mnemonic prefix -> translator of the asm node to C++ (filled by gates/emu/ptx.py)
 AsmHandler = Callable[[ts.Node, bytes], str]
 ASM_HANDLERS: dict[str, AsmHandler] = {}
 
@@ -67,9 +60,9 @@ ASM_HANDLERS: dict[str, AsmHandler] = {}
 _PTX_WORDS = (
     ("cp.async.bulk", "TMA (cp.async.bulk)"),
     ("wgmma", "wgmma (warpgroup matrix multiply)"),
-    ("mma.sync", "inline PTX mma.sync (planned in issue 11)"),
-    ("ldmatrix", "inline PTX ldmatrix (planned in issue 11)"),
-    ("cp.async", "inline PTX cp.async (planned in issue 11)"),
+    ("mma.sync", "inline PTX mma.sync (only m16n8k16/m16n8k8 .row.col with f16/bf16 inputs are emulated)"),
+    ("ldmatrix", "inline PTX ldmatrix (only m8n8 .x1/.x2/.x4 .shared.b16 is emulated)"),
+    ("cp.async", "inline PTX cp.async (only .ca/.cg shared.global, commit_group, wait_group, wait_all are emulated)"),
     ("barrier.cluster", "thread-block clusters (barrier.cluster)"),
     ("mbarrier", "asynchronous barriers (mbarrier)"),
 )

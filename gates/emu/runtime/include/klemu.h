@@ -7,4 +7,5 @@
 #include "klemu/fp16.h"
 #include "klemu/cg.h"
 #include "klemu/host.h"
+#include "klemu/tc.h"
 #endif

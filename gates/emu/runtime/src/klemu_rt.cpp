@@ -426,6 +426,8 @@ SharedRegGlobal::SharedRegGlobal(SharedReg* r) {
   g_globals->push_back(r);
 }
 void* dyn_smem() { return g_dyn; }
+size_t dyn_smem_size() { return g_dyn_size; }
+unsigned char smem_poison() { return poison_byte(); }
 
 // ---- barriers and collectives -----------------------------------------------------------------------------
 int barrier(int pred, int mode, int line, const char* what) {

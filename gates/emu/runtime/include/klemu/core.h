@@ -134,14 +134,18 @@ inline T from_bits(uint64_t b) {
 // these (constant-initialised, so no guard); touch() poisons it on first use in every block.
 extern unsigned long g_block_epoch;
 void poison_shared(const volatile void* p, size_t n);
+struct SharedReg;
+void register_shared(SharedReg* r);  // gives it a window in the 32-bit shared address space
 struct SharedReg {
   const volatile void* p;
   size_t n;
   unsigned long epoch;
+  int id = 0;
   inline void touch() {
     if (__builtin_expect(epoch != g_block_epoch, 0)) {
       epoch = g_block_epoch;
       poison_shared(p, n);
+      if (!id) register_shared(this);
     }
   }
 };

@@ -1,0 +1,3 @@
+// Resolves to the KLineage CUDA emulator runtime.
+#pragma once
+#include "klemu.h"
