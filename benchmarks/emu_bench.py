@@ -1,6 +1,11 @@
 """Benchmark of the emu backend (issue 3): barrier crossings/s, shuffle rendezvous/s, one full gate.
 
-    .venv/bin/python benchmarks/emu_bench.py [--blocks 4000] [--repeat 3] [--sanitize]
+    .venv/bin/python benchmarks/emu_bench.py [--blocks 4000] [--repeat 3] [--sanitize] [--tc-only]
+
+Tensor cores (issue 11): emulated mma.sync m16n8k16 (bf16, f32 accumulate) per second — warp-wide
+operations, 8 warps issuing back-to-back MMAs (tests/kernels/emu_tc/tc.cu) —, and the wall time of
+the emu gate on expert_kernels/gemm_bf16 (mma.sync + ldmatrix + cp.async) at its emu shapes
+(falls back to tests/kernels/emu_tc/tc_gemm when the expert is absent).
 
 Barrier crossings: a 256-thread block crossing 8 __syncthreads, many blocks; one crossing is one
 thread passing one barrier. Shuffles: 256-thread blocks, 8 __shfl_xor_sync per lane; reported
@@ -93,6 +98,49 @@ def micro(blocks: int, repeat: int, sanitize: bool) -> dict[str, float]:
     }
 
 
+TC_CU = REPO / "tests" / "kernels" / "emu_tc" / "tc.cu"
+TC_GEMM = REPO / "expert_kernels" / "gemm_bf16"
+
+
+def tensor_cores(repeat: int, sanitize: bool, gate_too: bool) -> dict[str, float]:
+    work = Path(tempfile.mkdtemp(prefix="emu_bench_tc_"))
+    out = backend.build(TC_CU.read_text(), work, GateOptions(sanitize=sanitize))
+    if not out.ok:
+        raise SystemExit(f"tensor-core benchmark kernel failed to build: {out.message}")
+    lib = ctypes.CDLL(str(out.library))
+    a = (ctypes.c_uint32 * 128)(*[0x3F803F80] * 128)  # bf16 pairs of 1.0
+    res = (ctypes.c_float * 1024)()
+    warps, iters = 8, 4000
+    lib.mma_loop(a, res, warps, 10)
+    w, c = _best(lambda: lib.mma_loop(a, res, warps, iters), repeat)
+    r = {"mma_m16n8k16_per_s": warps * iters / w, "mma_m16n8k16_per_cpu_s": warps * iters / c}
+    if gate_too:
+        from klineage.gates.gate import gate
+
+        d = TC_GEMM if (TC_GEMM / "expert.cu").exists() else REPO / "tests" / "kernels" / "emu_tc" / "tc_gemm"
+        kern = d / "expert.cu" if (d / "expert.cu").exists() else d / "kernel.cu"
+        walls = []
+        for _ in range(repeat):
+            root = Path(tempfile.mkdtemp(prefix="emu_gate_tc_"))
+            t0 = time.perf_counter()
+            g = gate(kern, d, GateOptions(backend="emu", sanitize=sanitize), use_cache=False, cache_root=root)
+            walls.append(time.perf_counter() - t0)
+            if not g.accepted:
+                raise SystemExit(f"tensor-core gate rejected: {g.category}: {g.message}")
+        r["tc_gate_wall_s"] = min(walls)
+        r["tc_gate_wall_median_s"] = sorted(walls)[len(walls) // 2]
+        r["tc_gate_kernel"] = str(kern.relative_to(REPO))  # type: ignore[assignment]
+    return r
+
+
+def print_tc(t: dict, args: argparse.Namespace) -> None:
+    print(f"mma.sync m16n8k16/s       {t['mma_m16n8k16_per_s'] / 1e3:8.1f} k warp-wide wall, "
+          f"{t['mma_m16n8k16_per_cpu_s'] / 1e3:.1f} k per CPU-second  (bf16, f32 accumulate, 8 warps back to back)")
+    if "tc_gate_wall_s" in t:
+        print(f"tensor-core gate wall     {t['tc_gate_wall_s']:8.2f} s  best of {args.repeat} "
+              f"(median {t['tc_gate_wall_median_s']:.2f} s; {t['tc_gate_kernel']} at its emu shapes)")
+
+
 def hide_nvcc() -> None:
     """Drop nvcc from PATH so the gate runs only the emu build (as on a machine without CUDA)."""
     from klineage.gates import compile as nv
@@ -137,6 +185,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--sanitize", action="store_true", help="AddressSanitizer build (the gate's sanitize option)")
     ap.add_argument("--no-gate", action="store_true")
+    ap.add_argument("--tc-only", action="store_true", help="only the tensor-core figures (issue 11)")
     ap.add_argument("--without-nvcc", action="store_true",
                     help="hide nvcc, so the gate does not also compile the kernel for resources")
     args = ap.parse_args()
@@ -152,6 +201,11 @@ def main() -> None:
             print_gate(full_gate(args.repeat, True), args)
         return
     print(f"emu benchmark  cpus={os.cpu_count()}  toolchain={backend.toolchain()}  sanitize={args.sanitize}")
+    if args.tc_only:
+        if args.without_nvcc:
+            hide_nvcc()
+        print_tc(tensor_cores(args.repeat, args.sanitize, not args.no_gate), args)
+        return
     m = micro(args.blocks, args.repeat, args.sanitize)
     print(f"barrier crossings/s       {m['barrier_crossings_per_s'] / 1e6:8.1f} M wall, "
           f"{m['barrier_crossings_per_cpu_s'] / 1e6:.1f} M per CPU-second  (256-thread blocks, 8 barriers, {args.blocks} blocks)")
@@ -164,6 +218,7 @@ def main() -> None:
         hide_nvcc()
     if not args.no_gate:
         print_gate(full_gate(args.repeat, args.sanitize), args)
+    print_tc(tensor_cores(args.repeat, args.sanitize, not args.no_gate), args)
 
 
 def print_gate(g: dict[str, float], args: argparse.Namespace) -> None:
