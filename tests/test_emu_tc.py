@@ -248,6 +248,19 @@ def test_wmma_gemm_tile_with_elementwise_epilogue(lib: ctypes.CDLL, case: tuple,
     torch.testing.assert_close(got, ref.float(), atol=tol * 8, rtol=tol)
 
 
+def test_wmma_multiwarp_gemm_with_fill_fragment_and_k_loop(lib: ctypes.CDLL) -> None:
+    g = torch.Generator().manual_seed(11)
+    M, N, K = 64, 96, 48
+    A = torch.randn(M, K, generator=g).half()
+    B = torch.randn(K, N, generator=g).half()
+    C = torch.randn(M, N, generator=g)
+    Bt = B.t().contiguous()
+    out = C.clone()
+    lib.wmma_gemm(P(A), P(Bt), P(out), M, N, K, ctypes.c_float(2.0), ctypes.c_float(-1.0))
+    ref = 2.0 * (A.double() @ B.double()) - C.double()
+    torch.testing.assert_close(out, ref.float(), atol=1e-4, rtol=1e-5)
+
+
 def test_tc_gemm_passes_the_emu_gate() -> None:
     r = gate(GEMM / "kernel.cu", GEMM, GateOptions(backend="emu"), use_cache=False)
     assert r.accepted and r.category == "ok", f"{r.category}: {r.message}"

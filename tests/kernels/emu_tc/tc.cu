@@ -150,7 +150,30 @@ __global__ void wmma_k(const TI* A, const TI* B, const TA* C, TA* D, float scale
     wmma::store_matrix_sync(D, c, d_col ? M : N, d_col ? wmma::mem_col_major : wmma::mem_row_major);
 }
 
+// A WMMA GEMM as kernels write it: 4 warps per block, each a 16 x 16 tile of C, K walked in 16s,
+// fill_fragment(0), alpha/beta epilogue through x[i]. A row-major M x K, B col-major (N x K rows).
+__global__ void wmma_gemm_k(const half* A, const half* B, float* C, int M, int N, int K, float alpha, float beta) {
+    const int warp = threadIdx.x / 32;
+    const int tm = blockIdx.y * 2 + warp / 2, tn = blockIdx.x * 2 + warp % 2;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> b;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc, c;
+    wmma::fill_fragment(acc, 0.0f);
+    for (int k = 0; k < K; k += 16) {
+        wmma::load_matrix_sync(a, A + (size_t)tm * 16 * K + k, K);
+        wmma::load_matrix_sync(b, B + (size_t)tn * 16 * K + k, K);
+        wmma::mma_sync(acc, a, b, acc);
+    }
+    float* cp = C + (size_t)tm * 16 * N + tn * 16;
+    wmma::load_matrix_sync(c, cp, N, wmma::mem_row_major);
+    for (int i = 0; i < c.num_elements; ++i) c.x[i] = alpha * acc.x[i] + beta * c.x[i];
+    wmma::store_matrix_sync(cp, c, N, wmma::mem_row_major);
+}
+
 extern "C" {
+void wmma_gemm(const half* A, const half* B, float* C, int M, int N, int K, float alpha, float beta) {
+    wmma_gemm_k<<<dim3(N / 32, M / 32), 128>>>(A, B, C, M, N, K, alpha, beta);
+}
 void mma(const uint32_t* a, const uint32_t* b, const uint32_t* c, uint32_t* d, int kind) {
     mma_k<<<1, 32>>>(a, b, c, d, kind);
 }
