@@ -43,8 +43,8 @@ def test_unsupported_cluster_dims_and_cooperative_launch_and_includes() -> None:
     src = KERNEL_HEAD + "__global__ void k() {}\nvoid h() {\n  void* a[1];\n  cudaLaunchCooperativeKernel((void*)k, 1, 1, a);\n}\n"
     with pytest.raises(Unsupported, match=r"k\.cu:5: cooperative launch"):
         translate(src, "k.cu")
-    with pytest.raises(Unsupported, match=r"k\.cu:2: cuda::pipeline"):  # mma.h is emulated (issue 11)
-        translate(KERNEL_HEAD + "#include <cuda/pipeline>\n", "k.cu")
+    with pytest.raises(Unsupported, match=r"k\.cu:2: cuda::barrier"):  # mma.h is emulated (issue 11)
+        translate(KERNEL_HEAD + "#include <cuda/barrier>\n", "k.cu")
 
 
 def test_dynamic_parallelism_is_unsupported() -> None:

@@ -220,6 +220,18 @@ def test_pipeline_primitives(lib: ctypes.CDLL, zfill: int, wait: int) -> None:
     assert torch.equal(out, exp.view(-1))
 
 
+@pytest.mark.parametrize("early", [0, 1])
+def test_cuda_pipeline_thread_scope_stages_land_at_consumer_wait(lib: ctypes.CDLL, early: int) -> None:
+    src = torch.arange(1, 513, dtype=torch.float32)
+    out = torch.zeros(512)
+    lib.cupipe(P(src), P(out), early)
+    assert torch.equal(out[:256], src[:256])
+    if early:
+        assert _poisoned(out[256:]).all()
+    else:
+        assert torch.equal(out[256:], src[256:])
+
+
 WMMA = [  # variant, M, N, K, input dtype, A col-major, B col-major, accumulator dtype
     (0, 16, 16, 16, torch.bfloat16, False, True, torch.float32),
     (1, 16, 16, 16, torch.float16, True, False, torch.float32),

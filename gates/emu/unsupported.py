@@ -30,7 +30,8 @@ UNSUPPORTED_NAMES: dict[str, str] = {
     "cuTensorMapEncodeTiled": "TMA (cuTensorMapEncodeTiled)",
     "cp_async_bulk_tensor": "TMA (cp.async.bulk)",
     "wgmma": "wgmma (warpgroup matrix multiply)",
-    "memcpy_async": "asynchronous copy (cuda::memcpy_async with cuda::barrier / cuda::pipeline)",
+    "pipeline_shared_state": "cuda::pipeline of thread_block scope (pipeline_shared_state)",
+    "thread_scope_block": "cuda::pipeline / cuda::barrier of thread_block scope",
     "tex1Dfetch": "texture memory (tex1Dfetch)",
     "tex2D": "texture memory (tex2D)",
     "tex3D": "texture memory (tex3D)",
@@ -43,7 +44,7 @@ UNSUPPORTED_NAMES: dict[str, str] = {
 #: include path prefix -> construct
 UNSUPPORTED_INCLUDES: dict[str, str] = {
     "cuda/barrier": "cuda::barrier (asynchronous barriers / TMA)",
-    "cuda/pipeline": "cuda::pipeline (asynchronous copies)",
+    "cooperative_groups/memcpy_async": "cooperative_groups::memcpy_async",
     "cuda/ptx": "cuda::ptx (inline PTX wrappers)",
     "cub/": "CUB library",
     "cutlass/": "CUTLASS library",

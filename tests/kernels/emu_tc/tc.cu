@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 #include <cuda_pipeline.h>
 #include <mma.h>
+#include <cuda/pipeline>
 #include <stdint.h>
 
 // ---- mma.sync: a[lane*4+i], b[lane*2+i], c[lane*4+i] are the lanes' registers; d likewise ----
@@ -134,6 +135,25 @@ __global__ void pipe_k(const float* src, float* out, int zfill, int wait) {
     for (int i = l; i < 128; i += 32) out[i] = sm[i];
 }
 
+// ---- cuda::pipeline<thread_scope_thread>: two stages of 32 bytes per lane; stage 0 consumed after
+// consumer_wait (lands), stage 1 read before its wait when `early` (poison), else after ----
+__global__ void cupipe_k(const float* src, float* out, int early) {
+    __shared__ __align__(16) float sm[2][256];
+    const int l = threadIdx.x;
+    cuda::pipeline<cuda::thread_scope_thread> pipe = cuda::make_pipeline();
+    for (int s = 0; s < 2; ++s) {
+        pipe.producer_acquire();
+        cuda::memcpy_async(&sm[s][8 * l], src + s * 256 + 8 * l, cuda::aligned_size_t<16>(32), pipe);
+        pipe.producer_commit();
+    }
+    pipe.consumer_wait();
+    for (int i = 0; i < 8; ++i) out[8 * l + i] = sm[0][8 * l + i];
+    pipe.consumer_release();
+    if (!early) pipe.consumer_wait();
+    for (int i = 0; i < 8; ++i) out[256 + 8 * l + i] = sm[1][8 * l + i];
+    pipe.consumer_release();
+}
+
 // ---- WMMA ----
 using namespace nvcuda;
 template <int M, int N, int K, class TI, class TA, class LA, class LB>
@@ -180,6 +200,7 @@ void mma(const uint32_t* a, const uint32_t* b, const uint32_t* c, uint32_t* d, i
 void mma_loop(const uint32_t* a, float* out, int warps, int iters) { mma_loop_k<<<1, 32 * warps>>>(a, out, iters); }
 void ldm(const uint16_t* tile, uint32_t* out, int variant) { ldm_k<<<1, 32>>>(tile, out, variant); }
 void cpa(const float* src, float* out, int src_size, int mode) { cpa_k<<<1, 32, 384 * 4>>>(src, out, src_size, mode); }
+void cupipe(const float* src, float* out, int early) { cupipe_k<<<1, 32>>>(src, out, early); }
 void pipe(const float* src, float* out, int zfill, int wait) { pipe_k<<<1, 32>>>(src, out, zfill, wait); }
 // variant: 0 bf16 m16n16k16 row/col, 1 half m16n16k16 col/row, 2 half m32n8k16, 3 bf16 m8n32k16,
 // 4 half inputs with half accumulators m16n16k16

@@ -116,3 +116,53 @@ inline void mma_sync(fragment<accumulator, M, N, K, TD, void>& d, const fragment
 }
 }  // namespace wmma
 }  // namespace nvcuda
+
+// ---- cuda::pipeline<thread_scope_thread> + cuda::memcpy_async (libcu++), per-thread stages ----
+namespace klemu { long cp_async_groups(); }
+namespace cuda {
+enum thread_scope { thread_scope_system = 0, thread_scope_device = 1, thread_scope_block = 2, thread_scope_thread = 3 };
+template <size_t N>
+struct aligned_size_t {
+  size_t value;
+  explicit aligned_size_t(size_t v) : value(v) {}
+  operator size_t() const { return value; }
+};
+template <thread_scope S>
+class pipeline {
+  static_assert(S == thread_scope_thread, "emu: only cuda::pipeline<cuda::thread_scope_thread> is emulated");
+  long released_ = 0;
+
+ public:
+  void producer_acquire() {}
+  void producer_commit() { ::klemu::cp_async_commit(); }
+  void consumer_wait() {
+    long n = ::klemu::cp_async_groups() - (released_ + 1);
+    ::klemu::cp_async_wait(n < 0 ? 0 : (int)n);
+  }
+  void consumer_release() { ++released_; }
+  bool quit() { return true; }
+};
+inline pipeline<thread_scope_thread> make_pipeline() { return pipeline<thread_scope_thread>(); }
+template <size_t N>
+inline void pipeline_consumer_wait_prior(pipeline<thread_scope_thread>&) { ::klemu::cp_async_wait((int)N); }
+// Any 4/8/16-byte-multiple size: split into the largest aligned cp.async pieces.
+inline void memcpy_async(void* dst, const void* src, size_t size, pipeline<thread_scope_thread>&,
+                         int line = __builtin_LINE()) {
+  char* d = (char*)dst;
+  const char* s = (const char*)src;
+  while (size) {
+    int k = (size >= 16 && !((uintptr_t)d % 16) && !((uintptr_t)s % 16)) ? 16
+            : (size >= 8 && !((uintptr_t)d % 8) && !((uintptr_t)s % 8)) ? 8 : 4;
+    if (size < (size_t)k) ::klemu::fail("crash", "cuda::memcpy_async at line %d: size not a multiple of 4", line);
+    ::klemu::cp_async((uint64_t)(uintptr_t)d, s, k, k, line);
+    d += k;
+    s += k;
+    size -= (size_t)k;
+  }
+}
+template <class T, size_t N>
+inline void memcpy_async(T* dst, const T* src, aligned_size_t<N> size, pipeline<thread_scope_thread>& p,
+                         int line = __builtin_LINE()) {
+  memcpy_async((void*)dst, (const void*)src, (size_t)size, p, line);
+}
+}  // namespace cuda
