@@ -25,7 +25,7 @@ app = typer.Typer(
     help="Mine verified CUDA optimization skills from expert kernels and apply them to new ones.",
 )
 out = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # messages stay one line, whatever the width
 
 
 def emit_json(doc: object) -> None:
