@@ -70,3 +70,10 @@ def test_read_only_path_as_root_too(tmp_path: Path) -> None:
 def test_missing_db_read_only(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="no such database"):
         Store(tmp_path / "none.duckdb", read_only=True)
+
+
+def test_read_only_open_of_a_foreign_duckdb_file(tmp_path: Path) -> None:
+    p = tmp_path / "other.duckdb"
+    duckdb.connect(str(p)).close()
+    with pytest.raises(StoreError, match="holds no KLineage tables"):
+        Store(p, read_only=True)

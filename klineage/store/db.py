@@ -63,6 +63,9 @@ class Store:
             raise StoreError(f"{self.path}: cannot open database ({str(e).splitlines()[0]})") from None
         if not read_only:
             self._migrate()
+        elif _version_of(self.con) == 0:
+            self.con.close()
+            raise StoreError(f"{self.path}: holds no KLineage tables (an empty or foreign DuckDB file)")
 
     def _check_existing(self) -> None:
         if not self.path.exists():
