@@ -1,3 +1,4 @@
+import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
