@@ -342,15 +342,10 @@ class Workload:
         return out
 
 
-def load_workload(folder: str | Path) -> Workload:
-    """Import `folder/workload.py` and validate its WORKLOAD; raise WorkloadError naming every problem."""
-    folder = Path(folder)
-    path = folder / "workload.py"
-    if not folder.is_dir():
-        raise WorkloadError(f"{folder}: not a directory")
-    if not path.is_file():
-        raise WorkloadError(f"{folder}: no workload.py in this folder")
-    mod_name = f"_klineage_workload_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]}"
+def import_user_file(path: Path, label: str) -> Any:
+    """Import a user's Python file under a private module name; anything it raises becomes one
+    WorkloadError line naming `file:line` inside that file where possible."""
+    mod_name = f"_klineage_user_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]}"
     spec = importlib.util.spec_from_file_location(mod_name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -360,9 +355,21 @@ def load_workload(folder: str | Path) -> Workload:
     except Exception as e:  # the user's file: report where it failed, in one line
         tb = traceback.extract_tb(e.__traceback__)
         where = next((f"{f.filename}:{f.lineno}" for f in reversed(tb) if f.filename == str(path)), str(path))
-        raise WorkloadError(f"{where}: workload.py raised {type(e).__name__}: {e}") from None
+        raise WorkloadError(f"{where}: {label} raised {type(e).__name__}: {e}") from None
     finally:
         sys.modules.pop(mod_name, None)
+    return module
+
+
+def load_workload(folder: str | Path) -> Workload:
+    """Import `folder/workload.py` and validate its WORKLOAD; raise WorkloadError naming every problem."""
+    folder = Path(folder)
+    path = folder / "workload.py"
+    if not folder.is_dir():
+        raise WorkloadError(f"{folder}: not a directory")
+    if not path.is_file():
+        raise WorkloadError(f"{folder}: no workload.py in this folder")
+    module = import_user_file(path, "workload.py")
     wl = getattr(module, "WORKLOAD", None)
     if wl is None:
         raise WorkloadError(f"{path}: defines no WORKLOAD")

@@ -10,11 +10,8 @@ dimension, then the stream. Scalars that `get_inputs()` returns are constants of
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import math
 import shutil
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,7 +19,7 @@ from typing import Any
 import torch
 
 from klineage.errors import WorkloadError
-from klineage.workload import Scalar, Tensor, Tolerance, Workload
+from klineage.workload import Scalar, Tensor, Tolerance, Workload, import_user_file
 
 #: KernelBench's own evaluator accepts atol = rtol = 1e-2; imported problems use it unless --strict.
 KERNELBENCH_TOLERANCE = Tolerance(1e-2, 1e-2)
@@ -37,17 +34,7 @@ def load_problem(path: Path) -> Any:
     """Import a problem file; one clear line when it is not a KernelBench problem."""
     if not path.is_file():
         raise WorkloadError(f"{path}: no such file")
-    name = f"_klineage_kb_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    try:
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    except Exception as e:
-        raise WorkloadError(f"{path}: the problem file raised {type(e).__name__}: {e}") from None
-    finally:
-        sys.modules.pop(name, None)
+    module = import_user_file(path, "the problem file")
     for attr in ("Model", "get_inputs", "get_init_inputs"):
         if not hasattr(module, attr):
             raise WorkloadError(f"{path}: defines no {attr} (not a KernelBench problem)")
