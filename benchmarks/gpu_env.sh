@@ -39,6 +39,7 @@ if ! echo "import _klineage_repo; _klineage_repo.install()" > "$_kl_pth" 2>/dev/
   # no writable site-packages: sitecustomize on PYTHONPATH does the same at start-up
   echo "import _klineage_repo; _klineage_repo.install()" > "$_kl_site/sitecustomize.py"
 fi
+export PATH="$_kl_site/bin:$PATH"  # console scripts of the carried wheels (ninja for load_inline)
 export PYTHONPATH="$_kl_site:$_kl_root${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
 export KLINEAGE_HOME=${KLINEAGE_HOME:-/tmp/klineage_home}

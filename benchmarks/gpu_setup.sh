@@ -6,7 +6,8 @@
 #   source benchmarks/gpu_env.sh            # first thing in every device command
 #
 # The device image already has torch, numpy, networkx, jinja2, typer, rich, pyyaml, pytest,
-# nvidia-ml-py (KINDS.md's package list); klineage also imports the packages below. The
+# nvidia-ml-py (KINDS.md's package list); klineage also imports the packages below, and
+# benchmarks/kernelbench_gpu_check.py's load_inline needs ninja. The
 # anthropic SDK is left out: only the LLM provider uses it, never the gate.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,7 @@ WHEELS=(
   "tree-sitter-cuda==0.21.2"
   "duckdb==2.0.1"
   "libcst==1.9.0"
+  "ninja==1.13.2"   # torch load_inline builds with it (KernelBench ModelNew check)
 )
 PLATFORMS=()
 for n in 2_28 2_27 2_24 2_17; do PLATFORMS+=(--platform "manylinux_${n}_x86_64"); done
