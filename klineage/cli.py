@@ -444,8 +444,9 @@ def import_flashinfer(
     """A FlashInfer-Bench definition (+ workloads) as a workload folder."""
     from klineage.interop.flashinfer import import_definition, kernel_from_solution
 
-    if workloads is None and definition.parent.name == "definitions":
-        guess = definition.parent.parent / "workloads" / f"{definition.stem}.jsonl"
+    defs = next((p for p in definition.parents if p.name == "definitions"), None)
+    if workloads is None and defs is not None:  # a dataset: definitions/[op/]N.json, workloads/[op/]N.jsonl
+        guess = defs.parent / "workloads" / definition.relative_to(defs).with_suffix(".jsonl")
         workloads = guess if guess.exists() else None
     wl = import_definition(definition, out_dir, workloads)
     out.print(f"workload {wl.name} -> {out_dir / 'workload.py'}", highlight=False)

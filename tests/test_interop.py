@@ -152,3 +152,112 @@ v += __shfl_xor_sync(0xffffffff, v, s);
     assert s.origin == "imported" and s.verification["status"] == "unverified"
     assert [p["kind"] for p in s.preconditions] == ["Data types", "Hardware"]
     assert "+v += __shfl_xor_sync" in s.carrier
+
+
+# ---- FlashInfer-Trace workloads with safetensors inputs ----------------------------------------
+
+def _trace_dataset(root: Path, **tensors: object) -> Path:
+    """A FlashInfer-Trace dataset: definitions/, workloads/ and the recorded record's tensors under
+    blob/ (x: 5 rows, row 2 all zeros; weight); keyword arguments replace tensors (None drops one)."""
+    import torch
+    from safetensors.torch import save_file
+
+    (root / "definitions").mkdir(parents=True)
+    (root / "workloads").mkdir()
+    (root / "definitions/rms_h256.json").write_text((DATA / "fi_rms_h256.json").read_text())
+    (root / "workloads/rms_h256.jsonl").write_text((DATA / "fi_rms_h256_recorded.jsonl").read_text())
+    gen = torch.Generator().manual_seed(7)
+    x = torch.randn(5, 256, generator=gen).to(torch.bfloat16)
+    x[2] = 0
+    values = {"x": x, "weight": (1 + 0.1 * torch.randn(256, generator=gen)).to(torch.bfloat16), **tensors}
+    blob = root / "blob/workloads/rms_h256"
+    blob.mkdir(parents=True)
+    save_file({k: v for k, v in values.items() if v is not None}, str(blob / "r1.safetensors"))
+    return root
+
+
+def test_flashinfer_safetensors_inputs_load_and_gate(tmp_path: Path, monkeypatch, capsys) -> None:
+    from safetensors.torch import load_file
+
+    from klineage.cli import main
+    from klineage.interop.flashinfer import FIXED
+
+    ds = _trace_dataset(tmp_path / "ds")
+    out = tmp_path / "fi"
+    monkeypatch.setattr("sys.argv", ["klineage", "import", "flashinfer", str(ds / "definitions/rms_h256.json"), "--out", str(out)])
+    with pytest.raises(SystemExit) as e:  # the CLI finds workloads/rms_h256.jsonl beside definitions/
+        main()
+    assert e.value.code == 0, capsys.readouterr().err
+    assert (out / "blob/workloads/rms_h256/r1.safetensors").is_file()  # the folder stands alone
+    wl = load_workload(out)
+    recorded = {"rows": 5, FIXED: 0}
+    assert recorded in wl.shapes["emu"] and recorded in wl.shapes["test"] and {"rows": 7} in wl.shapes["test"]
+    want = load_file(str(ds / "blob/workloads/rms_h256/r1.safetensors"))
+    got = wl.make_inputs(recorded, seed=1)
+    assert got["x"].equal(want["x"]) and got["weight"].equal(want["weight"]) and got["rows"] == 5
+    kernel = (DATA / "fi_rms_h256_naive.cu").read_text()
+    r = gate(kernel, wl, name="naive.cu")
+    assert r.accepted, (r.category, r.message)
+    # dropping eps is right on random rows; the recorded all-zero row makes it NaN
+    no_eps = kernel.replace("sqrtf(ss / 256.0f + 1e-6f)", "sqrtf(ss / 256.0f)")
+    assert no_eps != kernel
+    r = gate(no_eps, wl, name="no_eps.cu")
+    assert not r.accepted and "'@fixed': 0" in r.message, (r.category, r.message)
+
+
+def test_flashinfer_tensor_file_is_part_of_the_cache_key(tmp_path: Path) -> None:
+    import torch
+    from safetensors.torch import save_file
+
+    ds = _trace_dataset(tmp_path / "ds")
+    import_definition(ds / "definitions/rms_h256.json", tmp_path / "fi", ds / "workloads/rms_h256.jsonl")
+    before = load_workload(tmp_path / "fi").fingerprint()
+    assert load_workload(tmp_path / "fi").fingerprint() == before
+    tensors = {"x": torch.ones(5, 256, dtype=torch.bfloat16), "weight": torch.ones(256, dtype=torch.bfloat16)}
+    save_file(tensors, str(tmp_path / "fi/blob/workloads/rms_h256/r1.safetensors"))
+    assert load_workload(tmp_path / "fi").fingerprint() != before
+
+
+def test_flashinfer_absolute_safetensors_path_is_copied_in(tmp_path: Path) -> None:
+    ds = _trace_dataset(tmp_path / "ds")
+    jsonl = ds / "workloads/rms_h256.jsonl"
+    jsonl.write_text(jsonl.read_text().replace('"blob/', f'"{ds}/blob/'))
+    import_definition(ds / "definitions/rms_h256.json", tmp_path / "fi", jsonl)
+    (ds / "blob/workloads/rms_h256/r1.safetensors").unlink()  # the folder needs the dataset no more
+    wl = load_workload(tmp_path / "fi")
+    assert len(wl.fixed_inputs) == 1 and str(ds) not in (tmp_path / "fi/workloads.jsonl").read_text()
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ("missing_file", r"rms_h256\.jsonl:2: input 'x': safetensors file .*r1\.safetensors not found"),
+        ("missing_key", r"rms_h256\.jsonl:2: input 'weight': .*r1\.safetensors holds no tensor 'weight'"),
+        ("shape", r"rms_h256\.jsonl:2: input 'x': tensor 'x' in .* has shape \[5, 128\]; the definition at axes "
+                  r"\{'rows': 5\} says \[5, 256\]"),
+        ("dtype", r"rms_h256\.jsonl:2: input 'weight': tensor 'weight' in .* is float32; the definition says bfloat16"),
+    ],
+    ids=["missing_file", "missing_key", "shape", "dtype"],
+)
+def test_flashinfer_bad_safetensors_inputs(tmp_path: Path, change: str, needle: str, monkeypatch, capsys) -> None:
+    import torch
+
+    from klineage.cli import main
+
+    tensors = {
+        "missing_file": {}, "missing_key": {"weight": None},
+        "shape": {"x": torch.zeros(5, 128, dtype=torch.bfloat16)}, "dtype": {"weight": torch.ones(256)},
+    }[change]
+    ds = _trace_dataset(tmp_path / "ds", **tensors)
+    if change == "missing_file":
+        (ds / "blob/workloads/rms_h256/r1.safetensors").unlink()
+    with pytest.raises(WorkloadError, match=needle):
+        import_definition(ds / "definitions/rms_h256.json", tmp_path / "out", ds / "workloads/rms_h256.jsonl")
+    assert not (tmp_path / "out").exists()
+    monkeypatch.setattr("sys.argv", ["klineage", "import", "flashinfer", str(ds / "definitions/rms_h256.json"),
+                                     "--out", str(tmp_path / "out")])
+    with pytest.raises(SystemExit) as e:
+        main()
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert e.value.code == 2 and len(lines) == 1 and lines[0].startswith("error: "), err
