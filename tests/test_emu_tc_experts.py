@@ -12,7 +12,7 @@ from klineage.gates.backend import GateOptions
 from klineage.gates.gate import gate
 
 CORPUS = Path(__file__).resolve().parent.parent / "expert_kernels"
-CASES = [("gemm_bf16", ""), ("gemm_bf16", "if (big_tiles >= sms)"), ("attention_fwd", "")]
+CASES = [("gemm_bf16", ""), ("gemm_bf16", "if (big_tiles >= 8LL * sms)"), ("attention_fwd", "")]
 
 
 @pytest.mark.parametrize(("name", "force"), CASES, ids=["gemm_bf16", "gemm_bf16-128x256", "attention_fwd"])

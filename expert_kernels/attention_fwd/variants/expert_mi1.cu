@@ -1,16 +1,14 @@
 // attention_fwd, expert: flash-style fp16 attention forward (one pass over K and V), fp32
 // accumulation, tensor cores for both products.
 //
-// STATUS: UNVERIFIED ON GPU. Compiles with nvcc (sm_90a; D = 128: 255 registers, 72 bytes of spills); the emu gate reports it
-// `unsupported` (inline PTX); it passes the emu gate with its PTX helpers replaced by warp-level
-// C++ models (tests/test_corpus_compute.py). It has not yet run on a GPU: see
-// benchmarks/RESULTS.md, "Compute-bound expert corpus (issue 10)".
+// VARIANT mi1 (the first expert design, kept for comparison): 16 query rows per warp, Q in
+// registers. Verified on an H200 (2026-12-02, cuda gate protocol, test shapes, two seeds) and
+// 11-17% slower there than expert.cu (32 rows per warp): 0.45x / 0.47x of torch's SDPA at
+// B 8, H 16, S 2048, D 128 non-causal / causal (benchmarks/RESULTS.md, issue 10).
 //
-// VARIANT mi2: one block per (128-query tile, head, batch): 4 warps, each owning 32 query rows
-// (two m16 tiles, so every K/V fragment read from shared memory feeds two MMAs: half the
-// shared-memory traffic per FLOP of the 16-row design); 2 blocks per SM. The block's Q tile is
-// copied to shared memory with cp.async and read with ldmatrix.x4 at every K tile (no room in
-// registers). K and V are walked in 64-row tiles, staged in a
+// One block per (128-query tile, head, batch): 8 warps, each owning 16 query rows. The block's
+// Q tile is copied to shared memory with cp.async and moved once into registers as
+// mma.sync.m16n8k16 A fragments (ldmatrix.x4). K and V are walked in 64-row tiles, staged in a
 // two-deep shared-memory ring by cp.async: the copies of tile j + 1 are in flight while tile j
 // is used. Per tile and warp: S = Q K^T on tensor cores (K rows read with ldmatrix.x4, which
 // gives the k-pairs of the "col" B operand directly), online softmax in registers (running row
@@ -33,8 +31,7 @@ namespace {
 
 constexpr int kBQ = 128;       // query rows per block
 constexpr int kBKV = 64;       // key/value rows per tile
-constexpr int kRowsPerWarp = 32;  // two m16 tiles: each K/V fragment feeds two MMAs
-constexpr int kWarps = kBQ / kRowsPerWarp;
+constexpr int kWarps = kBQ / 16;
 constexpr int kThreads = kWarps * 32;
 constexpr int kPad = 8;        // halves of padding per shared row
 
@@ -85,13 +82,12 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
 }
 
 template <int D, bool CAUSAL>
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, 1)
 attention_fwd_flash(const __half* __restrict__ Q, const __half* __restrict__ K, const __half* __restrict__ V,
                     __half* __restrict__ O, int S, float scale_log2) {
     using G = Cfg<D>;
     constexpr int kDK = D / 16;   // k16 steps over the head dim (first product)
     constexpr int kDN = D / 8;    // n8 tiles over the head dim (second product)
-    constexpr int MI = kRowsPerWarp / 16;
     extern __shared__ __align__(128) unsigned char smem_raw[];
     __half* Qs = reinterpret_cast<__half*>(smem_raw);
     __half* Ks = Qs + G::kQElems;                 // [2][kBKV][kStride]
@@ -121,6 +117,7 @@ attention_fwd_flash(const __half* __restrict__ Q, const __half* __restrict__ K, 
         }
     };
 
+    // Q tile and the first K/V tile.
 #pragma unroll
     for (int f = tid; f < kBQ * G::kChunksPerRow; f += kThreads) {
         const int r = f / G::kChunksPerRow, c = (f % G::kChunksPerRow) * 8;
@@ -131,32 +128,36 @@ attention_fwd_flash(const __half* __restrict__ Q, const __half* __restrict__ K, 
     cp_async_wait_all();
     __syncthreads();
 
-    float o[MI][kDN][4];
+    // Q fragments stay in registers for the whole pass.
+    uint32_t qf[kDK][4];
+    {
+        const uint32_t qs = smem_addr(Qs);
+        const int r = warp * 16 + (lane % 16);
 #pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-        for (int i = 0; i < kDN; ++i)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) o[mi][i][e] = 0.f;
-    float m[MI][2], l[MI][2];
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi) {
-        m[mi][0] = m[mi][1] = -INFINITY;
-        l[mi][0] = l[mi][1] = 0.f;
+        for (int kk = 0; kk < kDK; ++kk)
+            ldmatrix_x4(qf[kk], qs + 2 * (r * G::kStride + kk * 16 + (lane / 16) * 8));
     }
 
+    float o[kDN][4];
+#pragma unroll
+    for (int i = 0; i < kDN; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[i][e] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY};  // running max of raw scores, rows g and g + 8
+    float l[2] = {0.f, 0.f};              // running (per-lane partial) sums
+
     const int g = lane / 4, t = lane % 4;
-    const int wrow0 = q0 + warp * kRowsPerWarp;    // the warp's first query row
-    const int warp_last_q = wrow0 + kRowsPerWarp - 1;
-    const uint32_t qs = smem_addr(Qs);
-    const int q_row = warp * kRowsPerWarp + (lane % 16), q_col = (lane / 16) * 8;
+    const int qrow0 = q0 + warp * 16 + g;          // this lane's rows: qrow0 and qrow0 + 8
+    const int warp_last_q = q0 + warp * 16 + 15;
+    // ldmatrix lane offsets: K (x4): rows (lane % 8) + (lane / 16) * 8, cols ((lane / 8) % 2) * 8;
+    // V (x4.trans): rows (lane % 8) + ((lane / 8) % 2) * 8, cols (lane / 16) * 8.
     const int k_row = (lane % 8) + (lane / 16) * 8, k_col = ((lane / 8) % 2) * 8;
     const int v_row = (lane % 8) + ((lane / 8) % 2) * 8, v_col = (lane / 16) * 8;
 
     for (int j = 0; j < ntiles; ++j) {
         const int stage = j & 1;
         if (j + 1 < ntiles) {
-            load_kv(j + 1, stage ^ 1);
+            load_kv(j + 1, stage ^ 1);  // the other stage: released by the barrier ending tile j - 1
             cp_async_commit();
         }
         const int kv0 = j * kBKV;
@@ -164,127 +165,109 @@ attention_fwd_flash(const __half* __restrict__ Q, const __half* __restrict__ K, 
             const uint32_t ks = smem_addr(Ks + stage * G::kKVElems);
             const uint32_t vs = smem_addr(Vs + stage * G::kKVElems);
 
-            float s[MI][8][4];
+            // S = Q K^T: 16 x 64 per warp, 8 n-tiles.
+            float s[8][4];
 #pragma unroll
-            for (int mi = 0; mi < MI; ++mi)
+            for (int i = 0; i < 8; ++i)
 #pragma unroll
-                for (int i = 0; i < 8; ++i)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) s[mi][i][e] = 0.f;
+                for (int e = 0; e < 4; ++e) s[i][e] = 0.f;
 #pragma unroll
             for (int kk = 0; kk < kDK; ++kk) {
-                uint32_t qf[MI][4];
-#pragma unroll
-                for (int mi = 0; mi < MI; ++mi)
-                    ldmatrix_x4(qf[mi], qs + 2 * ((q_row + mi * 16) * G::kStride + kk * 16 + q_col));
 #pragma unroll
                 for (int np = 0; np < 4; ++np) {
                     uint32_t kb[4];
                     ldmatrix_x4(kb, ks + 2 * ((np * 16 + k_row) * G::kStride + kk * 16 + k_col));
+                    mma_f16_16816(s[2 * np], qf[kk], kb[0], kb[1]);
+                    mma_f16_16816(s[2 * np + 1], qf[kk], kb[2], kb[3]);
+                }
+            }
+
+            if (CAUSAL && kv0 + kBKV - 1 > q0 + warp * 16) {  // tile crosses this warp's diagonal
 #pragma unroll
-                    for (int mi = 0; mi < MI; ++mi) {
-                        mma_f16_16816(s[mi][2 * np], qf[mi], kb[0], kb[1]);
-                        mma_f16_16816(s[mi][2 * np + 1], qf[mi], kb[2], kb[3]);
+                for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int kv = kv0 + nt * 8 + 2 * t + (e & 1);
+                        const int q = qrow0 + (e >= 2 ? 8 : 0);
+                        if (kv > q) s[nt][e] = -INFINITY;
                     }
-                }
             }
 
-            if (CAUSAL && kv0 + kBKV - 1 > wrow0) {
+            // Online softmax.
+            float mx[2] = {m[0], m[1]};
 #pragma unroll
-                for (int mi = 0; mi < MI; ++mi)
+            for (int nt = 0; nt < 8; ++nt) {
+                mx[0] = fmaxf(mx[0], fmaxf(s[nt][0], s[nt][1]));
+                mx[1] = fmaxf(mx[1], fmaxf(s[nt][2], s[nt][3]));
+            }
 #pragma unroll
-                    for (int nt = 0; nt < 8; ++nt)
+            for (int r = 0; r < 2; ++r) {
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            }
+            float alpha[2], base[2];
 #pragma unroll
-                        for (int e = 0; e < 4; ++e) {
-                            const int kv = kv0 + nt * 8 + 2 * t + (e & 1);
-                            const int q = wrow0 + mi * 16 + g + (e >= 2 ? 8 : 0);
-                            if (kv > q) s[mi][nt][e] = -INFINITY;
-                        }
+            for (int r = 0; r < 2; ++r) {
+                const float mnew = mx[r] == -INFINITY ? 0.f : mx[r];  // a row with nothing seen yet
+                alpha[r] = fast_exp2((m[r] - mnew) * scale_log2);     // m = -inf: 0
+                base[r] = mnew * scale_log2;
+                m[r] = mx[r];
+                l[r] *= alpha[r];
+            }
+#pragma unroll
+            for (int i = 0; i < kDN; ++i) {
+                o[i][0] *= alpha[0]; o[i][1] *= alpha[0];
+                o[i][2] *= alpha[1]; o[i][3] *= alpha[1];
+            }
+            uint32_t pa[4][4];  // P as fp16 A fragments, one per k16 step over the 64 keys
+#pragma unroll
+            for (int nt = 0; nt < 8; ++nt) {
+                const float p0 = fast_exp2(fmaf(s[nt][0], scale_log2, -base[0]));
+                const float p1 = fast_exp2(fmaf(s[nt][1], scale_log2, -base[0]));
+                const float p2 = fast_exp2(fmaf(s[nt][2], scale_log2, -base[1]));
+                const float p3 = fast_exp2(fmaf(s[nt][3], scale_log2, -base[1]));
+                l[0] += p0 + p1;
+                l[1] += p2 + p3;
+                pa[nt / 2][(nt % 2) * 2 + 0] = pack_half2(p0, p1);
+                pa[nt / 2][(nt % 2) * 2 + 1] = pack_half2(p2, p3);
             }
 
-            uint32_t pa[MI][4][4];
-#pragma unroll
-            for (int mi = 0; mi < MI; ++mi) {
-                float mx[2] = {m[mi][0], m[mi][1]};
-#pragma unroll
-                for (int nt = 0; nt < 8; ++nt) {
-                    mx[0] = fmaxf(mx[0], fmaxf(s[mi][nt][0], s[mi][nt][1]));
-                    mx[1] = fmaxf(mx[1], fmaxf(s[mi][nt][2], s[mi][nt][3]));
-                }
-                float alpha[2], base[2];
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-                    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-                    const float mnew = mx[r] == -INFINITY ? 0.f : mx[r];
-                    alpha[r] = fast_exp2((m[mi][r] - mnew) * scale_log2);
-                    base[r] = mnew * scale_log2;
-                    m[mi][r] = mx[r];
-                    l[mi][r] *= alpha[r];
-                }
-#pragma unroll
-                for (int i = 0; i < kDN; ++i) {
-                    o[mi][i][0] *= alpha[0]; o[mi][i][1] *= alpha[0];
-                    o[mi][i][2] *= alpha[1]; o[mi][i][3] *= alpha[1];
-                }
-#pragma unroll
-                for (int nt = 0; nt < 8; ++nt) {
-                    const float p0 = fast_exp2(fmaf(s[mi][nt][0], scale_log2, -base[0]));
-                    const float p1 = fast_exp2(fmaf(s[mi][nt][1], scale_log2, -base[0]));
-                    const float p2 = fast_exp2(fmaf(s[mi][nt][2], scale_log2, -base[1]));
-                    const float p3 = fast_exp2(fmaf(s[mi][nt][3], scale_log2, -base[1]));
-                    l[mi][0] += p0 + p1;
-                    l[mi][1] += p2 + p3;
-                    pa[mi][nt / 2][(nt % 2) * 2 + 0] = pack_half2(p0, p1);
-                    pa[mi][nt / 2][(nt % 2) * 2 + 1] = pack_half2(p2, p3);
-                }
-            }
-
+            // O += P V: k over the 64 keys, n over the head dim.
 #pragma unroll
             for (int kk = 0; kk < 4; ++kk) {
 #pragma unroll
                 for (int dn = 0; dn < D / 16; ++dn) {
                     uint32_t vb[4];
                     ldmatrix_x4_trans(vb, vs + 2 * ((kk * 16 + v_row) * G::kStride + dn * 16 + v_col));
-#pragma unroll
-                    for (int mi = 0; mi < MI; ++mi) {
-                        mma_f16_16816(o[mi][2 * dn], pa[mi][kk], vb[0], vb[1]);
-                        mma_f16_16816(o[mi][2 * dn + 1], pa[mi][kk], vb[2], vb[3]);
-                    }
+                    mma_f16_16816(o[2 * dn], pa[kk], vb[0], vb[1]);
+                    mma_f16_16816(o[2 * dn + 1], pa[kk], vb[2], vb[3]);
                 }
             }
         }
-        cp_async_wait_all();
-        __syncthreads();
+        cp_async_wait_all();  // tile j + 1 landed (this thread's copies) ...
+        __syncthreads();      // ... everyone's; and stage j & 1 is free for tile j + 2
     }
 
-    // Normalize; stage the warp's own rows of the Q buffer (only this warp ever read them).
+    // Normalize, stage this warp's 16 rows in its own rows of the Q buffer, 16-byte stores.
 #pragma unroll
-    for (int mi = 0; mi < MI; ++mi) {
-        float inv[2];
+    for (int r = 0; r < 2; ++r) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    }
+    const float inv0 = 1.f / l[0], inv1 = 1.f / l[1];
+    __half* ow = Qs + warp * 16 * G::kStride;
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            float lr = l[mi][r];
-            lr += __shfl_xor_sync(0xffffffffu, lr, 1);
-            lr += __shfl_xor_sync(0xffffffffu, lr, 2);
-            inv[r] = 1.f / lr;
-        }
-        __half* ow = Qs + (warp * kRowsPerWarp + mi * 16) * G::kStride;
-#pragma unroll
-        for (int i = 0; i < kDN; ++i) {
-            const int c = i * 8 + 2 * t;
-            *reinterpret_cast<__half2*>(ow + g * G::kStride + c) =
-                __floats2half2_rn(o[mi][i][0] * inv[0], o[mi][i][1] * inv[0]);
-            *reinterpret_cast<__half2*>(ow + (g + 8) * G::kStride + c) =
-                __floats2half2_rn(o[mi][i][2] * inv[1], o[mi][i][3] * inv[1]);
-        }
+    for (int i = 0; i < kDN; ++i) {
+        const int c = i * 8 + 2 * t;
+        *reinterpret_cast<__half2*>(ow + g * G::kStride + c) = __floats2half2_rn(o[i][0] * inv0, o[i][1] * inv0);
+        *reinterpret_cast<__half2*>(ow + (g + 8) * G::kStride + c) =
+            __floats2half2_rn(o[i][2] * inv1, o[i][3] * inv1);
     }
     __syncwarp();
-    const __half* ow = Qs + warp * kRowsPerWarp * G::kStride;
 #pragma unroll
-    for (int f = lane; f < kRowsPerWarp * G::kChunksPerRow; f += 32) {
+    for (int f = lane; f < 16 * G::kChunksPerRow; f += 32) {
         const int r = f / G::kChunksPerRow, c = (f % G::kChunksPerRow) * 8;
-        *reinterpret_cast<uint4*>(Oh + (size_t)(wrow0 + r) * D + c) =
+        *reinterpret_cast<uint4*>(Oh + (size_t)(q0 + warp * 16 + r) * D + c) =
             *reinterpret_cast<const uint4*>(ow + r * G::kStride + c);
     }
 }
