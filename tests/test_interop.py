@@ -261,3 +261,28 @@ def test_flashinfer_bad_safetensors_inputs(tmp_path: Path, change: str, needle: 
     err = capsys.readouterr().err
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert e.value.code == 2 and len(lines) == 1 and lines[0].startswith("error: "), err
+
+
+def test_launches_without_a_stream_are_routed_to_the_current_stream() -> None:
+    """The cuda gate rejects work on the legacy default stream (side_stream); the wrapper routes
+    `<<<g, b>>>` and `<<<g, b, smem>>>` to the launcher's stream and leaves a named stream alone."""
+    from klineage.interop.solution import route_launches_to_current_stream
+
+    cuda = ("__global__ void k(float* y) { y[0] = 1.f; }\n"
+            "void f(float* y, cudaStream_t s) {\n"
+            "    k<<<1, 32>>>(y);\n"
+            "    k<<<dim3(1), 32, 128>>>(y);\n"
+            "    k<<<1, 32, 0, s>>>(y);\n"
+            "}\n")
+    out, n = route_launches_to_current_stream(cuda, "t.cu")
+    assert n == 2
+    assert "k<<<1, 32, 0, at::cuda::getCurrentCUDAStream()>>>(y);" in out
+    assert "k<<<dim3(1), 32, 128, at::cuda::getCurrentCUDAStream()>>>(y);" in out
+    assert "k<<<1, 32, 0, s>>>(y);" in out
+    from klineage.interop.kernelbench import workload_from_problem
+    from klineage.source.model import CudaSource
+
+    for name in ("add", "rowsum", "linear"):
+        wl = workload_from_problem(DATA / f"kb_{name}_problem.py")
+        sites = CudaSource.from_text(wrap_solution(DATA / f"kb_{name}_solution.py", wl), "w.cu").launch_sites
+        assert sites and all(site.stream for site in sites), [site.config for site in sites]
