@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# One device call, several named stages: each writes its log under $OUT/<stage>/ and a one-line
+# status to $OUT/rounds.txt; the tables are printed last. Device time is scarce (30 minutes a
+# session, a few minutes of machine start per call), so a call runs every stage that is ready.
+#
+#   bash benchmarks/gpu_setup.sh                     # here, once: wheels into .whl/
+#   # device, carry [".whl", ".gpu"]:
+#   bash benchmarks/gpu_round.sh kb coverage scale   # stages in the order given
+#
+# Stages (timeouts in seconds through KL_<STAGE>_S):
+#   kb           KernelBench round trip: import, cuda gate, export ModelNew, KernelBench-style eval
+#   compute      the compute-bound experts re-checked and timed (issue 10)
+#   coverage     lineage roots (benchmarks/lineage_roots/) timed beside expert/naive/torch (issue 7)
+#   scale        emu mining, local executor, 1 vs 14 workers, bounded walk (issue 14)
+#   materialize  leave-one-out materializer on cuda, curriculum and none (issue 8)
+#   heldout      held-out instances on cuda, curriculum and none (issue 9)
+# `.gpu/skills.duckdb` (ignored) is the skill store the materializer and the held-out check use:
+# the shipped skills rebuilt here from skills_db/skills.jsonl (`klineage.export.shipped_store`), as
+# `klineage materialize` does in a fresh clone.
+set -u
+cd "$(dirname "$0")/.."
+source benchmarks/gpu_env.sh
+OUT=${OUT:-/tmp/gpu_round}
+mkdir -p "$OUT"
+DB=${KL_DB:-.gpu/skills.duckdb}
+
+stage() {  # name timeout command...
+  local name=$1 limit=$2
+  shift 2
+  mkdir -p "$OUT/$name"
+  local t0=$SECONDS
+  timeout "$limit" "$@" > "$OUT/$name/$name.log" 2>&1
+  local rc=$?
+  echo "$name rc=$rc $((SECONDS - t0))s" | tee -a "$OUT/rounds.txt"
+}
+
+for s in "$@"; do
+  case $s in
+    kb) stage kb "${KL_KB_S:-150}" python3 benchmarks/kernelbench_gpu_check.py --out "$OUT/kb" ;;
+    compute) stage compute "${KL_COMPUTE_S:-240}" python3 benchmarks/corpus_bench.py --check \
+      --only sgemm,gemm_bf16,attention_fwd --budget-s 2 --naive-budget-s 1 --skip-naive --out "$OUT/compute" ;;
+    coverage)
+      only=$(ls benchmarks/lineage_roots | paste -sd, -)
+      # shellcheck disable=SC2046
+      stage coverage "${KL_COVERAGE_S:-300}" python3 benchmarks/corpus_bench.py --check --only "$only" \
+        --budget-s 2 --naive-budget-s 2 --out "$OUT/coverage" $(python3 benchmarks/lineage_bench.py variants)
+      python3 benchmarks/lineage_bench.py coverage "$OUT/coverage/corpus_bench.json" > "$OUT/coverage/coverage.md" 2>&1 ;;
+    scale) stage scale "${KL_SCALE_S:-420}" python3 benchmarks/scale_bench.py expert_kernels --workers 1,14 --no-ray \
+      --max-steps "${KL_SCALE_STEPS:-3}" --json "$OUT/scale/scale.json" ;;
+    materialize) stage materialize "${KL_MATERIALIZE_S:-300}" python3 benchmarks/materialize_bench.py --db "$DB" \
+      --backend cuda --modes "${KL_MODES:-curriculum,none}" --out "$OUT/materialize" ;;
+    heldout)
+      for mode in curriculum none; do
+        skills=all; [ "$mode" = none ] && skills=none
+        stage "heldout_$mode" "${KL_HELDOUT_S:-240}" python3 -m klineage heldout --backend cuda --db "$DB" \
+          --skills "$skills" --out "$OUT/heldout_$mode/run"
+      done ;;
+    *) echo "unknown stage $s" | tee -a "$OUT/rounds.txt" ;;
+  esac
+done
+
+echo "== rounds"; cat "$OUT/rounds.txt"
+for s in "$@"; do
+  case $s in
+    kb) tail -6 "$OUT/kb/kb.log" ;;
+    compute) grep -E '^\|' "$OUT/compute/compute.log" | tail -24 ;;
+    coverage) cat "$OUT/coverage/coverage.md" ;;
+    scale) tail -8 "$OUT/scale/scale.log" ;;
+    materialize) tail -22 "$OUT/materialize/materialize.log" ;;
+    heldout) for m in curriculum none; do tail -40 "$OUT/heldout_$m/heldout_$m.log"; done ;;
+  esac
+done
