@@ -1,12 +1,19 @@
 """Scale-out benchmark (issue 14): the same corpus mined with the `local` executor at several
 worker counts and with the `ray` executor; wall time, and whether every run stored the same rows.
 
+`mine_corpus` walks up to `workers` workloads at once (threads of the driver sharing one
+executor), so N workers are used across workloads even when each step's first candidate passes.
 Each configuration starts cold: its own gate cache ($KLINEAGE_HOME) and its own DuckDB file, so
 every candidate is gated in every run. Rows are compared without timings (elapsed seconds differ
 by nature): states, steps (verdicts, taken, roundtrip), kernels, gate verdicts and skills.
+`--max-steps N` bounds every walk at N backward steps (passed to `mine_corpus`), so the whole
+`expert_kernels/` corpus can be timed in minutes rather than hours. CORPUS is any mix of corpus
+folders and single workload folders, mined in the order given.
 
     python benchmarks/scale_bench.py                                   # 2-core CI box: local 1, local 2, ray
     python benchmarks/scale_bench.py --workers 1,14 --no-ray           # 16-core GPU box, emu
+    python benchmarks/scale_bench.py expert_kernels --max-steps 3 --workers 1,14 --no-ray   # bounded, whole corpus
+    python benchmarks/scale_bench.py expert_kernels/softmax expert_kernels/rmsnorm --max-steps 3 --no-ray  # a subset
     python benchmarks/scale_bench.py --backend cuda --workers 1 --ray-cpus 1   # 1-GPU Ray worker vs local
 """
 
@@ -78,17 +85,22 @@ def mine_once(corpus: list[Path], kind: str, workers: int, args: argparse.Namesp
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("corpus", nargs="*", type=Path, default=[REPO / "tests/data/mining"])
+    ap.add_argument("corpus", nargs="*", type=Path, default=[REPO / "tests/data/mining"],
+                    help="corpus or workload folders (default tests/data/mining)")
     ap.add_argument("--backend", choices=("emu", "cuda"), default="emu")
     ap.add_argument("--workers", default="1,2", help="local worker counts, comma-separated (default 1,2)")
     ap.add_argument("--ray-cpus", type=int, default=0, help="Ray run's CPUs (default: the largest --workers)")
     ap.add_argument("--no-ray", action="store_true", help="local runs only (no Ray on this machine)")
     ap.add_argument("--address", default=None, help="a running Ray cluster instead of a local instance")
-    ap.add_argument("--max-steps", type=int, default=40)
+    ap.add_argument("--max-steps", type=int, default=40, metavar="N",
+                    help="backward steps per walk at most, passed to mine_corpus (default 40, as `klineage mine`)")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per gate stage")
     ap.add_argument("--json", type=Path, default=None, help="also write the runs here")
     args = ap.parse_args(argv)
     counts = [int(w) for w in args.workers.split(",") if w.strip()]
+    if args.max_steps < 0 or not counts or min(counts) < 1:
+        ap.error("--max-steps must be >= 0 and every --workers count >= 1")
+    load0 = os.getloadavg()
     plan = [("local", n) for n in counts]
     if not args.no_ray:
         plan.append(("ray", args.ray_cpus or max(counts)))
@@ -106,8 +118,13 @@ def main(argv: list[str] | None = None) -> int:
                     if snap[table] != first[table]:
                         print(f"  {kind} x{n}: table {table} differs from the first run", file=sys.stderr)
             runs.append(run)
+            print(f"  {kind} x{n}: mine {run.mine_s:.1f} s, {run.gate_runs} gates, {run.accepted} steps,"
+                  f" identical {'yes' if run.identical else 'NO'}", file=sys.stderr, flush=True)
     base = runs[0].mine_s
-    print(f"backend {args.backend}, corpus {', '.join(str(c) for c in args.corpus)}, {os.cpu_count()} CPUs")
+    load1 = os.getloadavg()
+    print(f"backend {args.backend}, corpus {', '.join(str(c) for c in args.corpus)}, max steps {args.max_steps},"
+          f" {os.cpu_count()} CPUs, load average (1/5/15 min) {'/'.join(f'{x:.2f}' for x in load0)} before,"
+          f" {'/'.join(f'{x:.2f}' for x in load1)} after")
     print(f"{'executor':<9} {'workers':>7} {'start s':>8} {'mine s':>8} {'speedup':>8} {'gates':>6} {'steps':>6}"
           f" {'skills':>6}  identical")
     for r in runs:

@@ -8,6 +8,12 @@ jobs lazily in index order, at most `capacity` at once, so a consumer that stops
 has found the first accepted candidate in source order) wastes little. Closing the iterator
 stops further submissions.
 
+One executor serves several walks at once (`klineage mine` walks up to `workers` workloads in
+threads of the driver): `run` and `gate_one` may be called from several threads concurrently.
+Each run in flight gets a fair share of the capacity (capacity // runs, the remainder to the
+earliest runs, at least one), so N concurrent walks keep N slots busy with the candidate each
+walk needs next rather than with one walk's speculative candidates past its winner.
+
 The `ray` executor keeps the content-hash cache (gates/cache.py) on the driver: it looks a job up
 there first, a task gates into a private folder on its worker and returns the verdict together
 with the artifact's files, and the driver writes them into its own cache, once per key. A task
@@ -86,6 +92,8 @@ class GateExecutor(ABC):
     def __init__(self) -> None:
         self._workloads: dict[Path, Workload] = {}
         self._lock = threading.Lock()
+        self._runs: list[object] = []  # the runs in flight, in start order (one token each)
+        self._runs_lock = threading.Lock()
 
     @property
     @abstractmethod
@@ -103,6 +111,24 @@ class GateExecutor(ABC):
             return next(stream)[1]
         finally:
             stream.close()
+
+    # ---- fair sharing between concurrent runs ------------------------------------------------
+    def _enter_run(self) -> object:
+        token = object()
+        with self._runs_lock:
+            self._runs.append(token)
+        return token
+
+    def _leave_run(self, token: object) -> None:
+        with self._runs_lock:
+            self._runs.remove(token)
+
+    def _share(self, token: object, capacity: int) -> int:
+        """Jobs this run may have in flight now: an even split of `capacity` over the runs in
+        flight, the remainder to the earliest, never less than one."""
+        with self._runs_lock:
+            n, rank = len(self._runs), self._runs.index(token)
+        return max(1, capacity // n + (1 if rank < capacity % n else 0))
 
     def close(self) -> None:
         """Release the pool or the Ray instance this executor started."""
@@ -131,6 +157,7 @@ class LocalExecutor(GateExecutor):
         super().__init__()
         self.workers = max(1, workers)
         self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
 
     @property
     def capacity(self) -> int:
@@ -139,16 +166,21 @@ class LocalExecutor(GateExecutor):
     def _gate(self, job: GateJob) -> GateResult:
         return gate(job.source, self.workload(job.workload_dir), job.options, name=job.name)
 
+    def _ensure_pool(self) -> ThreadPoolExecutor:
+        with self._pool_lock:  # several walks' threads may start their first run at once
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="klineage-gate")
+            return self._pool
+
     def run(self, jobs: Sequence[GateJob]) -> Generator[tuple[int, GateResult], None, None]:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="klineage-gate")
-        pool = self._pool
+        pool = self._ensure_pool()
         todo = deque(enumerate(jobs))
         running: dict[Future[GateResult], list[int]] = {}
         by_key: dict[str, Future[GateResult]] = {}
+        token = self._enter_run()
         try:
             while todo or running:
-                while todo and len(running) < self.workers:
+                while todo and len(running) < self._share(token, self.workers):
                     i, job = todo.popleft()
                     dup = by_key.get(job.dedup_key())
                     if dup is not None and dup in running:
@@ -164,13 +196,15 @@ class LocalExecutor(GateExecutor):
                     for i in indices:
                         yield i, result
         finally:
+            self._leave_run(token)
             for fut in running:
                 fut.cancel()  # not started: dropped; started: finishes in its thread (cache filled)
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
         super().close()
 
 
@@ -322,6 +356,7 @@ class RayExecutor(GateExecutor):
         self._toolchains: dict[str, str | None] = {}
         self._files: dict[Path, dict[str, bytes]] = {}
         self._orphans: dict[Any, _Flight] = {}  # tasks of an abandoned run, still useful to the cache
+        self._state = threading.RLock()  # the tables and counters below, shared by concurrent runs
         self.written: list[str] = []  # cache keys this driver wrote, in order (each once)
         self.submitted = 0
         self.retried = 0
@@ -338,9 +373,10 @@ class RayExecutor(GateExecutor):
 
     # ---- driver-side cache ------------------------------------------------------------------
     def _toolchain(self, backend: str) -> str | None:
-        if backend not in self._toolchains:
-            self._toolchains[backend] = self._ray.get(self._probe.remote(backend))
-        return self._toolchains[backend]
+        with self._state:
+            if backend not in self._toolchains:
+                self._toolchains[backend] = self._ray.get(self._probe.remote(backend))
+            return self._toolchains[backend]
 
     def _key(self, job: GateJob) -> str | None:
         tool = self._toolchain(job.options.backend)
@@ -348,6 +384,10 @@ class RayExecutor(GateExecutor):
 
     def _archive(self, outcome: TaskOutcome, result: GateResult) -> None:
         """Write a remote verdict and its files into this driver's cache, unless already there."""
+        with self._state:  # one thread archives a key; `written` lists each key once
+            self._archive_locked(outcome, result)
+
+    def _archive_locked(self, outcome: TaskOutcome, result: GateResult) -> None:
         key = outcome.key
         if not key or cache.load_cached(key) is not None:
             return
@@ -370,24 +410,29 @@ class RayExecutor(GateExecutor):
 
     def _submit(self, flight: _Flight) -> Any:
         flight.deadline = self._deadline(flight.job.options)
-        self.submitted += 1
+        with self._state:
+            self.submitted += 1
         return self._remote.remote(flight.payload)
 
     def _payload(self, job: GateJob, key: str | None) -> TaskPayload:
         folder = job.workload_dir
-        if folder not in self._files:
-            self._files[folder] = _workload_files(folder)
-        return TaskPayload(job.source, job.name, job.options, str(folder), self._files[folder], key)
+        with self._state:
+            if folder not in self._files:
+                self._files[folder] = _workload_files(folder)
+            files = self._files[folder]
+        return TaskPayload(job.source, job.name, job.options, str(folder), files, key)
 
     def _failed(self, ref: Any, flight: _Flight, why: str, table: dict[Any, _Flight]) -> GateResult | None:
         """A try failed for a system reason: resubmit once (a new worker), else a crash verdict."""
         if flight.payload.attempt < 2:
-            self.retried += 1
+            with self._state:
+                self.retried += 1
             self.progress(f"{flight.job.name}: gate task failed ({why}); retrying once")
             flight.payload.attempt += 1
             table[self._submit(flight)] = flight
             return None
-        self.crashed += 1
+        with self._state:
+            self.crashed += 1
         return GateResult.reject("run", "crash", f"{flight.job.name}: the gate task failed twice, the last time: {why}",
                                  backend=flight.job.options.backend)
 
@@ -420,7 +465,12 @@ class RayExecutor(GateExecutor):
         return out
 
     def _harvest_orphans(self, block: bool = False) -> None:
-        """Archive the verdicts of tasks an earlier, abandoned run left in flight."""
+        """Archive the verdicts of tasks an earlier, abandoned run left in flight (one thread at
+        a time: the orphans are shared by every run)."""
+        with self._state:
+            self._harvest_orphans_locked(block)
+
+    def _harvest_orphans_locked(self, block: bool) -> None:
         if not self._orphans:
             return
         refs = list(self._orphans)
@@ -441,9 +491,10 @@ class RayExecutor(GateExecutor):
         table: dict[Any, _Flight] = {}
         by_key: dict[str, _Flight] = {}
         capacity = self.capacity
+        token = self._enter_run()
         try:
             while todo or table:
-                while todo and len(table) < capacity:
+                while todo and len(table) < self._share(token, capacity):
                     i, job = todo.popleft()
                     dk = job.dedup_key()
                     if dk in by_key and any(f is by_key[dk] for f in table.values()):
@@ -457,9 +508,11 @@ class RayExecutor(GateExecutor):
                     if hit is not None:
                         yield i, hit
                         continue
-                    adopted = next((r for r, f in self._orphans.items() if key and f.key == key), None)
-                    if adopted is not None:
-                        flight = self._orphans.pop(adopted)
+                    with self._state:  # the orphans are shared with other runs
+                        adopted = next((r for r, f in self._orphans.items() if key and f.key == key), None)
+                        orphan = self._orphans.pop(adopted) if adopted is not None else None
+                    if orphan is not None:
+                        flight = orphan
                         flight.job, flight.indices = job, [i]
                         table[adopted] = flight
                     else:
@@ -481,7 +534,9 @@ class RayExecutor(GateExecutor):
                     for i in flight.indices:
                         yield i, r
         finally:
-            self._orphans.update(table)  # not cancelled: their verdicts still fill the cache
+            self._leave_run(token)
+            with self._state:
+                self._orphans.update(table)  # not cancelled: their verdicts still fill the cache
 
     def close(self) -> None:
         try:

@@ -1,22 +1,36 @@
-"""`klineage mine`: walk every expert kernel of a corpus, then extract and merge skills."""
+"""`klineage mine`: walk every expert kernel of a corpus, then extract and merge skills.
+
+Up to `workers` workloads are walked at once, each in a thread of the driver, all submitting their
+gate jobs to the one executor (which shares its capacity fairly between them): within one step the
+first candidate usually passes, so a single walk leaves most workers idle. The store is written
+only by the driver; its lock serializes the walks' transactions, and each step still commits
+alone. Skills are extracted and merged after every walk has finished, in corpus order, so the
+stored rows do not depend on the worker count, the executor or which walk finished first; the
+summary lists the workloads in corpus order too. A walk that raises does not stop the others:
+they finish, their skills are stored, then the first error (in corpus order) is raised. Ctrl-C
+stops every walk at its next gate verdict; what was committed stays, and a re-run resumes.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 import time
 import uuid
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from klineage.errors import KLineageError
 from klineage.executor import GateExecutor, make_executor
 from klineage.gates.backend import GateOptions
 from klineage.skills import extract, upsert
 from klineage.store.db import Store
-from klineage.walker import WalkConfig, Walker, find_workloads
+from klineage.walker import WalkConfig, Walker, WalkSummary, find_workloads
 from klineage.workload import load_workload
 
 
@@ -40,7 +54,8 @@ def mine_corpus(
 
     `executor` is `local` (a pool of `workers` on this machine), `ray` (Ray tasks; a local Ray
     instance with `workers` CPUs unless `address` names a cluster) or an executor object, which
-    the caller keeps and closes. The store is written only here, on the driver."""
+    the caller keeps and closes. Up to `workers` walks run at once, in threads; the store is
+    written only here, on the driver."""
     t0 = time.perf_counter()
     folders = find_workloads(dirs)
     workloads = {f: load_workload(f) for f in folders}  # bad workload.py: one clear error before any work
@@ -60,31 +75,45 @@ def mine_corpus(
         llm_operator = LLMOperator(provider)
     config = WalkConfig(options=GateOptions(backend=backend, timeout_s=timeout_s), max_steps=max_steps,
                         workers=workers, roundtrip=roundtrip, llm=llm_operator, llm_attempts=llm_attempts)
-    results = []
+    results: list[dict[str, Any]] = []
     pool: GateExecutor | None = None
+    stop = threading.Event()
     try:
         pool = executor if isinstance(executor, GateExecutor) else make_executor(
             executor, workers=workers, backend=backend, address=address)
         with _progress(console) as progress:
-            for folder in folders:
-                task = progress.add_task(folder.name, total=None) if progress else None
+            tasks = [progress.add_task(f"{f.name}: waiting", total=None) if progress else None for f in folders]
 
-                def note(msg: str, task: Any = task) -> None:
+            def walk_one(i: int) -> WalkSummary:
+                def note(msg: str, task: Any = tasks[i]) -> None:
                     if progress is not None:
                         progress.update(task, description=msg[:100])
 
-                summary = Walker(store, config, note, executor=pool).walk(folder)
-                skills = upsert(store, extract(store, workloads[folder])) if not summary.skipped else []
+                return Walker(store, config, note, executor=pool, stop=stop).walk(folders[i])
+
+            outcomes = _walk_all(len(folders), walk_one, workers, stop)
+            failure: BaseException | None = None
+            for i, (folder, outcome) in enumerate(zip(folders, outcomes, strict=True)):
+                if isinstance(outcome, BaseException):  # the others went on; raised below
+                    failure = failure or outcome
+                    if progress is not None:
+                        progress.update(tasks[i], description=f"{folder.name}: failed: {outcome}"[:100])
+                    continue
+                # after every walk, in corpus order: merges never depend on which walk ended first
+                skills = upsert(store, extract(store, workloads[folder])) if not outcome.skipped else []
                 if progress is not None:
-                    done = summary.skipped or f"{summary.accepted} steps, {len(set(skills))} skills"
-                    progress.update(task, description=f"{folder.name}: {done[:90]}")
-                results.append({**summary.__dict__, "skills": sorted(set(skills))})
+                    done = outcome.skipped or f"{outcome.accepted} steps, {len(set(skills))} skills"
+                    progress.update(tasks[i], description=f"{folder.name}: {done[:90]}")
+                results.append({**outcome.__dict__, "skills": sorted(set(skills))})
+        if failure is not None:
+            raise failure
         with store.transaction() as con:
             con.execute("UPDATE mining_runs SET status = 'done', finished_at = current_timestamp WHERE run_id = ?", [run_id])
         total_skills = int(store.scalar("SELECT count(*) FROM skills"))
-    except KLineageError:
-        with store.transaction() as con:
-            con.execute("UPDATE mining_runs SET status = 'failed', finished_at = current_timestamp WHERE run_id = ?", [run_id])
+    except BaseException as e:
+        status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+        with contextlib.suppress(Exception), store.transaction() as con:  # never masks the error itself
+            con.execute("UPDATE mining_runs SET status = ?, finished_at = current_timestamp WHERE run_id = ?", [status, run_id])
         raise
     finally:
         store.close()
@@ -92,6 +121,38 @@ def mine_corpus(
             pool.close()  # ours: the pool's threads, or the Ray instance we started
     return {"db": str(store.path), "run_id": run_id, "workloads": results, "skills": total_skills,
             "elapsed_s": time.perf_counter() - t0}
+
+
+def _walk_all(n: int, walk_one: Callable[[int], WalkSummary], walkers: int,
+              stop: threading.Event) -> list[WalkSummary | BaseException]:
+    """Run `walk_one(0) .. walk_one(n-1)`, at most `walkers` at once, started in corpus order;
+    each outcome is a summary or the exception that walk raised. On KeyboardInterrupt (here, or
+    raised in a walk) every walk is told to stop, the waiting ones never start, and this returns
+    only once the running ones have ended (at their next gate verdict), then re-raises."""
+    outcomes: list[WalkSummary | BaseException | None] = [None] * n
+    interrupted: BaseException | None = None
+    ex = ThreadPoolExecutor(max_workers=max(1, min(walkers, n)), thread_name_prefix="klineage-walk")
+    futures: dict[Future[WalkSummary], int] = {}
+    try:
+        futures = {ex.submit(walk_one, i): i for i in range(n)}
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            for fut in done:
+                err = fut.exception()
+                outcomes[futures[fut]] = err if err is not None else fut.result()
+                if isinstance(err, KeyboardInterrupt):
+                    raise err
+    except BaseException as e:  # Ctrl-C while waiting, or a walk's KeyboardInterrupt
+        interrupted = e
+        stop.set()
+        for fut in futures:
+            fut.cancel()
+    finally:
+        ex.shutdown(wait=True, cancel_futures=True)  # running walks end at their next check
+    if interrupted is not None:
+        raise interrupted
+    return [o if o is not None else KeyboardInterrupt() for o in outcomes]
 
 
 class _NoProgress:

@@ -5,12 +5,19 @@ simplification, and moves to the first accepted one; it repeats until no simplif
 or the step budget ends. Rejected attempts are kept: they are the evidence of what breaks. Every
 accepted step is re-derived forward (roundtrip). Each step is committed in its own transaction,
 and a re-run resumes from the store: a step already recorded is never gated again.
+
+Several walkers may run at once in threads of one driver (`klineage mine`), sharing the store and
+the executor; a walk reads and writes only its own workload's rows, so its rows do not depend on
+what the others do. A kernel or gate verdict two workloads share is attributed to the workload
+whose name sorts first, whichever walk records it first. `stop` (an event) ends a walk at its next
+gate verdict or step, before anything more is committed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -73,6 +80,14 @@ class WalkSummary:
 
 Progress = Callable[[str], None]
 
+#: one LLM request at a time across concurrent walks: the provider's cost ledger and its recorder
+#: are shared
+_LLM_LOCK = threading.Lock()
+
+
+class WalkInterrupted(Exception):
+    """The walk was asked to stop (the driver got Ctrl-C); the step in flight is not committed."""
+
 
 def find_workloads(dirs: Sequence[Path]) -> list[Path]:
     """Workload folders (workload.py + expert.cu) in or under the given directories."""
@@ -96,19 +111,26 @@ def step_id(workload: str, state: str, op: str, site: Site) -> str:
 
 class Walker:
     def __init__(self, store: Store, config: WalkConfig, progress: Progress | None = None,
-                 executor: GateExecutor | None = None) -> None:
+                 executor: GateExecutor | None = None, stop: threading.Event | None = None) -> None:
         self.store = store
         self.config = config
         self.ops = list(config.operators) if config.operators is not None else all_operators()
         self.progress = progress or (lambda _msg: None)
         self._owns_executor = executor is None
         self.executor = executor if executor is not None else LocalExecutor(config.workers)
+        self.stop = stop
+
+    def _check_stop(self) -> None:
+        if self.stop is not None and self.stop.is_set():
+            raise WalkInterrupted("stopped")
 
     # ---- recording --------------------------------------------------------------------------
     def _record_kernel(self, con: Any, wl: Workload, text: str, role: str, path: str | None) -> str:
         h = source_hash(text)
-        con.execute(
-            "INSERT INTO kernels (kernel_hash, workload, role, path, source) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        con.execute(  # a kernel two workloads share belongs to the first name, whatever the walk order
+            "INSERT INTO kernels (kernel_hash, workload, role, path, source) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT (kernel_hash) DO UPDATE SET workload = excluded.workload, role = excluded.role,"
+            " path = excluded.path WHERE excluded.workload < kernels.workload",
             [h, wl.name, role, path, text],
         )
         return h
@@ -117,7 +139,8 @@ class Walker:
         device = (r.profile or {}).get("device") or ("cpu-emulator" if r.backend == "emu" else r.backend)
         con.execute(
             "INSERT INTO gate_runs (gate_key, kernel_hash, workload, backend, accepted, stage, category, message, result, elapsed_s, device)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (gate_key) DO UPDATE SET workload = excluded.workload,"
+            " result = excluded.result, elapsed_s = excluded.elapsed_s WHERE excluded.workload < gate_runs.workload",
             [r.artifact_id, source_hash(text), wl.name, r.backend, r.accepted, r.stage, r.category, r.message,
              json.dumps(r.to_dict()), r.elapsed_s, device],
         )
@@ -128,7 +151,10 @@ class Walker:
         return GateJob(text, wl.source_dir, self.config.options, name)
 
     def _gate(self, wl: Workload, text: str, name: str) -> GateResult:
-        return self.executor.gate_one(self._job(wl, text, name))
+        self._check_stop()
+        result = self.executor.gate_one(self._job(wl, text, name))
+        self._check_stop()  # a verdict that came back after the stop (its child may have got SIGINT too)
+        return result
 
     # ---- the walk ---------------------------------------------------------------------------
     def walk(self, folder: Path) -> WalkSummary:
@@ -196,6 +222,7 @@ class Walker:
 
     def _step(self, wl: Workload, folder: Path, text: str, depth: int, visited: set[str],
               summary: WalkSummary) -> str | None:
+        self._check_stop()
         state = source_hash(text)
         taken = self.store.rows(
             "SELECT s.to_state, k.source FROM steps s JOIN kernels k ON k.kernel_hash = s.to_state"
@@ -221,6 +248,7 @@ class Walker:
         if chosen is not None:
             rt = self._roundtrip(wl, src, chosen) if self.config.roundtrip else {
                 "ok": None, "message": "roundtrip not run (--no-roundtrip)", "preconditions": self._facts(src, chosen)}
+        self._check_stop()
         with self.store.transaction() as con:
             for a in attempts:
                 if a.category == "pending":
@@ -275,6 +303,7 @@ class Walker:
         stream = self.executor.run(jobs)
         try:
             for i, r in stream:
+                self._check_stop()
                 verdicts[i] = r
                 while resolved in verdicts and not verdicts[resolved].accepted:
                     resolved += 1
@@ -302,7 +331,8 @@ class Walker:
         anchor_node = src.node_for(src.kernels[0]) if src.kernels else src.tree.root_node
         for i in range(self.config.llm_attempts):
             try:
-                removal = llm.propose(src, wl.c_signature(), already, feedback)
+                with _LLM_LOCK:
+                    removal = llm.propose(src, wl.c_signature(), already, feedback)
             except Refused as e:
                 site = Site("llm", src.anchor(anchor_node), 0, len(src.text_bytes), f"llm attempt {i + 1}")
                 attempts.append(Attempt(step_id(wl.name, state, f"llm#{i}", site), "llm", site, "refused", str(e), False))

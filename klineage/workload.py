@@ -13,6 +13,7 @@ import hashlib
 import importlib.util
 import math
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -342,6 +343,11 @@ class Workload:
         return out
 
 
+#: one user file imported at a time (mining loads workloads from several threads); re-entrant, so
+#: a user file may itself import another through this function
+_IMPORT_LOCK = threading.RLock()
+
+
 def import_user_file(path: Path, label: str) -> Any:
     """Import a user's Python file under a private module name; anything it raises becomes one
     WorkloadError line naming `file:line` inside that file where possible."""
@@ -349,15 +355,16 @@ def import_user_file(path: Path, label: str) -> Any:
     spec = importlib.util.spec_from_file_location(mod_name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    try:
-        sys.modules[mod_name] = module
-        spec.loader.exec_module(module)
-    except Exception as e:  # the user's file: report where it failed, in one line
-        tb = traceback.extract_tb(e.__traceback__)
-        where = next((f"{f.filename}:{f.lineno}" for f in reversed(tb) if f.filename == str(path)), str(path))
-        raise WorkloadError(f"{where}: {label} raised {type(e).__name__}: {e}") from None
-    finally:
-        sys.modules.pop(mod_name, None)
+    with _IMPORT_LOCK:  # the module sits in sys.modules under a shared name while it runs
+        try:
+            sys.modules[mod_name] = module
+            spec.loader.exec_module(module)
+        except Exception as e:  # the user's file: report where it failed, in one line
+            tb = traceback.extract_tb(e.__traceback__)
+            where = next((f"{f.filename}:{f.lineno}" for f in reversed(tb) if f.filename == str(path)), str(path))
+            raise WorkloadError(f"{where}: {label} raised {type(e).__name__}: {e}") from None
+        finally:
+            sys.modules.pop(mod_name, None)
     return module
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
 
 import tree_sitter as ts
@@ -10,9 +11,16 @@ import tree_sitter_cuda as tscuda
 LANGUAGE = ts.Language(tscuda.language())
 
 
-@lru_cache(maxsize=1)
+_local = threading.local()
+
+
 def _parser() -> ts.Parser:
-    return ts.Parser(LANGUAGE)
+    """This thread's parser: a tree-sitter Parser holds parse state and must not be used by two
+    threads at once (mining walks several workloads in threads, gates parse in others)."""
+    parser: ts.Parser | None = getattr(_local, "parser", None)
+    if parser is None:
+        parser = _local.parser = ts.Parser(LANGUAGE)
+    return parser
 
 
 def parse(text: str | bytes) -> ts.Tree:

@@ -1,6 +1,11 @@
 """The DuckDB store (DESIGN.md, 'Store'): one file, a schema version with migrations, and a
 transaction per mining step so a killed run loses at most the step in flight.
 
+One connection, shared by the driver's threads (`klineage mine` walks several workloads at once):
+a DuckDB connection is not safe to use from several threads at once, so every access here —
+a whole transaction, a query with its fetch — holds the store's re-entrant lock. A transaction
+therefore never interleaves with another thread's statements, and each step still commits alone.
+
 Opening is careful: a file that is not a DuckDB database, or that a newer KLineage wrote, is
 refused with one clear line and left untouched (it is first opened read-only to look).
 """
@@ -9,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,6 +52,7 @@ class Store:
     def __init__(self, path: str | Path | None = None, read_only: bool = False) -> None:
         self.path = Path(path) if path is not None else default_db_path()
         self.read_only = read_only
+        self._lock = threading.RLock()  # serializes every use of self.con across threads
         self._check_existing()
         if not read_only:
             parent = self.path.parent if str(self.path.parent) else Path(".")
@@ -100,17 +107,21 @@ class Store:
     # ---- plumbing ---------------------------------------------------------------------------
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """Everything inside commits together or not at all."""
-        self.con.execute("BEGIN TRANSACTION")
-        try:
-            yield self.con
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
-        self.con.execute("COMMIT")
+        """Everything inside commits together or not at all. The calling thread holds the store
+        until the commit: other threads' transactions and queries wait (re-entrant: `rows` and
+        `scalar` work inside)."""
+        with self._lock:
+            self.con.execute("BEGIN TRANSACTION")
+            try:
+                yield self.con
+            except BaseException:
+                self.con.execute("ROLLBACK")
+                raise
+            self.con.execute("COMMIT")
 
     def close(self) -> None:
-        self.con.close()
+        with self._lock:
+            self.con.close()
 
     def __enter__(self) -> Store:
         return self
@@ -120,15 +131,18 @@ class Store:
 
     @property
     def schema_version(self) -> int:
-        return _version_of(self.con)
+        with self._lock:
+            return _version_of(self.con)
 
     def rows(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
         """Query as a list of dicts (JSON columns decoded)."""
-        cur = self.con.execute(sql, params or [])
-        cols = [d[0] for d in cur.description]
-        types = [str(d[1]) for d in cur.description]
+        with self._lock:
+            cur = self.con.execute(sql, params or [])
+            cols = [d[0] for d in cur.description]
+            types = [str(d[1]) for d in cur.description]
+            fetched = cur.fetchall()
         out = []
-        for row in cur.fetchall():
+        for row in fetched:
             rec = {}
             for c, t, v in zip(cols, types, row, strict=True):
                 rec[c] = json.loads(v) if t == "JSON" and isinstance(v, str) else v
@@ -136,7 +150,8 @@ class Store:
         return out
 
     def scalar(self, sql: str, params: list[Any] | None = None) -> Any:
-        row = self.con.execute(sql, params or []).fetchone()
+        with self._lock:
+            row = self.con.execute(sql, params or []).fetchone()
         return row[0] if row else None
 
     def counts(self) -> dict[str, int]:
