@@ -12,6 +12,7 @@
 #   compute      the compute-bound experts re-checked and timed (issue 10)
 #   coverage     lineage roots (benchmarks/lineage_roots/) timed beside expert/naive/torch (issue 7)
 #   scale        emu mining, local executor, 1 vs 14 workers, bounded walk (issue 14)
+#   scale_cuda   cuda gating of tests/data/mining through the local executor, 1 worker (issue 14)
 #   materialize  leave-one-out materializer on cuda, curriculum and none (issue 8)
 #   heldout      held-out instances on cuda, curriculum and none (issue 9)
 # `.gpu/skills.duckdb` (ignored) is the skill store the materializer and the held-out check use:
@@ -47,8 +48,11 @@ for s in "$@"; do
       python3 benchmarks/lineage_bench.py coverage "$OUT/coverage/corpus_bench.json" > "$OUT/coverage/coverage.md" 2>&1 ;;
     scale) stage scale "${KL_SCALE_S:-420}" python3 benchmarks/scale_bench.py expert_kernels --workers 1,14 --no-ray \
       --max-steps "${KL_SCALE_STEPS:-3}" --json "$OUT/scale/scale.json" ;;
+    scale_cuda) stage scale_cuda "${KL_SCALE_CUDA_S:-120}" python3 benchmarks/scale_bench.py tests/data/mining \
+      --backend cuda --workers 1 --no-ray --json "$OUT/scale_cuda/scale.json" ;;
     materialize) stage materialize "${KL_MATERIALIZE_S:-300}" python3 benchmarks/materialize_bench.py --db "$DB" \
-      --backend cuda --modes "${KL_MODES:-curriculum,none}" --out "$OUT/materialize" ;;
+      --backend cuda --modes "${KL_MODES:-curriculum,none}" ${KL_WORKLOADS:+--workloads "$KL_WORKLOADS"} \
+      --out "$OUT/materialize" ;;
     heldout)
       for mode in curriculum none; do
         skills=all; [ "$mode" = none ] && skills=none
@@ -66,6 +70,7 @@ for s in "$@"; do
     compute) grep -E '^\|' "$OUT/compute/compute.log" | tail -24 ;;
     coverage) cat "$OUT/coverage/coverage.md" ;;
     scale) tail -8 "$OUT/scale/scale.log" ;;
+    scale_cuda) tail -8 "$OUT/scale_cuda/scale_cuda.log" ;;
     materialize) tail -22 "$OUT/materialize/materialize.log" ;;
     heldout) for m in curriculum none; do tail -40 "$OUT/heldout_$m/heldout_$m.log"; done ;;
   esac
