@@ -83,6 +83,7 @@ def evaluate(problem: Path, model_new: Path) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="")
+    p.add_argument("--only", default="", help="comma-separated problems (default: all of PROBLEMS)")
     p.add_argument("--child", nargs=2, metavar=("PROBLEM", "MODELNEW"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     kl = [sys.executable, "-m", "klineage"]
     rows, ok = [], True
-    for name in PROBLEMS:
+    for name in (args.only.split(",") if args.only else PROBLEMS):
         wl = out / name
         row: dict[str, Any] = {"problem": name}
         t0 = time.perf_counter()

@@ -35,6 +35,10 @@ def test_kernelbench_problem_and_solution_gate_on_emu(name: str, tmp_path: Path)
     # export back and import again: the same workload and the same kernel
     model_new = export_model_new(kernel, wl, out / "problem.py")
     compile(model_new, "ModelNew.py", "exec")
+    # load_inline compiles with torch's own headers: the stand-in shim (its own torch::Tensor)
+    # must not travel, the adapter on real tensors does (the H200 run caught the collision)
+    assert "namespace torch {" not in model_new and "klshim::wrap" in model_new
+    assert "torch::from_blob" in model_new
     (tmp_path / "ModelNew.py").write_text(model_new)
     again = tmp_path / "again"
     wl2 = import_problem(out / "problem.py", again, name=wl.name)

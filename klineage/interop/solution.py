@@ -37,6 +37,11 @@ def shim_header() -> str:
     return resources.files("klineage.interop").joinpath("torch_shim.h").read_text()
 
 
+def torch_adapter_header() -> str:
+    """The shim's calls on real torch tensors, for code that compiles with torch's headers."""
+    return resources.files("klineage.interop").joinpath("torch_adapter.h").read_text()
+
+
 def _forward_call(py_text: str, functions: set[str], where: str) -> tuple[list[str], str, list[cst.Arg]]:
     try:
         module = cst.parse_module(py_text)
@@ -177,7 +182,7 @@ def unwrap_exported(cuda: str) -> str | None:
     """The kernel inside a solution that KLineage exported (its binding stripped), else None."""
     if not cuda.startswith(_EXPORT_HEAD) or _EXPORT_TAIL not in cuda:
         return None
-    return cuda[len(_EXPORT_HEAD) : cuda.rindex(_EXPORT_TAIL)]
+    return cuda[len(_EXPORT_HEAD) : cuda.rindex(_EXPORT_TAIL)].replace(torch_adapter_header(), shim_header())
 
 
 def export_model_new(kernel_text: str, wl: Workload, problem: Path) -> str:
@@ -195,6 +200,9 @@ def export_model_new(kernel_text: str, wl: Workload, problem: Path) -> str:
         + [f"({s.c_type})dims[{j}]" for j, s in enumerate(scalars)]
         + ["at::cuda::getCurrentCUDAStream()"]
     )
+    # A wrapped KernelBench solution carries the stand-in torch shim; under load_inline the real
+    # torch headers are present, so the shim gives way to the adapter (undone by unwrap_exported).
+    kernel_text = kernel_text.replace(shim_header(), torch_adapter_header())
     binding = _EXPORT_HEAD + kernel_text + _EXPORT_TAIL + f"    launch({cast});\n}}\n"
     decl = "void klineage_run(std::vector<torch::Tensor> ts, std::vector<int64_t> dims);"
     from klineage.interop.kernelbench import _Problem
