@@ -7,6 +7,7 @@ time limit), and gates/worker.py runs it in a child process of its own.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +19,7 @@ from klineage.gates.backend import BuildOutcome, GateOptions
 from klineage.gates.backends import get_backend
 from klineage.gates.child import run_worker
 from klineage.gates.compile import CompileResult, compile_cubin, nvcc_version
+from klineage.gates.cuda.device_lock import device_slot
 from klineage.gates.result import GateResult, ShapeCheck, Timing
 from klineage.source.model import CudaSource
 from klineage.workload import Workload, load_workload
@@ -134,7 +136,9 @@ def _run_stages(text: str, name: str, wl: Workload, options: GateOptions, backen
         "workload_dir": str(wl.source_dir),
         "options": options.key_fields() | {"timeout_s": options.timeout_s},
     }
-    child = run_worker(payload, work / "run", options.timeout_s, env=backend.child_env(options))
+    slot = device_slot() if options.backend == "cuda" else contextlib.nullcontext(0.0)
+    with slot:
+        child = run_worker(payload, work / "run", options.timeout_s, env=backend.child_env(options))
     if child.timed_out:
         return GateResult.reject(
             "run", "timeout", f"{name}: no result within {options.timeout_s:g} s (hang or spin-wait?)", resources=resources
