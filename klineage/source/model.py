@@ -18,6 +18,7 @@ import tree_sitter as ts
 
 from klineage.errors import SourceError
 from klineage.source import extract
+from klineage.source import nodes as N
 from klineage.source.constructs import (
     Call,
     Construct,
@@ -120,11 +121,8 @@ class CudaSource:
     @cached_property
     def _by_type(self) -> dict[str, list[ts.Node]]:
         index: dict[str, list[ts.Node]] = defaultdict(list)
-        stack = [self.tree.root_node]
-        while stack:
-            n = stack.pop()
+        for n in N.walk(self.tree.root_node):
             index[n.type].append(n)
-            stack.extend(reversed(n.children))
         return index
 
     def nodes_of_type(self, *types: str) -> list[ts.Node]:

