@@ -22,16 +22,15 @@ namespace {
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kWarp = 32;
 constexpr int kRowsPerBlock = 4;    // warp-per-row kernel
-constexpr int kBlockThreads = 256;  // block-per-row kernels
+constexpr int kBlockThreads = 32;  // block-per-row kernels
 
 // ---- 128-bit packs of 8 halves, converted to and from fp32 as half2 pairs -------------------
 template <typename T> struct Pack;
 template <> struct Pack<__half> { static constexpr int kWidth = 8; };
 
 __device__ __forceinline__ void load_pack(const __half* __restrict__ p, float* v) {
-    const uint4 t = __ldg(reinterpret_cast<const uint4*>(p));
+    const uint4 t = *reinterpret_cast<const uint4*>(p);
     const __half2* h = reinterpret_cast<const __half2*>(&t);
-#pragma unroll
     for (int k = 0; k < 4; ++k) {
         const float2 f = __half22float2(h[k]);
         v[2 * k] = f.x;
@@ -41,11 +40,10 @@ __device__ __forceinline__ void load_pack(const __half* __restrict__ p, float* v
 __device__ __forceinline__ void store_pack(__half* __restrict__ p, const float* v) {
     uint4 t;
     __half2* h = reinterpret_cast<__half2*>(&t);
-#pragma unroll
     for (int k = 0; k < 4; ++k) h[k] = __floats2half2_rn(v[2 * k], v[2 * k + 1]);
     *reinterpret_cast<uint4*>(p) = t;
 }
-__device__ __forceinline__ float load_one(const __half* __restrict__ p) { return __half2float(__ldg(p)); }
+__device__ __forceinline__ float load_one(const __half* __restrict__ p) { return __half2float(*p); }
 __device__ __forceinline__ void store_one(__half* p, float v) { *p = __float2half_rn(v); }
 
 // ---- reductions ---------------------------------------------------------------------------
@@ -59,8 +57,18 @@ struct SumOp {
 // Butterfly all-reduce: every lane ends with the warp's result.
 template <class Op>
 __device__ __forceinline__ float warp_allreduce(float v, Op op) {
-#pragma unroll
-    for (int mask = kWarp / 2; mask > 0; mask >>= 1) v = op(v, __shfl_xor_sync(kFullMask, v, mask));
+    {  // shared-memory tree over this warp's 32 lanes
+        __shared__ float v_tree[32][32];
+        const int v_lane = threadIdx.x & 31, v_warp = threadIdx.x >> 5;
+        v_tree[v_warp][v_lane] = v;
+        __syncwarp();
+        for (int s = 16; s > 0; s >>= 1) {
+            if (v_lane < s) v_tree[v_warp][v_lane] = op(v_tree[v_warp][v_lane], v_tree[v_warp][v_lane + s]);
+            __syncwarp();
+        }
+        v = v_tree[v_warp][0];
+        __syncwarp();
+    }
     return v;
 }
 
@@ -72,7 +80,6 @@ __device__ __forceinline__ float block_allreduce(float v, Op op, float* smem) {
     if ((threadIdx.x & (kWarp - 1)) == 0) smem[threadIdx.x / kWarp] = v;
     __syncthreads();
     float r = smem[0];
-#pragma unroll
     for (int w = 1; w < kWarps; ++w) r = op(r, smem[w]);
     return r;
 }
@@ -81,7 +88,7 @@ __device__ __forceinline__ float block_allreduce(float v, Op op, float* smem) {
 __device__ __forceinline__ void online_merge(float& m, float& d, float m2, float d2) {
     const float mn = fmaxf(m, m2);
     if (mn == -INFINITY) return;  // both empty
-    d = d * __expf(m - mn) + d2 * __expf(m2 - mn);
+    d = d * expf(m - mn) + d2 * expf(m2 - mn);
     m = mn;
 }
 
@@ -89,7 +96,7 @@ __device__ __forceinline__ void online_merge(float& m, float& d, float m2, float
 // One warp per row; ITEMS elements per lane in registers (VEC: ITEMS / W packs of W elements).
 template <typename T, int ITEMS, bool VEC>
 __global__ void 
-softmax_warp_per_row(const T* __restrict__ x, T* __restrict__ y, int M, int N) {
+softmax_warp_per_row(const T* x, T* y, int M, int N) {
     constexpr int W = VEC ? Pack<T>::kWidth : 1;
     static_assert(ITEMS % W == 0, "items per lane must be whole packs");
     const int lane = threadIdx.x & (kWarp - 1);
@@ -99,35 +106,28 @@ softmax_warp_per_row(const T* __restrict__ x, T* __restrict__ y, int M, int N) {
     T* __restrict__ yr = y + static_cast<size_t>(row) * N;
 
     float v[ITEMS];
-#pragma unroll
     for (int c = 0; c < ITEMS / W; ++c) {
         const int col = (c * kWarp + lane) * W;
         if (col < N) {
             if constexpr (VEC) load_pack(xr + col, &v[c * W]);
             else v[c] = load_one(xr + col);
         } else {
-#pragma unroll
             for (int k = 0; k < W; ++k) v[c * W + k] = -INFINITY;
         }
     }
     float m = v[0];
-#pragma unroll
     for (int i = 1; i < ITEMS; ++i) m = fmaxf(m, v[i]);
     m = warp_allreduce(m, MaxOp());
     float s = 0.f;
-#pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
-        v[i] = __expf(v[i] - m);  // padding: exp(-inf) = 0
+        v[i] = expf(v[i] - m);  // padding: exp(-inf) = 0
         s += v[i];
     }
     s = warp_allreduce(s, SumOp());
-    const float inv = __frcp_rn(s);
-#pragma unroll
     for (int c = 0; c < ITEMS / W; ++c) {
         const int col = (c * kWarp + lane) * W;
         if (col < N) {
-#pragma unroll
-            for (int k = 0; k < W; ++k) v[c * W + k] *= inv;
+            for (int k = 0; k < W; ++k) v[c * W + k] /= s;
             if constexpr (VEC) store_pack(yr + col, &v[c * W]);
             else store_one(yr + col, v[c]);
         }
@@ -137,7 +137,7 @@ softmax_warp_per_row(const T* __restrict__ x, T* __restrict__ y, int M, int N) {
 // One block per row; the row cached in registers: one read and one write per element.
 template <typename T, int ITEMS, bool VEC>
 __global__ void 
-softmax_block_per_row(const T* __restrict__ x, T* __restrict__ y, int M, int N) {
+softmax_block_per_row(const T* x, T* y, int M, int N) {
     constexpr int W = VEC ? Pack<T>::kWidth : 1;
     static_assert(ITEMS % W == 0, "items per thread must be whole packs");
     __shared__ float red_max[kBlockThreads / kWarp];
@@ -147,35 +147,28 @@ softmax_block_per_row(const T* __restrict__ x, T* __restrict__ y, int M, int N) 
     T* __restrict__ yr = y + static_cast<size_t>(row) * N;
 
     float v[ITEMS];
-#pragma unroll
     for (int c = 0; c < ITEMS / W; ++c) {
         const int col = (c * kBlockThreads + threadIdx.x) * W;
         if (col < N) {
             if constexpr (VEC) load_pack(xr + col, &v[c * W]);
             else v[c] = load_one(xr + col);
         } else {
-#pragma unroll
             for (int k = 0; k < W; ++k) v[c * W + k] = -INFINITY;
         }
     }
     float m = v[0];
-#pragma unroll
     for (int i = 1; i < ITEMS; ++i) m = fmaxf(m, v[i]);
     m = block_allreduce<kBlockThreads>(m, MaxOp(), red_max);
     float s = 0.f;
-#pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
-        v[i] = __expf(v[i] - m);
+        v[i] = expf(v[i] - m);
         s += v[i];
     }
     s = block_allreduce<kBlockThreads>(s, SumOp(), red_sum);
-    const float inv = __frcp_rn(s);
-#pragma unroll
     for (int c = 0; c < ITEMS / W; ++c) {
         const int col = (c * kBlockThreads + threadIdx.x) * W;
         if (col < N) {
-#pragma unroll
-            for (int k = 0; k < W; ++k) v[c * W + k] *= inv;
+            for (int k = 0; k < W; ++k) v[c * W + k] /= s;
             if constexpr (VEC) store_pack(yr + col, &v[c * W]);
             else store_one(yr + col, v[c]);
         }
@@ -185,7 +178,7 @@ softmax_block_per_row(const T* __restrict__ x, T* __restrict__ y, int M, int N) 
 // Long rows: one block per row, online softmax (one read for max and sum), then the write pass.
 template <typename T, bool VEC>
 __global__ void 
-softmax_online(const T* __restrict__ x, T* __restrict__ y, int M, int N) {
+softmax_online(const T* x, T* y, int M, int N) {
     constexpr int W = VEC ? Pack<T>::kWidth : 1;
     constexpr int kWarps = kBlockThreads / kWarp;
     __shared__ float red_m[kWarps];
@@ -200,16 +193,13 @@ softmax_online(const T* __restrict__ x, T* __restrict__ y, int M, int N) {
         if constexpr (VEC) load_pack(xr + col, v);
         else v[0] = load_one(xr + col);
         float pm = v[0];
-#pragma unroll
         for (int k = 1; k < W; ++k) pm = fmaxf(pm, v[k]);
         const float mn = fmaxf(m, pm);
         float ps = 0.f;
-#pragma unroll
-        for (int k = 0; k < W; ++k) ps += __expf(v[k] - mn);
-        d = d * __expf(m - mn) + ps;  // rescale the running sum to the new max
+        for (int k = 0; k < W; ++k) ps += expf(v[k] - mn);
+        d = d * expf(m - mn) + ps;  // rescale the running sum to the new max
         m = mn;
     }
-#pragma unroll
     for (int offset = kWarp / 2; offset > 0; offset >>= 1) {
         const float m2 = __shfl_down_sync(kFullMask, m, offset);
         const float d2 = __shfl_down_sync(kFullMask, d, offset);
@@ -223,15 +213,12 @@ softmax_online(const T* __restrict__ x, T* __restrict__ y, int M, int N) {
     __syncthreads();
     m = red_m[0];
     d = red_d[0];
-#pragma unroll
     for (int w = 1; w < kWarps; ++w) online_merge(m, d, red_m[w], red_d[w]);
-    const float inv = __frcp_rn(d);
     for (int col = threadIdx.x * W; col < N; col += kBlockThreads * W) {
         float v[W];
         if constexpr (VEC) load_pack(xr + col, v);
         else v[0] = load_one(xr + col);
-#pragma unroll
-        for (int k = 0; k < W; ++k) v[k] = __expf(v[k] - m) * inv;
+        for (int k = 0; k < W; ++k) v[k] = expf(v[k] - m) / d;
         if constexpr (VEC) store_pack(yr + col, v);
         else store_one(yr + col, v[0]);
     }
