@@ -34,27 +34,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from klineage.corpus import COMPUTE_BOUND, MEMORY_BOUND
+
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "expert_kernels"
-#: the memory-bound corpus (issue 6), in table order
-WORKLOADS = (
-    "reduce_sum",
-    "reduce_sum_rows",
-    "softmax",
-    "softmax_fp16",
-    "layernorm",
-    "layernorm_bf16",
-    "rmsnorm",
-    "transpose",
-    "transpose_batched",
-    "topk",
-)
-#: the compute-bound corpus (issue 10): timed at every bench shape, reported in TFLOP/s
-COMPUTE_WORKLOADS = (
-    "sgemm",
-    "gemm_bf16",
-    "attention_fwd",
-)
+WORKLOADS = MEMORY_BOUND  # table order
+COMPUTE_WORKLOADS = COMPUTE_BOUND
 SLOW_LAUNCH_MS = 200.0
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from klineage.corpus import MEMORY_BOUND
 from klineage.gates.backend import GateOptions
 from klineage.gates.gate import gate
 
@@ -22,18 +23,7 @@ SLOW = {
     ("layernorm_bf16", "expert"),
     ("reduce_sum_rows", "naive"),
 }
-WORKLOADS = (
-    "reduce_sum",
-    "reduce_sum_rows",
-    "softmax",
-    "softmax_fp16",
-    "layernorm",
-    "layernorm_bf16",
-    "rmsnorm",
-    "transpose",
-    "transpose_batched",
-    "topk",
-)
+WORKLOADS = MEMORY_BOUND
 CASES = [
     pytest.param(w, v, marks=[pytest.mark.slow] if (w, v) in SLOW else [], id=f"{w}-{v}")
     for w in WORKLOADS

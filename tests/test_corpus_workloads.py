@@ -11,21 +11,11 @@ import pytest
 import torch
 
 from klineage import Tensor, load_workload
+from klineage.corpus import MEMORY_BOUND
 from klineage.workload import DEFAULT_TOLERANCES
 
 CORPUS = Path(__file__).resolve().parent.parent / "expert_kernels"
-WORKLOADS = (
-    "reduce_sum",
-    "reduce_sum_rows",
-    "softmax",
-    "softmax_fp16",
-    "layernorm",
-    "layernorm_bf16",
-    "rmsnorm",
-    "transpose",
-    "transpose_batched",
-    "topk",
-)
+WORKLOADS = MEMORY_BOUND
 L2_BYTES = 60 * 2**20
 EMU_MAX_ELEMENTS = 1 << 16
 _LAUNCH = re.compile(r'extern\s+"C"\s+void\s+launch\s*\(([^)]*)\)', re.S)
@@ -87,3 +77,13 @@ def test_topk_reference_breaks_ties_by_smaller_index() -> None:
     out = wl.reference(x=x, M=1, N=5, K=4)
     assert out["indices"].tolist() == [[1, 2, 4, 3]]
     assert out["values"].tolist() == [[3.0, 3.0, 3.0, 2.0]]
+
+
+def test_the_corpus_lists_name_every_folder_once() -> None:
+    """klineage.corpus is the one list the benchmarks and tests use: it must match the folders."""
+    from klineage.corpus import COMPUTE_BOUND, corpus_dir
+
+    folders = {p.parent.name for p in corpus_dir().glob("*/workload.py") if (p.parent / "expert.cu").is_file()}
+    listed = MEMORY_BOUND + COMPUTE_BOUND
+    assert len(listed) == len(set(listed))
+    assert set(listed) == folders
