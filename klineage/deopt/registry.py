@@ -17,6 +17,7 @@ from klineage.deopt.pragma_unroll import PragmaUnroll
 from klineage.deopt.reciprocal_hoist import ReciprocalHoist
 from klineage.deopt.register_blocking import RegisterBlocking
 from klineage.deopt.restrict import Restrict
+from klineage.deopt.size_dispatch import SizeDispatch
 from klineage.deopt.smem_padding import SmemPadding
 from klineage.deopt.smem_staging import SmemStaging
 from klineage.deopt.tensor_core import TensorCore
@@ -47,6 +48,7 @@ _OPERATORS: list[Operator] = [
     GridStride(),  # tiling
     Coarsening(),
     RegisterBlocking(),
+    SizeDispatch(),
 ]
 
 
