@@ -83,3 +83,14 @@ def test_gate_decides_whether_the_kept_path_serves_every_size(tmp_path: Path, ke
     assert r.accepted is accepted, (r.category, r.message)
     if not accepted:
         assert r.category in ("mismatch", "crash", "unwritten_output"), (r.category, r.message)
+
+
+def test_emu_shapes_cover_every_head_dim_of_attention(tmp_path: Path) -> None:
+    """The gate can only refute a dispatch removal with a shape of the other class: attention's
+    emu shapes hold both head dims, so keeping only the D = 64 kernels is rejected."""
+    wl = REPO / "expert_kernels" / "attention_fwd"
+    src = CudaSource.from_text((REPO / "benchmarks" / "lineage_roots" / "attention_fwd" / "root.cu").read_text(), "root.cu")
+    site = next(s for s in OP.find(src) if s.details["keep"] == "then" and s.details["condition"] == "(D == 64)")
+    r = gate(OP.remove(src, site).text, wl, GateOptions(backend="emu"), name="d64_only.cu", use_cache=False,
+             cache_root=tmp_path)
+    assert not r.accepted and "D': 128" in r.message, (r.category, r.message)
