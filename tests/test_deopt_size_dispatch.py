@@ -90,7 +90,13 @@ def test_emu_shapes_cover_every_head_dim_of_attention(tmp_path: Path) -> None:
     emu shapes hold both head dims, so keeping only the D = 64 kernels is rejected."""
     wl = REPO / "expert_kernels" / "attention_fwd"
     src = CudaSource.from_text((REPO / "benchmarks" / "lineage_roots" / "attention_fwd" / "root.cu").read_text(), "root.cu")
-    site = next(s for s in OP.find(src) if s.details["keep"] == "then" and s.details["condition"] == "(D == 64)")
-    r = gate(OP.remove(src, site).text, wl, GateOptions(backend="emu"), name="d64_only.cu", use_cache=False,
+    sites = OP.find(src)
+    d64_only = next(s for s in sites if s.details["keep"] == "then" and s.details["condition"] == "(D == 64)")
+    r = gate(OP.remove(src, d64_only).text, wl, GateOptions(backend="emu"), name="d64_only.cu", use_cache=False,
              cache_root=tmp_path)
     assert not r.accepted and "D': 128" in r.message, (r.category, r.message)
+    # and both masks at D = 128: keeping only its causal kernel is rejected too
+    causal_128 = [s for s in sites if s.details["condition"] == "(causal)" and s.details["keep"] == "then"][-1]
+    r = gate(OP.remove(src, causal_128).text, wl, GateOptions(backend="emu"), name="causal128_only.cu",
+             use_cache=False, cache_root=tmp_path)
+    assert not r.accepted and "'causal': 0" in r.message, (r.category, r.message)

@@ -65,11 +65,13 @@ WORKLOAD = Workload(
             {"B": 1, "H": 4, "S": 1024, "D": 128, "causal": 0},
             {"B": 1, "H": 1, "S": 1152, "D": 64, "causal": 0},
         ],
-        # every launcher path on the emulator: both head dims and both masks (without D = 128
-        # the walker once accepted "keep only the D = 64 kernels", which no emu shape refuted)
+        # every launcher path on the emulator: both head dims x both masks (with fewer, the
+        # walker accepted "keep only the D = 64 kernels", then "keep only the causal D = 128
+        # kernel": removals no emu shape could refute)
         "emu": [
             {"B": 1, "H": 1, "S": 128, "D": 64, "causal": 0},
             {"B": 1, "H": 1, "S": 128, "D": 64, "causal": 1},
+            {"B": 1, "H": 1, "S": 128, "D": 128, "causal": 0},
             {"B": 1, "H": 1, "S": 128, "D": 128, "causal": 1},
         ],
         "bench": [
