@@ -132,9 +132,6 @@ extern "C" void launch(const float* x, float* out, double* partials, int N, cuda
     blocks = blocks < 1 ? 1 : blocks;
     const int cap = resident_blocks() < kMaxPartials ? resident_blocks() : kMaxPartials;
     blocks = blocks > cap ? cap : blocks;
-    if (vec)
-        block_partial_sums<true><<<blocks, kThreads, 0, stream>>>(x, partials, N);
-    else
-        block_partial_sums<false><<<blocks, kThreads, 0, stream>>>(x, partials, N);
+    block_partial_sums<false><<<blocks, kThreads, 0, stream>>>(x, partials, N);
     final_sum<<<1, kFinalThreads, 0, stream>>>(partials, blocks, out);
 }

@@ -120,15 +120,7 @@ row_sum_block(const float* x, float* out, int M, int N) {
 
 extern "C" void launch(const float* x, float* out, int M, int N, cudaStream_t stream) {
     const bool vec = (N & 3) == 0 && (reinterpret_cast<uintptr_t>(x) & 15u) == 0;
-    if (N <= 1024) {
-        const int blocks = (M + kRowsPerBlock - 1) / kRowsPerBlock;
-        if (vec)
-            row_sum_warp<true><<<blocks, kRowsPerBlock * kWarp, 0, stream>>>(x, out, M, N);
-        else
-            row_sum_warp<false><<<blocks, kRowsPerBlock * kWarp, 0, stream>>>(x, out, M, N);
-    } else if (vec) {
-        row_sum_block<true><<<M, kBlockThreads, 0, stream>>>(x, out, M, N);
-    } else {
+    {
         row_sum_block<false><<<M, kBlockThreads, 0, stream>>>(x, out, M, N);
     }
 }

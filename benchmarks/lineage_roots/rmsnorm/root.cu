@@ -241,8 +241,6 @@ void launch_warp_per_row(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bf
         launch_warp_per_row<VEC, ITEMS * 2>(x, w, y, M, N, eps, stream);
     } else if constexpr (ITEMS == 32) {
         rmsnorm_warp_per_row<ITEMS, VEC><<<blocks, kRowsPerBlock * kWarp, 0, stream>>>(x, w, y, M, N, eps);
-    } else if (N <= ITEMS * kWarp) {
-        rmsnorm_warp_per_row<ITEMS, VEC><<<blocks, kRowsPerBlock * kWarp, 0, stream>>>(x, w, y, M, N, eps);
     } else {
         launch_warp_per_row<VEC, ITEMS * 2>(x, w, y, M, N, eps, stream);
     }
@@ -259,9 +257,7 @@ void launch_block_persistent(const __nv_bfloat16* x, const __nv_bfloat16* w, __n
 template <bool VEC>
 void launch_rows(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int M, int N, float eps,
                  cudaStream_t stream) {
-    if (N <= 32 * kWarp) launch_warp_per_row<VEC, 1>(x, w, y, M, N, eps, stream);
-    else if (N <= 8 * kBlockThreads) launch_block_persistent<VEC, 8>(x, w, y, M, N, eps, stream);
-    else if (N <= 16 * kBlockThreads) launch_block_persistent<VEC, 16>(x, w, y, M, N, eps, stream);
+    if (N <= 16 * kBlockThreads) launch_block_persistent<VEC, 16>(x, w, y, M, N, eps, stream);
     else if (N <= 32 * kBlockThreads) launch_block_persistent<VEC, 32>(x, w, y, M, N, eps, stream);
     else rmsnorm_streaming<VEC><<<M, kBlockThreads, 0, stream>>>(x, w, y, M, N, eps);
 }

@@ -193,10 +193,7 @@ void launch_config(const float* A, const float* B, float* C, float alpha, float 
                    bool vec, cudaStream_t stream) {
     using T = Tiles<BM, BN, WM, WN>;
     const dim3 grid((N + BN - 1) / BN, (M + BM - 1) / BM);
-    if (vec)
-        sgemm_tiled<BM, BN, WM, WN, true><<<grid, T::kThreads, 0, stream>>>(A, B, C, alpha, beta, M, N, K);
-    else
-        sgemm_tiled<BM, BN, WM, WN, false><<<grid, T::kThreads, 0, stream>>>(A, B, C, alpha, beta, M, N, K);
+    sgemm_tiled<BM, BN, WM, WN, false><<<grid, T::kThreads, 0, stream>>>(A, B, C, alpha, beta, M, N, K);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -214,8 +211,5 @@ extern "C" void launch(const float* A, const float* B, float* C, float alpha, fl
         if (sms <= 0) sms = 132;
     }
     const long long big_tiles = (long long)((M + 127) / 128) * ((N + 127) / 128);
-    if (big_tiles >= 2LL * sms)
-        launch_config<128, 128, 64, 32>(A, B, C, alpha, beta, M, N, K, vec, stream);
-    else
-        launch_config<64, 64, 32, 32>(A, B, C, alpha, beta, M, N, K, vec, stream);
+    launch_config<64, 64, 32, 32>(A, B, C, alpha, beta, M, N, K, vec, stream);
 }
