@@ -263,10 +263,15 @@ class Workload:
 
     # ---- identity -------------------------------------------------------------------------
     def fingerprint(self) -> str:
-        """Hash of the workload file (or spec) — part of every gate cache key."""
+        """Hash of the workload file (or spec) — part of every gate cache key. Other Python files
+        beside workload.py count too: it may import them (an imported KernelBench problem.py holds
+        the reference), and a changed reference must not reuse cached verdicts."""
         h = hashlib.sha256()
         if self.source_dir is not None and (self.source_dir / "workload.py").exists():
             h.update((self.source_dir / "workload.py").read_bytes())
+            for extra in sorted(self.source_dir.glob("*.py")):
+                if extra.name != "workload.py":
+                    h.update(extra.name.encode() + b"\0" + extra.read_bytes())
         else:
             h.update(repr((self.name, [repr(a) for a in self.args], dict(self.shapes))).encode())
         return h.hexdigest()[:16]

@@ -290,3 +290,13 @@ def test_launches_without_a_stream_are_routed_to_the_current_stream() -> None:
         wl = workload_from_problem(DATA / f"kb_{name}_problem.py")
         sites = CudaSource.from_text(wrap_solution(DATA / f"kb_{name}_solution.py", wl), "w.cu").launch_sites
         assert sites and all(site.stream for site in sites), [site.config for site in sites]
+
+
+def test_problem_file_is_part_of_the_cache_key(tmp_path: Path) -> None:
+    """The reference lives in problem.py beside workload.py: editing it changes the fingerprint."""
+    import_problem(DATA / "kb_add_problem.py", tmp_path / "w")
+    before = load_workload(tmp_path / "w").fingerprint()
+    assert load_workload(tmp_path / "w").fingerprint() == before  # stable
+    problem = tmp_path / "w" / "problem.py"
+    problem.write_text(problem.read_text().replace("return a + b", "return a + b + 0"))
+    assert load_workload(tmp_path / "w").fingerprint() != before
