@@ -14,6 +14,7 @@ import tree_sitter as ts
 from klineage.deopt.base import Operator, Precondition, Refused, Site
 from klineage.source import edit
 from klineage.source import nodes as N
+from klineage.source.constructs import Construct
 from klineage.source.model import CudaSource
 
 _SIDE_EFFECT = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--")
@@ -36,15 +37,13 @@ def _launching_functions(src: CudaSource) -> set[str]:
 
 
 def _launches(src: CudaSource, node: ts.Node, launching: set[str]) -> bool:
-    for n in N.walk(node):
-        if n.type != "call_expression":
-            continue
-        if N.kernel_call_syntax(n) is not None:
-            return True
-        name, _ = N.callee(n.child_by_field_name("function"))
-        if name in launching:
-            return True
-    return False
+    """A kernel launch, or a call to a launching host function, inside `node` (the source model's
+    launch sites and calls, as `_launching_functions` reads them)."""
+    def inside(c: Construct) -> bool:
+        return node.start_byte <= c.start and c.end <= node.end_byte
+
+    return any(inside(s) for s in src.launch_sites) or any(
+        inside(c) and c.name in launching for c in src.calls(r".+"))
 
 
 def _branches(node: ts.Node) -> tuple[ts.Node | None, ts.Node | None]:
@@ -55,9 +54,8 @@ def _branches(node: ts.Node) -> tuple[ts.Node | None, ts.Node | None]:
     return then, alt
 
 
-def _is_constexpr(src: CudaSource, node: ts.Node) -> bool:
-    head = src.text_of(node)[: max(0, (node.child_by_field_name("condition") or node).start_byte - node.start_byte)]
-    return "constexpr" in head
+def _is_constexpr(node: ts.Node) -> bool:
+    return any(c.type == "constexpr" for c in node.children)
 
 
 class SizeDispatch(Operator):
@@ -79,7 +77,7 @@ class SizeDispatch(Operator):
                 if node.type != "if_statement":
                     continue
                 then, alt = _branches(node)
-                if then is None or alt is None or _is_constexpr(src, node):
+                if then is None or alt is None or _is_constexpr(node):
                     continue
                 if _launches(src, then, launching) and _launches(src, alt, launching):
                     out.append((node, then, alt, f.name))
