@@ -14,17 +14,16 @@ import tree_sitter as ts
 from klineage.deopt.base import Operator, Precondition, Refused, Site
 from klineage.source import edit
 from klineage.source import nodes as N
-from klineage.source.constructs import Construct
+from klineage.source.constructs import Call, Construct
 from klineage.source.model import CudaSource
 
 _SIDE_EFFECT = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--")
 
 
-def _launching_functions(src: CudaSource) -> set[str]:
+def _launching_functions(src: CudaSource, every_call: tuple[Call, ...]) -> set[str]:
     """Host-side functions that launch a kernel, directly or through another one of them."""
     host = [f for f in src.functions if f.kind in ("host", "launcher")]
     launching = {s.function for s in src.launch_sites if s.function}
-    every_call = src.calls(r".+")
     calls = {f.name: {c.name for c in every_call if c.function == f.name} for f in host}
     changed = True
     while changed:
@@ -36,14 +35,14 @@ def _launching_functions(src: CudaSource) -> set[str]:
     return launching
 
 
-def _launches(src: CudaSource, node: ts.Node, launching: set[str]) -> bool:
+def _launches(src: CudaSource, node: ts.Node, every_call: tuple[Call, ...], launching: set[str]) -> bool:
     """A kernel launch, or a call to a launching host function, inside `node` (the source model's
     launch sites and calls, as `_launching_functions` reads them)."""
     def inside(c: Construct) -> bool:
         return node.start_byte <= c.start and c.end <= node.end_byte
 
     return any(inside(s) for s in src.launch_sites) or any(
-        inside(c) and c.name in launching for c in src.calls(r".+"))
+        inside(c) and c.name in launching for c in every_call)
 
 
 def _branches(node: ts.Node) -> tuple[ts.Node | None, ts.Node | None]:
@@ -67,7 +66,8 @@ class SizeDispatch(Operator):
 
     def _ifs(self, src: CudaSource) -> list[tuple[ts.Node, ts.Node, ts.Node, str]]:
         """(if node, then, else, function) for host-side ifs with a launch on both sides."""
-        launching = _launching_functions(src)
+        every_call = src.calls(r".+")
+        launching = _launching_functions(src, every_call)
         out = []
         for f in src.functions:
             if f.kind not in ("host", "launcher"):
@@ -79,7 +79,7 @@ class SizeDispatch(Operator):
                 then, alt = _branches(node)
                 if then is None or alt is None or _is_constexpr(node):
                     continue
-                if _launches(src, then, launching) and _launches(src, alt, launching):
+                if _launches(src, then, every_call, launching) and _launches(src, alt, every_call, launching):
                     out.append((node, then, alt, f.name))
         return out
 
