@@ -14,7 +14,6 @@ follows its protocol with plain torch. Each ModelNew is loaded in a child proces
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import subprocess
 import sys
@@ -28,14 +27,6 @@ DATA = ROOT / "tests" / "data" / "interop"
 PROBLEMS = ("kb_add", "kb_rowsum", "kb_linear")
 TRIALS = 5
 TIMED = 100
-
-
-def _load(path: Path, name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _median_ms(fn: Any, inputs: list[Any]) -> float:
@@ -58,7 +49,9 @@ def evaluate(problem: Path, model_new: Path) -> dict[str, Any]:
     """KernelBench-style check of one ModelNew file (run in a child process)."""
     import torch
 
-    ref_mod, new_mod = _load(problem, "kb_problem"), _load(model_new, "kb_model_new")
+    from klineage.workload import import_user_file
+
+    ref_mod, new_mod = import_user_file(problem, "the problem file"), import_user_file(model_new, "ModelNew.py")
     out: dict[str, Any] = {"trials": TRIALS, "correct": 0, "max_abs_diff": 0.0}
     init = ref_mod.get_init_inputs()
     torch.manual_seed(42)
