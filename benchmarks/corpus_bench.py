@@ -34,10 +34,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from klineage.corpus import COMPUTE_BOUND, MEMORY_BOUND
+from klineage.corpus import COMPUTE_BOUND, MEMORY_BOUND, corpus_dir
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT / "expert_kernels"
+CORPUS = corpus_dir()
 WORKLOADS = MEMORY_BOUND  # table order
 COMPUTE_WORKLOADS = COMPUTE_BOUND
 SLOW_LAUNCH_MS = 200.0

@@ -3,15 +3,13 @@ all emu shapes, two seeds, two thread schedules, poisoned outputs, guard zones."
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from klineage.corpus import MEMORY_BOUND
+from klineage.corpus import MEMORY_BOUND, corpus_dir
 from klineage.gates.backend import GateOptions
 from klineage.gates.gate import gate
 
-CORPUS = Path(__file__).resolve().parent.parent / "expert_kernels"
+CORPUS = corpus_dir()
 #: gates that took over 10 s each on a 2-core machine (the emulator build dominates)
 SLOW = {
     ("softmax", "expert"),

@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 
 import pytest
 import torch
 
 from klineage import Tensor, load_workload
-from klineage.corpus import MEMORY_BOUND
+from klineage.corpus import MEMORY_BOUND, corpus_dir
 from klineage.workload import DEFAULT_TOLERANCES
 
-CORPUS = Path(__file__).resolve().parent.parent / "expert_kernels"
+CORPUS = corpus_dir()
 WORKLOADS = MEMORY_BOUND
 L2_BYTES = 60 * 2**20
 EMU_MAX_ELEMENTS = 1 << 16
@@ -81,7 +80,7 @@ def test_topk_reference_breaks_ties_by_smaller_index() -> None:
 
 def test_the_corpus_lists_name_every_folder_once() -> None:
     """klineage.corpus is the one list the benchmarks and tests use: it must match the folders."""
-    from klineage.corpus import COMPUTE_BOUND, corpus_dir
+    from klineage.corpus import COMPUTE_BOUND
 
     folders = {p.parent.name for p in corpus_dir().glob("*/workload.py") if (p.parent / "expert.cu").is_file()}
     listed = MEMORY_BOUND + COMPUTE_BOUND
