@@ -23,6 +23,7 @@ from klineage.deopt.smem_staging import SmemStaging
 from klineage.deopt.tensor_core import TensorCore
 from klineage.deopt.tile_size import TileSize
 from klineage.deopt.vectorize import Vectorize
+from klineage.deopt.warp_per_row import WarpPerRow
 from klineage.deopt.warp_shuffle_reduce import WarpShuffleReduce
 from klineage.errors import KLineageError
 
@@ -48,6 +49,7 @@ _OPERATORS: list[Operator] = [
     GridStride(),  # tiling
     Coarsening(),
     RegisterBlocking(),
+    WarpPerRow(),
     SizeDispatch(),
 ]
 

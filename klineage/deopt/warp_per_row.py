@@ -1,0 +1,659 @@
+"""One warp per row: the 32 lanes of a warp stride a row together and combine their partial
+reductions with shuffles, instead of one thread walking the whole row alone.
+
+With one thread per row, neighbouring threads read addresses N elements apart: every load of a
+warp touches 32 different cache lines. With a warp per row, the lanes read 32 consecutive
+elements (one or a few lines per load) and the row's loop-carried sums, maxima and minima become
+per-lane partials merged by a butterfly of `__shfl_xor_sync` after the loop (every lane ends
+with the same value, so what follows the loop runs unchanged on every lane). Writes of per-row
+results are left to lane 0; element-wise writes inside a row loop are already one lane each.
+
+Forward (`apply`), on a thread-per-row kernel: `row = blockIdx.x * blockDim.x + threadIdx.x`
+becomes `(...) / 32`, a `lane` index is declared, every row loop `for (j = A; j < B; ++j)` starts
+at `A + lane` and steps by 32, a shuffle all-reduce follows each loop for each reduction it
+carries, stores outside the loops are guarded by `lane == 0`, and every launch multiplies its
+grid by 32 (same block size, 32 times the threads: one warp per former thread).
+
+Backward (`remove`), on a warp-per-row kernel (`lane = threadIdx.x & 31`, `row = ... +
+threadIdx.x / 32`, lane-strided loops, warp reductions `v = reduce(v)`): the lane becomes 0, the
+loops step by 1, the reductions go, the row is the global thread index and every launch divides
+its grid by 32 (rounding up).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import tree_sitter as ts
+
+from klineage.deopt import _threads as T
+from klineage.deopt.base import Operator, Precondition, Refused, Site
+from klineage.source import edit
+from klineage.source.model import CudaSource
+
+WARP = 32
+_FULL_MASK = "0xffffffffu"
+_COLLECTIVE = re.compile(r"__shfl\w*_sync|__syncwarp|__reduce_\w+_sync|__ballot_sync|__any_sync|__all_sync")
+_BLOCK_COOP = re.compile(r"__syncthreads\w*|\batomic\w+|__shared__|cooperative_groups|\bcg::|\bgridDim\b")
+_LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
+#: reduction update forms: (regex over the squashed statement, kind); `v` is the variable
+_MAXMIN = {"fmaxf": "max", "fmax": "max", "max": "max", "fminf": "min", "fmin": "min", "min": "min"}
+
+
+@dataclass(frozen=True)
+class _Reduction:
+    var: str
+    kind: str  # sum | max | min
+    fn: str  # the combining function for max/min ("" for sums)
+
+
+@dataclass(frozen=True)
+class _RowLoop:
+    loop: ts.Node
+    var: str
+    reductions: tuple[_Reduction, ...]
+
+
+@dataclass
+class _Facts:
+    """The analysis of one kernel: the preconditions and, when all hold, what the edit needs."""
+
+    kernel: str
+    facts: list[Precondition]
+    row_value: ts.Node | None = None
+    row_stmt: ts.Node | None = None
+    loops: tuple[_RowLoop, ...] = ()
+    stores: tuple[ts.Node, ...] = ()
+    lane_value: ts.Node | None = None
+    lane: str = ""
+    strided: tuple[ts.Node, ...] = ()  # backward: the lane-strided loops
+    collectives: tuple[ts.Node, ...] = ()  # backward: the reduction statements to delete
+
+    @property
+    def ok(self) -> bool:
+        return all(f.holds for f in self.facts)
+
+
+def _fact(name: str, holds: bool, reason: str, kind: str) -> Precondition:
+    return Precondition(name, holds, reason, kind)
+
+
+def _fn_texts(src: CudaSource) -> dict[str, str]:
+    """Device function name -> its text (to see through helper calls)."""
+    return {f.name: src.text_of(f) for f in src.functions if f.kind == "device"}
+
+
+def _reaches(src: CudaSource, node: ts.Node, rx: re.Pattern[str], helpers: dict[str, str], depth: int = 3) -> bool:
+    """Whether `node` uses `rx` directly or through calls to device functions of this file."""
+    if rx.search(src.text_of(node)):
+        return True
+    if depth == 0:
+        return False
+    for call in T.calls_named(node, r".*"):
+        name = T.call_name(call).split("::")[-1]
+        body = helpers.get(name)
+        if body is not None and (rx.search(body) or any(
+                rx.search(helpers.get(m, "")) for m in re.findall(r"\b(\w+)\s*[<(]", body) if m != name)):
+            return True
+    return False
+
+
+def _launch_facts(src: CudaSource, kernel: str) -> list[Precondition]:
+    launches = T.launches_of(src, kernel)
+    if not launches:
+        return [_fact("launch_in_file", False, f"no launch of {kernel} in this file: its grid cannot be rescaled",
+                      "Layout")]
+    consts = T.file_constants(src)
+    bad_block, bad_grid = [], []
+    for ls in launches:
+        cfg = T.config_nodes(src, ls)
+        launcher = T.enclosing_launcher(src, ls)
+        if len(cfg) < 2 or launcher is None:
+            bad_block.append(f"line {ls.line}: no block size")
+            continue
+        block = T.eval_int(T.resolve_local(src, launcher, src.text_of(cfg[1])), consts)
+        if block is None or block % WARP:
+            bad_block.append(f"line {ls.line}: block '{src.text_of(cfg[1])}'" + (f" = {block}" if block else ""))
+        grid = T.resolve_local(src, launcher, src.text_of(cfg[0]))
+        if "dim3" in grid or "{" in grid or "," in T.squash(src.text_of(cfg[0])):
+            bad_grid.append(f"line {ls.line}: grid '{src.text_of(cfg[0])}'")
+    return [
+        _fact("launch_in_file", True, f"{len(launches)} launch(es) of {kernel} in this file", "Layout"),
+        _fact("block_multiple_of_warp", not bad_block,
+              "every launch's block is a whole number of warps" if not bad_block
+              else "block size not a known multiple of 32 (" + "; ".join(bad_block) + ")", "Layout"),
+        _fact("grid_1d", not bad_grid, "every launch uses a one-dimensional grid" if not bad_grid
+              else "grid is not a plain 1-D count (" + "; ".join(bad_grid) + ")", "Layout"),
+    ]
+
+
+def _ancestors_to(node: ts.Node, top: ts.Node | None) -> list[ts.Node]:
+    out, p = [], node.parent
+    while p is not None and p != top:
+        out.append(p)
+        p = p.parent
+    return out
+
+
+def _outer_loops(body: ts.Node) -> list[ts.Node]:
+    return [n for n in T.walk(body) if n.type in _LOOPS and n != body
+            and not any(a.type in _LOOPS for a in _ancestors_to(n, body))]
+
+
+def _counting(src: CudaSource, loop: ts.Node, step: str = "1") -> tuple[str, ts.Node, ts.Node, ts.Node] | None:
+    """(var, init value node, condition node, update node) of `for (int j = A; j < B; UPDATE)`
+    whose update adds `step` (`++j`, `j++`, `j += 1` when step is 1)."""
+    if loop.type != "for_statement":
+        return None
+    init, cond, upd = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
+    if init is None or cond is None or upd is None or init.type != "declaration":
+        return None
+    ds = init.children_by_field_name("declarator")
+    if len(ds) != 1 or ds[0].type != "init_declarator" or ds[0].child_by_field_name("value") is None:
+        return None
+    var = T.decl_name(init) or ""
+    if cond.type != "binary_expression" or cond.child_by_field_name("operator").type not in ("<", "<="):
+        return None
+    if T.squash(src.text_of(cond.child_by_field_name("left"))) != var:
+        return None
+    u = T.squash(src.text_of(upd))
+    forms = {f"{var}+={step}", f"{var}={var}+{step}"} | ({f"++{var}", f"{var}++"} if step == "1" else set())
+    if u not in forms:
+        return None
+    return var, ds[0].child_by_field_name("value"), cond, upd
+
+
+def _is_zero(text: str) -> bool:
+    t = re.sub(r"static_cast<\w+>|\((float|double|int)\)", "", T.squash(text)).strip("()")
+    return re.fullmatch(r"0*\.?0*[fFlL]?|0x0+", t) is not None and any(c == "0" for c in t)
+
+
+def _reduction_of(src: CudaSource, stmt: ts.Node, var: str) -> _Reduction | None:
+    """The reduction an update statement performs on `var`, if it has one of the known forms."""
+    t = T.squash(src.text_of(stmt)).rstrip(";")
+    v = re.escape(var)
+    rest = None
+    if m := re.fullmatch(rf"{v}\+=(.+)", t):
+        rest, kind, fn = m.group(1), "sum", ""
+    elif m := re.fullmatch(rf"{v}={v}\+(.+)", t):
+        rest, kind, fn = m.group(1), "sum", ""
+    elif m := re.fullmatch(rf"{v}=fmaf?\((.+),{v}\)", t):
+        rest, kind, fn = m.group(1), "sum", ""
+    elif m := re.fullmatch(rf"{v}=(\w+)\({v},(.+)\)", t):
+        if m.group(1) in _MAXMIN:
+            rest, kind, fn = m.group(2), _MAXMIN[m.group(1)], m.group(1)
+    elif m := re.fullmatch(rf"{v}=(\w+)\((.+),{v}\)", t):
+        if m.group(1) in _MAXMIN:
+            rest, kind, fn = m.group(2), _MAXMIN[m.group(1)], m.group(1)
+    if rest is None or re.search(rf"(?<![\w.]){v}(?!\w)", rest):
+        return None
+    return _Reduction(var, kind, fn)
+
+
+def _decl_node(fn: ts.Node, name: str) -> ts.Node | None:
+    return next((d for d in T.walk(fn) if d.type in ("init_declarator", "identifier") and d.parent is not None
+                 and d.parent.type == "declaration" and T._declarator_ident(d) == name), None)
+
+
+class WarpPerRow(Operator):
+    name = "warp_per_row"
+    category = "tiling"
+    intent = ("Give each row a warp instead of a thread: lanes stride the row (coalesced loads), "
+              "partial sums/maxima/minima are merged with a shuffle all-reduce, lane 0 stores per-row results.")
+    mechanical_apply = True
+
+    # ---- analysis: thread per row (forward) --------------------------------------------------
+    def _thread_per_row(self, src: CudaSource, fn: ts.Node, kernel: str) -> _Facts:
+        body = fn.child_by_field_name("body")
+        out = _Facts(kernel, [])
+        if body is None:
+            out.facts.append(_fact("one_thread_per_row", False, "kernel has no body", "Layout"))
+            return out
+        text = src.text_of(body)
+        rows = [d for d in T.walk(body) if d.type == "init_declarator" and d.child_by_field_name("value") is not None
+                and T.global_tid(src.text_of(d.child_by_field_name("value"))) == "blockDim.x"]
+        row = T._declarator_ident(rows[0]) if len(rows) == 1 else None
+        if row is None or row in T.assigned_in(fn):
+            out.facts.append(_fact("one_thread_per_row", False,
+                                   "no single never-reassigned `row = blockIdx.x * blockDim.x + threadIdx.x`", "Layout"))
+            return out
+        value = rows[0].child_by_field_name("value")
+        others = [n for n in T.walk(body) if n.type == "field_expression"
+                  and re.fullmatch(r"(threadIdx|blockIdx|blockDim)\.\w", T.squash(src.text_of(n)))
+                  and not (value.start_byte <= n.start_byte < value.end_byte)]
+        guard = next((s for s in body.named_children if s.type == "if_statement"
+                      and T.uses_ident(s.child_by_field_name("condition"), row)
+                      and T.squash(src.text_of(s.child_by_field_name("consequence"))) in ("return;", "{return;}")), None)
+        out.row_value, out.row_stmt = value, T.statement_ancestor(rows[0])
+        out.facts.append(_fact(
+            "one_thread_per_row", not others and guard is not None,
+            f"`{row}` is the global thread index, the only use of thread/block indices, and threads past the last "
+            "row return" if not others and guard is not None else
+            (f"thread or block index used beyond `{row}` (line {others[0].start_point.row + 1})" if others
+             else f"no `if (... {row} ...) return;` guard for threads past the last row"), "Layout"))
+        helpers = _fn_texts(src)
+        coop = _reaches(src, body, _BLOCK_COOP, helpers) or _reaches(src, body, _COLLECTIVE, helpers)
+        out.facts.append(_fact("no_block_cooperation", not coop,
+                               "no shared memory, barriers, atomics or warp collectives: each row is one thread's"
+                               if not coop else "the kernel already cooperates (shared memory, barriers, atomics "
+                               "or warp collectives)", "Storage"))
+        loops, problems = self._row_loops(src, fn, body, guard)
+        out.loops = tuple(loops)
+        out.facts.append(_fact("rows_independent", not problems and bool(loops),
+                               f"{len(loops)} row loop(s); loop-carried state only in sum/max/min reductions"
+                               if not problems and loops else ("; ".join(problems) or "no loop over the row"),
+                               "Pipeline"))
+        out.stores = tuple(self._stores_outside(src, fn, body, loops))
+        if re.search(r"\blane\b", text) and "kl_lane" in text:
+            out.facts.append(_fact("lane_name_free", False, "both `lane` and `kl_lane` are taken", "Layout"))
+        out.facts += _launch_facts(src, kernel)
+        return out
+
+    def _row_loops(self, src: CudaSource, fn: ts.Node, body: ts.Node,
+                   guard: ts.Node | None) -> tuple[list[_RowLoop], list[str]]:
+        loops, problems = [], []
+        for loop in _outer_loops(body):
+            line = loop.start_point.row + 1
+            parts = _counting(src, loop)
+            path = _ancestors_to(loop, body)
+            if parts is None:
+                problems.append(f"line {line}: not a counting loop `for (int j = A; j < B; ++j)`")
+                continue
+            if any(a.type not in ("compound_statement", "if_statement", "else_clause") for a in path):
+                problems.append(f"line {line}: loop nested in a {path[0].type}")
+                continue
+            if guard is not None and loop.start_byte < guard.start_byte:
+                problems.append(f"line {line}: loop before the row guard")
+                continue
+            var, init, cond, _ = parts
+            lbody = loop.child_by_field_name("body")
+            bound = cond.child_by_field_name("right")
+            if lbody is None or T.jumps_out(loop):
+                problems.append(f"line {line}: the loop leaves early (break/continue/return)")
+                continue
+            inner = set(T.local_decls(loop))
+            if var in T.assigned_in(lbody) or T.assigned_in(bound) or T.assigned_in(init):
+                problems.append(f"line {line}: the loop variable or bound changes inside the loop")
+                continue
+            reds, why = self._reductions(src, fn, loop, lbody, inner)
+            why += self._row_contiguous(src, fn, lbody, var)
+            why += self._element_writes(src, fn, lbody, inner | {var})
+            if why:
+                problems += [f"line {line}: {w}" for w in why]
+                continue
+            loops.append(_RowLoop(loop, var, tuple(reds)))
+        return loops, problems
+
+    def _reductions(self, src: CudaSource, fn: ts.Node, loop: ts.Node, lbody: ts.Node,
+                    inner: set[str]) -> tuple[list[_Reduction], list[str]]:
+        reds, why = [], []
+        for name in sorted(T.assigned_in(lbody) - inner):
+            writes = [n for n in T.walk(lbody) if n.type in ("assignment_expression", "update_expression")
+                      and T.squash(src.text_of(n.child_by_field_name("left") or n.child_by_field_name("argument")))
+                      == name]
+            stmts = {T.statement_ancestor(w).start_byte: T.statement_ancestor(w) for w in writes}
+            red = _reduction_of(src, next(iter(stmts.values())), name) if len(stmts) == 1 else None
+            if red is None:
+                why.append(f"`{name}` is carried across iterations but is not a sum/max/min reduction")
+                continue
+            (stmt,) = stmts.values()
+            reads = [n for n in T.walk(lbody) if n.type == "identifier" and n.text == name.encode()
+                     and not (stmt.start_byte <= n.start_byte < stmt.end_byte)]
+            if reads:
+                why.append(f"`{name}` is read inside the loop (line {reads[0].start_point.row + 1}): a running value, "
+                           "not a reduction")
+                continue
+            if red.kind == "sum":
+                decl = _decl_node(fn, name)
+                value = decl.child_by_field_name("value") if decl is not None and decl.type == "init_declarator" else None
+                earlier = [n for n in T.walk(fn) if n.type in ("assignment_expression", "update_expression")
+                           and decl is not None and decl.end_byte < n.start_byte < loop.start_byte
+                           and T.squash(src.text_of(n.child_by_field_name("left") or n.child_by_field_name("argument")))
+                           == name and not _exclusive(n, loop)]
+                if value is None or not _is_zero(src.text_of(value)) or earlier:
+                    why.append(f"the sum `{name}` does not start from zero at the loop: the per-lane partials would "
+                               "count its start value 32 times")
+                    continue
+            reds.append(red)
+        return reds, why
+
+    def _row_contiguous(self, src: CudaSource, fn: ts.Node, lbody: ts.Node, var: str) -> list[str]:
+        """The loop must walk memory along the row: every pointer access that moves with the
+        loop variable moves by one element per iteration. (A loop over a column, `x[j * N + c]`,
+        is already coalesced across threads; lanes striding it would scatter the warp.)"""
+        unit, strided = 0, []
+        for n in T.walk(lbody):
+            if n.type != "subscript_expression" or not _is_pointer(fn, _base_name(n) or ""):
+                continue
+            idx = T.squash(src.text_of(n)[len(src.text_of(n.child_by_field_name("argument") or n)):])
+            if not re.search(rf"(?<![\w.]){re.escape(var)}(?!\w)", idx):
+                continue
+            if re.fullmatch(rf"\[(?:.*[+(])?{re.escape(var)}(?:[+)].*)?\]", idx) and not re.search(
+                    rf"[*/%]\(?{re.escape(var)}\b|\b{re.escape(var)}\)?[*/%<>]", idx):
+                unit += 1
+            else:
+                strided.append(f"`{T.squash(src.text_of(n))}` (line {n.start_point.row + 1})")
+        if strided:
+            return [f"access {strided[0]} does not move one element per iteration: the loop does not walk a row"]
+        if not unit:  # accesses through helpers: `load(p + j)`, `load<V>(p, j)`
+            for n in T.walk(lbody):
+                parts = ([n.child_by_field_name("left"), n.child_by_field_name("right")]
+                         if n.type == "binary_expression" and n.child_by_field_name("operator").type == "+"
+                         else T.call_args(n) if n.type == "call_expression" else [])
+                ptrs = [a for a in parts if a is not None and a.type == "identifier" and _is_pointer(fn, src.text_of(a))]
+                rest = [T.squash(src.text_of(a)) for a in parts if a is not None and a not in ptrs]
+                if ptrs and any(re.fullmatch(rf"(?:.*[+(])?{re.escape(var)}(?:[+)].*)?", r) for r in rest):
+                    unit += 1
+        return [] if unit else ["no memory access walks along the row"]
+
+    def _element_writes(self, src: CudaSource, fn: ts.Node, lbody: ts.Node, per_element: set[str]) -> list[str]:
+        """Stores in a row loop must go to memory, at an element of this iteration (index uses the
+        loop variable or a value declared in the loop), so each lands on exactly one lane. A local
+        array written in the loop would hold only this lane's elements afterwards."""
+        why = []
+        for n in T.walk(lbody):
+            if n.type not in ("assignment_expression", "update_expression"):
+                continue
+            left = n.child_by_field_name("left") or n.child_by_field_name("argument")
+            if left is None or left.type == "identifier":
+                continue
+            inner = set(T.local_decls(lbody))
+            if _base_name(left) in inner and not _is_pointer(fn, _base_name(left) or ""):
+                continue  # a value of this iteration
+            if left.type == "subscript_expression" and _is_pointer(fn, _base_name(left) or ""):
+                idx = left.child_by_field_name("indices") or left.child_by_field_name("index")
+                idx = idx if idx is not None else left.named_children[-1]
+                if any(T.uses_ident(idx, v) for v in per_element):
+                    continue
+            why.append(f"store `{T.squash(src.text_of(left))}` (line {n.start_point.row + 1}) is not to this "
+                       "iteration's element")
+        return why
+
+    def _stores_outside(self, src: CudaSource, fn: ts.Node, body: ts.Node, loops: list[_RowLoop]) -> list[ts.Node]:
+        """Statements outside the row loops that store through a pointer (per-row results): lane 0
+        does them. Local arrays and structs are every lane's own copy and stay unguarded."""
+        spans = [(r.loop.start_byte, r.loop.end_byte) for r in loops]
+        out: dict[int, ts.Node] = {}
+        for n in T.walk(body):
+            if n.type not in ("assignment_expression", "update_expression"):
+                continue
+            left = n.child_by_field_name("left") or n.child_by_field_name("argument")
+            if left is None or left.type == "identifier" or any(a <= n.start_byte < b for a, b in spans):
+                continue
+            if not _is_pointer(fn, _base_name(left) or ""):
+                continue
+            stmt = T.statement_ancestor(n)
+            out[stmt.start_byte] = stmt
+        return list(out.values())
+
+    # ---- analysis: warp per row (backward) ---------------------------------------------------
+    def _warp_per_row(self, src: CudaSource, fn: ts.Node, kernel: str) -> _Facts | None:
+        body = fn.child_by_field_name("body")
+        if body is None:
+            return None
+        consts = T.file_constants(src)
+        lane = row = None
+        for d in T.walk(body):
+            if d.type != "init_declarator" or d.child_by_field_name("value") is None:
+                continue
+            v = d.child_by_field_name("value")
+            t = T.strip_casts(src.text_of(v))
+            if (m := re.fullmatch(r"\(?threadIdx\.x([&%])\(?(.+?)\)?\)?", t)) and lane is None:
+                val = T.eval_int(m.group(2), consts)
+                if val == (WARP - 1 if m.group(1) == "&" else WARP):
+                    lane = (T._declarator_ident(d), v)
+            elif row is None and _warp_row(t, consts):
+                row = (T._declarator_ident(d), v)
+        if lane is None or row is None:
+            return None
+        out = _Facts(kernel, [], row_value=row[1], lane_value=lane[1], lane=lane[0] or "")
+        assigned = T.assigned_in(fn)
+        others = [n for n in T.walk(body) if n.type == "field_expression"
+                  and re.fullmatch(r"(threadIdx|blockIdx|blockDim)\.\w", T.squash(src.text_of(n)))
+                  and not any(v.start_byte <= n.start_byte < v.end_byte for v in (lane[1], row[1]))]
+        fixed = lane[0] not in assigned and row[0] not in assigned and not others
+        out.facts.append(_fact("one_warp_per_row", fixed,
+                               f"`{row[0]}` is the warp's global index and `{lane[0]}` its lane, the only uses of "
+                               "thread/block indices" if fixed else
+                               "the lane or row index is reassigned, or thread/block indices are used elsewhere",
+                               "Layout"))
+        strided, bad = [], []
+        for n in T.walk(body):
+            if n.type != "identifier" or n.text != lane[0].encode() or lane[1].start_byte <= n.start_byte < lane[1].end_byte:
+                continue
+            p = n.parent
+            if p is not None and p.type == "init_declarator" and T._declarator_ident(p) == lane[0]:
+                continue
+            loop = _strided_loop_of(src, n, consts)
+            if loop is not None:
+                strided.append(loop)
+            elif not _lane_zero_test(src, n):
+                bad.append(n.start_point.row + 1)
+        out.strided = tuple(strided)
+        out.facts.append(_fact("lane_only_strides", not bad and bool(strided),
+                               f"`{lane[0]}` only starts {len(strided)} loop(s) striding the row by 32 and picks "
+                               "lane 0 for stores" if not bad and strided else
+                               (f"`{lane[0]}` also indexes data (line {bad[0]}): each lane owns more than a stride"
+                                if bad else "no loop strides the row by the warp"), "Layout"))
+        helpers = _fn_texts(src)
+        colls, stray = [], []
+        for stmt in [s for s in T.walk(body) if s.type in ("expression_statement", "for_statement")]:
+            if any(a.start_byte <= stmt.start_byte < a.end_byte for a in colls):
+                continue
+            if _warp_reduction_stmt(src, stmt, helpers):
+                colls.append(stmt)
+        for n in T.walk(body):
+            if n.type in ("expression_statement", "declaration", "return_statement") and _reaches(
+                    src, n, _COLLECTIVE, helpers) and not any(c.start_byte <= n.start_byte < c.end_byte for c in colls):
+                stray.append(n.start_point.row + 1)
+        out.collectives = tuple(colls)
+        out.facts.append(_fact("reductions_only_collectives", not stray,
+                               f"{len(colls)} warp reduction(s) `v = reduce(v)`, no other warp collective" if not stray
+                               else f"a warp collective other than a reduction `v = reduce(v)` (line {stray[0]})",
+                               "Pipeline"))
+        coop = _reaches(src, body, _BLOCK_COOP, {k: v for k, v in helpers.items()
+                                                  if not any(k in src.text_of(c) for c in colls)})
+        out.facts.append(_fact("no_block_cooperation", not coop,
+                               "no shared memory, barriers or atomics beyond the warp" if not coop
+                               else "the block cooperates beyond the warp (shared memory, barriers or atomics)",
+                               "Storage"))
+        out.facts += _launch_facts(src, kernel)
+        return out
+
+    # ---- operator interface ------------------------------------------------------------------
+    def _kernels(self, src: CudaSource) -> list[tuple[str, ts.Node]]:
+        return [(k.name, src.node_for(k)) for k in src.kernels]
+
+    def find(self, src: CudaSource) -> list[Site]:
+        sites = []
+        for name, fn in self._kernels(src):
+            f = self._warp_per_row(src, fn, name)
+            if f is not None:
+                sites.append(self.site(src, fn, f"kernel {name}: one warp per row", kernel=name))
+        return sites
+
+    def removal_preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
+        fn = src.node_at(site.anchor)
+        f = self._warp_per_row(src, fn, site.details["kernel"]) if fn is not None else None
+        if f is None:
+            return [_fact("one_warp_per_row", False, "no lane/row index of a warp-per-row kernel here", "Layout")]
+        return f.facts
+
+    def _remove(self, src: CudaSource, site: Site) -> CudaSource:
+        fn = src.node_at(site.anchor)
+        assert fn is not None
+        f = self._warp_per_row(src, fn, site.details["kernel"])
+        assert f is not None and f.row_value is not None and f.lane_value is not None
+        edits = [edit.replace(f.lane_value, "0"), edit.replace(f.row_value, "blockIdx.x * blockDim.x + threadIdx.x")]
+        for loop in f.strided:
+            init = loop.child_by_field_name("initializer").children_by_field_name("declarator")[0]
+            value = init.child_by_field_name("value")
+            lane = f.lane
+            start = T.squash(src.text_of(value))
+            new = "0" if start == lane else re.sub(rf"\s*\+\s*{re.escape(lane)}\b|\b{re.escape(lane)}\s*\+\s*", "",
+                                                   src.text_of(value))
+            edits += [edit.replace(value, new), edit.replace(loop.child_by_field_name("update"),
+                                                             f"++{T.decl_name(loop.child_by_field_name('initializer'))}")]
+        for stmt in f.collectives:
+            if stmt.parent is not None and stmt.parent.type == "compound_statement":
+                edits.append(edit.delete(src, stmt))
+            else:
+                edits.append(edit.replace(stmt, ";"))
+        for ls in T.launches_of(src, site.details["kernel"]):
+            grid = T.config_nodes(src, ls)[0]
+            edits.append(edit.replace(grid, T.ceil_div(src.text_of(grid), str(WARP))))
+        return edit.apply_edits(src, edits)
+
+    def find_forward(self, src: CudaSource) -> list[Site]:
+        sites = []
+        for name, fn in self._kernels(src):
+            body = fn.child_by_field_name("body")
+            if body is None or not _outer_loops(body):
+                continue
+            if any(T.global_tid(src.text_of(d.child_by_field_name("value"))) == "blockDim.x"
+                   for d in T.walk(body) if d.type == "init_declarator" and d.child_by_field_name("value") is not None):
+                sites.append(self.site(src, fn, f"kernel {name}: one thread per row", kernel=name))
+        return sites
+
+    def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
+        fn = src.node_at(site.anchor)
+        if fn is None:
+            return [_fact("one_thread_per_row", False, "the kernel is not at this anchor", "Layout")]
+        return self._thread_per_row(src, fn, site.details["kernel"]).facts
+
+    def _apply(self, src: CudaSource, site: Site) -> CudaSource:
+        fn = src.node_at(site.anchor)
+        assert fn is not None
+        f = self._thread_per_row(src, fn, site.details["kernel"])
+        if not f.ok:
+            raise Refused(f"{self.name}: preconditions changed under the edit")
+        assert f.row_value is not None and f.row_stmt is not None
+        lane = "kl_lane" if re.search(r"\blane\b", src.text_of(fn)) else "lane"
+        ind = edit.indent_of(src, f.row_stmt)
+        edits = [edit.replace(f.row_value, f"({src.text_of(f.row_value)}) / {WARP}"),
+                 edit.insert_after(f.row_stmt, f"\n{ind}const int {lane} = threadIdx.x & {WARP - 1};")]
+        for r in f.loops:
+            edits.append(edit.replace(r.loop, self._strided_loop(src, r, lane)))
+        for stmt in f.stores:
+            text = f"if ({lane} == 0) {src.text_of(stmt)}"
+            braced = stmt.parent is not None and stmt.parent.type == "compound_statement"
+            edits.append(edit.replace(stmt, text if braced else "{ " + text + " }"))
+        for ls in T.launches_of(src, site.details["kernel"]):
+            grid = T.config_nodes(src, ls)[0]
+            edits.append(edit.replace(grid, f"{T.paren(src.text_of(grid))} * {WARP}"))
+        return edit.apply_edits(src, edits)
+
+    def _strided_loop(self, src: CudaSource, r: _RowLoop, lane: str) -> str:
+        parts = _counting(src, r.loop)
+        assert parts is not None
+        _, init, _, upd = parts
+        base = r.loop.start_byte
+        text = src.text_bytes
+        start = src.text_of(init)
+        new_init = lane if _is_zero(start) and T.squash(start) == "0" else f"{start} + {lane}"
+        loop = (text[base:init.start_byte].decode() + new_init + text[init.end_byte:upd.start_byte].decode()
+                + f"{r.var} += {WARP}" + text[upd.end_byte:r.loop.end_byte].decode())
+        if not r.reductions:
+            return loop
+        ind = edit.indent_of(src, r.loop)
+        lines = [loop]
+        for red in r.reductions:
+            shfl = f"__shfl_xor_sync({_FULL_MASK}, {red.var}, kl_off)"
+            merge = f"{red.var} += {shfl}" if red.kind == "sum" else f"{red.var} = {red.fn}({red.var}, {shfl})"
+            lines.append(f"for (int kl_off = {WARP // 2}; kl_off > 0; kl_off >>= 1) {merge};")
+        joined = f"\n{ind}".join(lines)
+        braced = r.loop.parent is not None and r.loop.parent.type == "compound_statement"
+        return joined if braced else "{\n" + ind + "    " + f"\n{ind}    ".join(lines) + "\n" + ind + "}"
+
+
+def _exclusive(a: ts.Node, b: ts.Node) -> bool:
+    """Whether `a` and `b` sit in different branches of one `if` (never both run)."""
+    above = {(n.start_byte, n.end_byte, n.type) for n in _ancestors_to(a, None)}
+    p = b.parent
+    while p is not None and (p.start_byte, p.end_byte, p.type) not in above:
+        p = p.parent
+    return p is not None and p.type == "if_statement"
+
+
+def _base_name(left: ts.Node) -> str | None:
+    """The variable a store target is based on: `y` in `y[i]`, `*(y + i)`, `y->f`, `s.x`."""
+    n: ts.Node | None = left
+    while n is not None and n.type != "identifier":
+        nxt = n.child_by_field_name("argument") or n.child_by_field_name("value")
+        if nxt is None and n.named_children:
+            nxt = n.named_children[0]
+        n = nxt
+    return n.text.decode() if n is not None and n.text else None
+
+
+def _is_pointer(fn: ts.Node, name: str) -> bool:
+    """Whether `name` is declared in `fn` (parameter or local) as a pointer."""
+    d = T.local_decls(fn).get(name)
+    return d is not None and any(n.type == "pointer_declarator" for n in T.walk(d))
+
+
+def _warp_row(text: str, consts: dict[str, int]) -> bool:
+    """`blockIdx.x * R + threadIdx.x / W` or `(blockIdx.x * blockDim.x + threadIdx.x) / W` (or
+    `>> 5`), with W = 32."""
+    t = re.sub(r"\((blockIdx\.x|threadIdx\.x|blockDim\.x)\)", r"\1", text)
+    m = re.fullmatch(r"\(?blockIdx\.x\*\(?[\w.*]+\)?\)?\+\(?threadIdx\.x(/|>>)(\w+)\)?", t)
+    if m is None:
+        m = re.fullmatch(r"\((.+)\)(/|>>)(\w+)", t)
+        if m is None or T.global_tid(m.group(1)) is None:
+            return False
+        op, w = m.group(2), m.group(3)
+    else:
+        op, w = m.group(1), m.group(2)
+    v = T.eval_int(w, consts)
+    return v is not None and (v == WARP if op == "/" else v == 5)
+
+
+def _strided_loop_of(src: CudaSource, ident: ts.Node, consts: dict[str, int]) -> ts.Node | None:
+    """The for loop whose variable starts at `lane` (or `A + lane`) and steps by 32."""
+    p = ident.parent
+    while p is not None and p.type in ("binary_expression", "parenthesized_expression"):
+        p = p.parent
+    if p is None or p.type != "init_declarator":
+        return None
+    decl = p.parent
+    loop = decl.parent if decl is not None else None
+    if loop is None or loop.type != "for_statement" or loop.child_by_field_name("initializer") != decl:
+        return None
+    value = T.squash(src.text_of(p.child_by_field_name("value")))
+    name = ident.text.decode() if ident.text else ""
+    if value != name and not re.fullmatch(rf"[\w.()*]+\+{name}|{name}\+[\w.()*]+", value):
+        return None
+    var = T.decl_name(decl) or ""
+    m = re.fullmatch(rf"{re.escape(var)}\+=(\w+)", T.squash(src.text_of(loop.child_by_field_name("update"))))
+    return loop if m is not None and T.eval_int(m.group(1), consts) == WARP else None
+
+
+def _lane_zero_test(src: CudaSource, ident: ts.Node) -> bool:
+    p = ident.parent
+    if p is None or p.type != "binary_expression":
+        return False
+    return re.fullmatch(r"\w+(==|!=)0|0(==|!=)\w+", T.squash(src.text_of(p))) is not None
+
+
+def _warp_reduction_stmt(src: CudaSource, stmt: ts.Node, helpers: dict[str, str]) -> bool:
+    """`v = reduce(v, ...)` with a helper that uses warp collectives, `v = __shfl_sync(m, v, k)`,
+    or a butterfly loop `for (o ...) v += __shfl_xor_sync(m, v, o);` / `v = op(v, __shfl...(m, v, o));`."""
+    if stmt.type == "for_statement":
+        body = stmt.child_by_field_name("body")
+        if body is not None and body.type == "compound_statement" and len(body.named_children) == 1:
+            body = body.named_children[0]
+        if body is None or body.type != "expression_statement":
+            return False
+        t = T.squash(src.text_of(body)).rstrip(";")
+        m = re.fullmatch(r"(\w+)(?:\+=|=\w+\(\1,)__shfl_(?:xor|down)_sync\(\w+,\1,\w+\)\)?", t)
+        return m is not None
+    t = T.squash(src.text_of(stmt)).rstrip(";")
+    m = re.fullmatch(r"([\w.]+)=([\w:]+)(?:<[^<>]*>)?\(\1(?:,.*)?\)", t)
+    if m is None:
+        return False
+    name = m.group(2).split("::")[-1]
+    if name.startswith("__shfl"):
+        return name == "__shfl_sync"
+    body = helpers.get(name)
+    return body is not None and _COLLECTIVE.search(body) is not None

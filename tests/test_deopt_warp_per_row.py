@@ -1,0 +1,200 @@
+"""warp_per_row: one thread per row <-> one warp per row (lanes stride the row, shuffle all-reduce).
+
+Forward on the corpus and held-out naive kernels (the gate accepts the result), backward on the
+reduce_sum_rows expert's warp kernel, the roundtrip, and the kernels it must refuse: a running
+value (cumsum), a pair-carrying argmax, a column walk, a sum with a start value, a local array
+filled in the loop, a block that is not whole warps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from klineage.deopt.base import Refused
+from klineage.deopt.registry import get_operator
+from klineage.deopt.warp_per_row import WarpPerRow
+from klineage.gates.backend import GateOptions
+from klineage.gates.gate import gate
+from klineage.source.model import CudaSource
+
+OP = WarpPerRow()
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _forward(src: CudaSource) -> CudaSource:
+    (site,) = OP.find_forward(src)
+    return OP.apply(src, site)
+
+
+def _failed(text: str) -> dict[str, str]:
+    src = CudaSource.from_text(text, "k.cu")
+    (site,) = OP.find_forward(src)
+    return {f.name: f.reason for f in OP.preconditions(src, site) if not f.holds}
+
+
+def _kernel(body: str, block: str = "256", params: str = "const float* x, float* y, int M, int N") -> str:
+    return f"""
+__global__ void k({params}) {{
+    int row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= M) return;
+    size_t base = (size_t)row * N;
+{body}
+}}
+extern "C" void launch({params}, cudaStream_t s) {{
+    const int threads = {block};
+    k<<<(M + threads - 1) / threads, threads, 0, s>>>(x, y, M, N);
+}}
+"""
+
+
+def test_registered_as_tiling() -> None:
+    assert get_operator("warp_per_row").category == "tiling" and OP.mechanical_apply
+
+
+def test_forward_on_softmax_naive() -> None:
+    src = CudaSource.from_file(REPO / "expert_kernels" / "softmax" / "naive.cu")
+    out = _forward(src)
+    t = out.text
+    assert "int row = (blockIdx.x * blockDim.x + threadIdx.x) / 32;" in t
+    assert "const int lane = threadIdx.x & 31;" in t
+    assert t.count("for (int j = lane; j < N; j += 32)") == 3
+    assert "mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, kl_off));" in t
+    assert "sum += __shfl_xor_sync(0xffffffffu, sum, kl_off);" in t
+    assert "<<<((M + 255) / 256) * 32, 256, 0, stream>>>" in t
+    assert len(OP.find(out)) == 1 and OP.find_forward(out) == []
+
+
+def test_per_row_stores_go_to_lane_zero_and_local_values_stay() -> None:
+    text = _kernel("""    float s = 0.0f;
+    float v[2];
+    for (int j = 0; j < N; ++j) s += x[base + j];
+    v[0] = s;
+    if (s > 0.f) y[row] = v[0]; else y[row] = -v[0];""")
+    t = _forward(CudaSource.from_text(text, "k.cu")).text
+    assert "    v[0] = s;" in t  # every lane's own copy
+    assert "if (s > 0.f) { if (lane == 0) y[row] = v[0]; } else { if (lane == 0) y[row] = -v[0]; }" in t
+
+
+@pytest.mark.parametrize(("body", "fact", "words"), [
+    ("""    float run = 0.0f;
+    for (int j = 0; j < N; ++j) { run += x[base + j]; y[base + j] = run; }""", "rows_independent", "running value"),
+    ("""    float best = -INFINITY; int where = 0;
+    for (int j = 0; j < N; ++j) if (x[base + j] > best) { best = x[base + j]; where = j; }
+    y[row] = (float)where;""", "rows_independent", "not a sum/max/min"),
+    ("""    float s = 0.0f;
+    for (int j = 0; j < N; ++j) s += x[(size_t)j * M + row];
+    y[row] = s;""", "rows_independent", "does not walk a row"),
+    ("""    float s = 1.0f;
+    for (int j = 0; j < N; ++j) s += x[base + j];
+    y[row] = s;""", "rows_independent", "32 times"),
+    ("""    float v[64];
+    for (int j = 0; j < N; ++j) v[j & 63] = x[base + j];
+    y[row] = v[0];""", "rows_independent", "not to this iteration's element"),
+    ("""    for (int j = 0; j < N; ++j) { if (x[base + j] < 0.f) break; y[base + j] = x[base + j]; }""",
+     "rows_independent", "leaves early"),
+    ("""    float s = 0.0f;
+    for (int j = 0; j < N; ++j) s += x[base + j];
+    atomicAdd(y, s);""", "no_block_cooperation", "already cooperates"),
+])
+def test_forward_refuses(body: str, fact: str, words: str) -> None:
+    failed = _failed(_kernel(body))
+    assert fact in failed and words in failed[fact], failed
+    src = CudaSource.from_text(_kernel(body), "k.cu")
+    with pytest.raises(Refused):
+        OP.apply(src, OP.find_forward(src)[0])
+
+
+def test_forward_refuses_a_block_that_is_not_whole_warps() -> None:
+    failed = _failed(_kernel("    float s = 0.0f;\n    for (int j = 0; j < N; ++j) s += x[base + j];\n    y[row] = s;",
+                             block="100"))
+    assert set(failed) == {"block_multiple_of_warp"}
+
+
+def test_backward_on_the_reduce_sum_rows_expert_and_roundtrip() -> None:
+    src = CudaSource.from_file(REPO / "expert_kernels" / "reduce_sum_rows" / "expert.cu")
+    (site,) = OP.find(src)
+    assert site.details["kernel"] == "row_sum_warp"
+    assert all(f.holds for f in OP.removal_preconditions(src, site))
+    simpler = OP.remove(src, site)
+    t = simpler.text
+    assert "const int lane = 0;" in t and "acc = warp_reduce_sum(acc);\n    if (lane" not in t
+    assert "for (int i = 0; i < N; ++i) acc +=" in t and t.count("<<<(blocks + 31) / 32,") == 2
+    assert OP.find(simpler) == []
+    again = _forward(simpler)
+    assert len(OP.find(again)) == 1
+
+
+def test_backward_refuses_rows_cached_in_registers() -> None:
+    """softmax's warp kernel keeps ITEMS elements per lane at `(c * 32 + lane) * W`: lane 0 alone
+    would see a 32nd of the row."""
+    src = CudaSource.from_file(REPO / "benchmarks" / "lineage_roots" / "softmax" / "root.cu")
+    site = next(s for s in OP.find(src) if s.details["kernel"] == "softmax_warp_per_row")
+    with pytest.raises(Refused, match="lane_only_strides"):
+        OP.remove(src, site)
+
+
+@pytest.mark.parametrize("workload", ["expert_kernels/layernorm", "heldout/logsumexp"])
+def test_gate_accepts_forward(tmp_path: Path, workload: str) -> None:
+    wl = REPO / workload
+    out = _forward(CudaSource.from_file(wl / "naive.cu"))
+    r = gate(out.text, wl, GateOptions(backend="emu"), name="warp.cu", use_cache=False, cache_root=tmp_path)
+    assert r.accepted, (r.category, r.message)
+
+
+def test_gate_accepts_backward(tmp_path: Path) -> None:
+    wl = REPO / "expert_kernels" / "reduce_sum_rows"
+    src = CudaSource.from_file(wl / "expert.cu")
+    out = OP.remove(src, OP.find(src)[0])
+    r = gate(out.text, wl, GateOptions(backend="emu"), name="thread.cu", use_cache=False, cache_root=tmp_path)
+    assert r.accepted, (r.category, r.message)
+
+
+def test_gate_rejects_the_forward_step_without_its_reduction(tmp_path: Path) -> None:
+    """Adversarial: the same transform with the shuffle all-reduce left out computes one lane's
+    partial; the gate must catch it."""
+    wl = REPO / "expert_kernels" / "reduce_sum_rows"
+    out = _forward(CudaSource.from_file(wl / "naive.cu")).text
+    lines = [ln for ln in out.splitlines() if "__shfl_xor_sync" not in ln]
+    r = gate("\n".join(lines), wl, GateOptions(backend="emu"), name="nored.cu", use_cache=False, cache_root=tmp_path)
+    assert not r.accepted and r.category == "mismatch", (r.category, r.message)
+
+
+_UPDATES = {
+    "sum": ("float {v} = 0.0f;", "{v} += x[base + j] * {c};"),
+    "fma": ("float {v} = 0.0f;", "{v} = fmaf(x[base + j], {c}, {v});"),
+    "max": ("float {v} = -INFINITY;", "{v} = fmaxf({v}, x[base + j] - {c});"),
+    "min": ("float {v} = INFINITY;", "{v} = fminf(x[base + j] + {c}, {v});"),
+}
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(sorted(_UPDATES)), min_size=0, max_size=3), min_size=1, max_size=3))
+def test_every_reduction_gets_one_all_reduce(loops: list[list[str]]) -> None:
+    """Random thread-per-row kernels: loops carrying 0-3 reductions of any kind (a loop without one
+    writes elements). The forward step strides each loop, follows it with one butterfly per
+    reduction and finds the kernel warp-per-row again; the backward step undoes it."""
+    body, n = [], 0
+    for li, kinds in enumerate(loops):
+        decls, ups = [], []
+        for kind in kinds:
+            v = f"r{n}"
+            n += 1
+            d, u = _UPDATES[kind]
+            decls.append("    " + d.format(v=v))
+            ups.append(u.format(v=v, c=f"{li + 1}.0f"))
+        if not ups:
+            ups = [f"y[base + j] = x[base + j] * {li}.5f;"]
+        body += decls + ["    for (int j = 0; j < N; ++j) { " + " ".join(ups) + " }"]
+    body.append("    y[row] = " + (" + ".join(f"r{i}" for i in range(n)) or "0.f") + ";")
+    src = CudaSource.from_text(_kernel("\n".join(body)), "k.cu")
+    out = _forward(src)
+    assert out.text.count("__shfl_xor_sync") == n
+    assert out.text.count("j += 32") == len(loops)
+    assert "if (lane == 0) y[row] =" in out.text
+    (site,) = OP.find(out)
+    back = OP.remove(out, site)
+    assert "__shfl_xor_sync" not in back.text and "j += 32" not in back.text
+    assert OP.find(back) == [] and len(OP.find_forward(back)) == 1
