@@ -13,8 +13,10 @@
 #   coverage     lineage roots (benchmarks/lineage_roots/) timed beside expert/naive/torch (issue 7)
 #   scale        emu mining, local executor, 1 vs 14 workers, bounded walk (issue 14)
 #   scale_cuda   cuda gating of tests/data/mining through the local executor, 1 worker (issue 14)
-#   materialize  leave-one-out materializer on cuda, curriculum and none (issue 8)
-#   heldout      held-out instances on cuda, curriculum and none (issue 9)
+#   mine         the corpus mined on emu with KL_MINE_WORKERS (14) walks at once into a fresh store,
+#                exported to $OUT/mine/export (cards + JSONL); later stages of the call use that store
+#   materialize  leave-one-out materializer on cuda, KL_MODES (curriculum,random,none), KL_JOBS runs at once
+#   heldout      held-out instances on cuda, one run per mode of KL_HELDOUT_MODES (curriculum,none), KL_JOBS at once
 # `.gpu/skills.duckdb` (ignored) is the skill store the materializer and the held-out check use:
 # the shipped skills rebuilt here from skills_db/skills.jsonl (`klineage.export.shipped_store`), as
 # `klineage materialize` does in a fresh clone.
@@ -50,14 +52,23 @@ for s in "$@"; do
       --max-steps "${KL_SCALE_STEPS:-3}" --json "$OUT/scale/scale.json" ;;
     scale_cuda) stage scale_cuda "${KL_SCALE_CUDA_S:-120}" python3 benchmarks/scale_bench.py tests/data/mining \
       --backend cuda --workers 1 --no-ray --json "$OUT/scale_cuda/scale.json" ;;
-    materialize) stage materialize "${KL_MATERIALIZE_S:-300}" python3 benchmarks/materialize_bench.py --db "$DB" \
-      --backend cuda --modes "${KL_MODES:-curriculum,none}" ${KL_WORKLOADS:+--workloads "$KL_WORKLOADS"} \
-      --out "$OUT/materialize" ;;
+    mine)
+      DB=.gpu/mined.duckdb
+      rm -f "$DB" "$DB.wal"
+      stage mine "${KL_MINE_S:-420}" python3 -m klineage mine expert_kernels --db "$DB" --backend emu \
+        --workers "${KL_MINE_WORKERS:-14}"
+      python3 -m klineage skills export --db "$DB" --out "$OUT/mine/export" >> "$OUT/mine/mine.log" 2>&1
+      cp "$DB" "$OUT/mine/mined.duckdb" ;;
+    materialize) stage materialize "${KL_MATERIALIZE_S:-420}" python3 benchmarks/materialize_bench.py --db "$DB" \
+      --backend cuda --modes "${KL_MODES:-curriculum,random,none}" ${KL_WORKLOADS:+--workloads "$KL_WORKLOADS"} \
+      --jobs "${KL_JOBS:-8}" --out "$OUT/materialize" ;;
     heldout)
-      for mode in curriculum none; do
-        skills=all; [ "$mode" = none ] && skills=none
-        stage "heldout_$mode" "${KL_HELDOUT_S:-240}" python3 -m klineage heldout --backend cuda --db "$DB" \
-          --skills "$skills" --out "$OUT/heldout_$mode/run"
+      for mode in ${KL_HELDOUT_MODES:-curriculum none}; do
+        skills=all order=curriculum
+        [ "$mode" = none ] && skills=none
+        [ "$mode" = random ] && order=random
+        stage "heldout_$mode" "${KL_HELDOUT_S:-300}" python3 -m klineage heldout --backend cuda --db "$DB" \
+          --skills "$skills" --order "$order" --jobs "${KL_JOBS:-8}" --out "$OUT/heldout_$mode/run"
       done ;;
     *) echo "unknown stage $s" | tee -a "$OUT/rounds.txt" ;;
   esac
@@ -71,7 +82,8 @@ for s in "$@"; do
     coverage) cat "$OUT/coverage/coverage.md" ;;
     scale) tail -8 "$OUT/scale/scale.log" ;;
     scale_cuda) tail -8 "$OUT/scale_cuda/scale_cuda.log" ;;
-    materialize) tail -22 "$OUT/materialize/materialize.log" ;;
-    heldout) for m in curriculum none; do tail -40 "$OUT/heldout_$m/heldout_$m.log"; done ;;
+    mine) tail -22 "$OUT/mine/mine.log" ;;
+    materialize) tail -30 "$OUT/materialize/materialize.log" ;;
+    heldout) for m in ${KL_HELDOUT_MODES:-curriculum none}; do tail -34 "$OUT/heldout_$m/heldout_$m.log"; done ;;
   esac
 done

@@ -19,6 +19,14 @@ WHEELS=(
   "duckdb==2.0.1"
   "libcst==1.9.0"
   "ninja==1.13.2"   # torch load_inline builds with it (KernelBench ModelNew check)
+  # the CLI (`python3 -m klineage heldout|mine` there): typer and rich with their pure-Python deps
+  "typer==0.29.2"
+  "click==8.5.1"
+  "shellingham==1.5.4"
+  "rich==15.0.0"
+  "markdown-it-py==4.3.0"
+  "mdurl==0.1.2"
+  "pygments==2.21.0"
 )
 PLATFORMS=()
 for n in 2_28 2_27 2_24 2_17; do PLATFORMS+=(--platform "manylinux_${n}_x86_64"); done

@@ -23,6 +23,7 @@ import json
 import math
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,7 @@ def main() -> int:
     ap.add_argument("--workloads", default="", help="comma list (default: every folder of the corpus)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per gate stage")
     ap.add_argument("--out", type=Path, default=ROOT / "build" / "materialize_bench")
+    ap.add_argument("--jobs", type=int, default=1, help="runs at once (GPU timings still take turns)")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
     ap.add_argument("--combine", type=Path, nargs="+", metavar="BENCH_JSON",
                     help="only print one table from the bench.json files of earlier runs (e.g. modes run in parallel)")
@@ -177,21 +179,24 @@ def main() -> int:
         wl = load_workload(f)
         dtypes_of[wl.name], names[f] = wl.dtypes, wl.name
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = []
+    runs = [(f, mode) for f in folders for mode in modes]
     with Store(args.out / "runs.duckdb") as store:
-        for f in folders:
+        def one(f: Path, mode: str) -> dict[str, Any]:
             loo = leave_one_out(skills, names[f], dtypes_of)
-            for mode in modes:
-                try:
-                    row = run_one(f, loo, mode, args, store)
-                except Exception as e:  # one broken run (a gate or operator bug) must not lose the others
-                    row = {"workload": f.name, "mode": mode, "status": f"error: {type(e).__name__}: {e}",
-                           "stop_reason": "", "skills_available": len(loo), "gated": 0, "kept": 0, "applied": [],
-                           "rejected": [], "ops_naive": [], "ops_best": [], "ops_added": [], "start_ok": False,
-                           "speedup": None, "speedup_vs_torch": None, "elapsed_s": 0}
-                rows.append(row)
-                print(f"{row['workload']:<20} {mode:<11} gated {row['gated']:>2} kept {row['kept']:>2} "
-                      f"added {','.join(row['ops_added']) or '-'} ({row['elapsed_s']} s)", file=sys.stderr, flush=True)
+            try:
+                row = run_one(f, loo, mode, args, store)
+            except Exception as e:  # one broken run (a gate or operator bug) must not lose the others
+                row = {"workload": f.name, "mode": mode, "status": f"error: {type(e).__name__}: {e}",
+                       "stop_reason": "", "skills_available": len(loo), "gated": 0, "kept": 0, "applied": [],
+                       "rejected": [], "ops_naive": [], "ops_best": [], "ops_added": [], "start_ok": False,
+                       "speedup": None, "speedup_vs_torch": None, "elapsed_s": 0}
+            print(f"{row['workload']:<20} {mode:<11} gated {row['gated']:>2} kept {row['kept']:>2} "
+                  f"added {','.join(row['ops_added']) or '-'} ({row['elapsed_s']} s)", file=sys.stderr, flush=True)
+            return row
+
+        # --jobs runs at once: builds in parallel, cuda gate children take turns on the GPU (device lock)
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            rows = list(pool.map(lambda fm: one(*fm), runs))
     (args.out / "bench.json").write_text(json.dumps(rows, indent=1, default=str) + "\n")
     if args.json:
         print(json.dumps(rows, indent=1, default=str))

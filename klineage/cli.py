@@ -529,6 +529,8 @@ def heldout_cmd(
     db: DbOption = None,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Output folder (default: materialized/heldout-TIME).")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per gate stage.")] = 120.0,
+    jobs: Annotated[int, typer.Option("--jobs", min=1, help="Instances materialized at once (builds run in parallel; "
+                                      "GPU runs still take turns).")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
 ) -> None:
     """Materialize every held-out instance with the shipped skills; gate, speedup and copy check (exit 1 below the bar)."""
@@ -544,7 +546,7 @@ def heldout_cmd(
     try:
         rep = run_heldout(skill_list, lambda: build_provider(args), backend=backend, budget=budget, skills_mode=skills,
                           order=order, seed=seed, names=only, out_dir=out_dir, store=store, timeout_s=timeout,
-                          progress=None if as_json else lambda r: err.print(r.progress_line(), highlight=False))
+                          jobs=jobs, progress=None if as_json else lambda r: err.print(r.progress_line(), highlight=False))
     finally:
         store.close()
     if as_json:

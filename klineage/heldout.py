@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -174,6 +175,7 @@ def run_heldout(
     store: Any = None,
     timeout_s: float = 120.0,
     progress: Callable[[InstanceResult], None] | None = None,
+    jobs: int = 1,
 ) -> HeldoutReport:
     """Materialize every (or every named) instance from its naive kernel; gate and copy-check each."""
     from klineage.gates.backend import GateOptions
@@ -188,13 +190,10 @@ def run_heldout(
     experts = expert_sources(repo_root())
     stamp = time.strftime("%Y%m%d-%H%M%S")
     base = out_dir or Path("materialized") / f"heldout-{stamp}"
-    results: list[InstanceResult] = []
-    provider_name = ""
-    for name in chosen:
+    def one(name: str) -> tuple[InstanceResult, str]:
         t0 = time.perf_counter()
         wl = load_workload(root / name)
         provider = make_provider()
-        provider_name = provider.name
         opts = MaterializeOptions(backend=backend, skills_mode=skills_mode, order=order, seed=seed,
                                   out_dir=base / name, store=store,
                                   gate_options=GateOptions(backend=backend, timeout_s=timeout_s))
@@ -207,12 +206,8 @@ def run_heldout(
         except KLineageError:
             raise
         except Exception as e:  # one instance's failure is a rejected instance, not the end of the check
-            r = InstanceResult(name, False, "crash", "error", message=f"{type(e).__name__}: {e}",
-                               elapsed_s=time.perf_counter() - t0)
-            results.append(r)
-            if progress is not None:
-                progress(r)
-            continue
+            return InstanceResult(name, False, "crash", "error", message=f"{type(e).__name__}: {e}",
+                                  elapsed_s=time.perf_counter() - t0), provider.name
         if res.best_step is None:
             accepted, category = bool(res.start_gate.get("accepted")), str(res.start_gate.get("category", ""))
             message = res.stop_reason
@@ -223,11 +218,22 @@ def run_heldout(
         mem = check_kernel(res.best_source, experts).to_dict()
         mem.pop("per_source", None)  # the closest source and the verdict are the table's; the trace has the rest
         ops = [s.operator for s in res.steps if s.kept and s.operator]
-        r = InstanceResult(name, accepted, category, res.status, list(res.applied), ops, res.gated, res.speedup,
-                           res.speedup_vs_torch, static, mem, res.out_dir, message, time.perf_counter() - t0)
-        results.append(r)
-        if progress is not None:
-            progress(r)
+        return InstanceResult(name, accepted, category, res.status, list(res.applied), ops, res.gated, res.speedup,
+                              res.speedup_vs_torch, static, mem, res.out_dir, message,
+                              time.perf_counter() - t0), provider.name
+
+    # Instances run `jobs` at a time (threads: the gates run in child processes, builds in
+    # parallel; cuda children hold their GPU's lock, so timings never overlap). Results keep the
+    # instance order whatever finishes first.
+    results: list[InstanceResult] = []
+    provider_name = ""
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = [pool.submit(one, name) for name in chosen]
+        for fut in futures:
+            r, provider_name = fut.result()
+            results.append(r)
+            if progress is not None:
+                progress(r)
     return HeldoutReport(backend, provider_name, skills_mode, order, budget, results, check_carriers(skills, experts))
 
 
