@@ -10,7 +10,8 @@
 # Stages (timeouts in seconds through KL_<STAGE>_S):
 #   kb           KernelBench round trip: import, cuda gate, export ModelNew, KernelBench-style eval
 #   compute      the compute-bound experts re-checked and timed (issue 10)
-#   coverage     lineage roots (benchmarks/lineage_roots/) timed beside expert/naive/torch (issue 7)
+#   coverage     lineage roots (benchmarks/lineage_roots/) timed beside expert/naive/torch (issue 7);
+#                KL_COVERAGE_ONLY=a,b limits the workloads
 #   scale        emu mining, local executor, 1 vs 14 workers, bounded walk (issue 14)
 #   scale_cuda   cuda gating of tests/data/mining through the local executor, 1 worker (issue 14)
 #   mine         the corpus mined on emu with KL_MINE_WORKERS (14) walks at once into a fresh store,
@@ -43,7 +44,7 @@ for s in "$@"; do
     compute) stage compute "${KL_COMPUTE_S:-240}" python3 benchmarks/corpus_bench.py --check \
       --only sgemm,gemm_bf16,attention_fwd --budget-s 2 --naive-budget-s 1 --skip-naive --out "$OUT/compute" ;;
     coverage)
-      only=$(ls benchmarks/lineage_roots | paste -sd, -)
+      only=${KL_COVERAGE_ONLY:-$(ls benchmarks/lineage_roots | paste -sd, -)}
       # shellcheck disable=SC2046
       stage coverage "${KL_COVERAGE_S:-300}" python3 benchmarks/corpus_bench.py --check --only "$only" \
         --budget-s 2 --naive-budget-s 2 --out "$OUT/coverage" $(python3 benchmarks/lineage_bench.py variants)

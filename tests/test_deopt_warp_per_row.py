@@ -82,7 +82,7 @@ def test_per_row_stores_go_to_lane_zero_and_local_values_stay() -> None:
     ("""    float run = 0.0f;
     for (int j = 0; j < N; ++j) { run += x[base + j]; y[base + j] = run; }""", "rows_independent", "running value"),
     ("""    float best = -INFINITY; int where = 0;
-    for (int j = 0; j < N; ++j) if (x[base + j] > best) { best = x[base + j]; where = j; }
+    for (int j = 0; j < N; ++j) if (x[base + j] >= best) { best = x[base + j]; where = j; }
     y[row] = (float)where;""", "rows_independent", "not a sum/max/min"),
     ("""    float s = 0.0f;
     for (int j = 0; j < N; ++j) s += x[(size_t)j * M + row];
@@ -198,3 +198,18 @@ def test_every_reduction_gets_one_all_reduce(loops: list[list[str]]) -> None:
     back = OP.remove(out, site)
     assert "__shfl_xor_sync" not in back.text and "j += 32" not in back.text
     assert OP.find(back) == [] and len(OP.find_forward(back)) == 1
+
+
+def test_argmax_scan_becomes_a_pair_butterfly_and_back(tmp_path: Path) -> None:
+    """An arg-max scan (strict `>`: the first maximum wins) reduces (value, position) pairs: the
+    larger value wins, a tie goes to the smaller position. The gate checks it on emu; `>=` (the
+    last maximum) is not the same scan and is refused."""
+    wl = REPO / "heldout" / "argmax"
+    out = _forward(CudaSource.from_file(wl / "naive.cu"))
+    assert "if (kl_v > best || (kl_v == best && kl_i < where)) { best = kl_v; where = kl_i; }" in out.text
+    r = gate(out.text, wl, GateOptions(backend="emu"), name="argmax_warp.cu", use_cache=False, cache_root=tmp_path)
+    assert r.accepted, (r.category, r.message)
+    back = OP.remove(out, OP.find(out)[0])
+    assert "__shfl_xor_sync" not in back.text and "for (int j = 1; j < N; ++j)" in back.text
+    last = (wl / "naive.cu").read_text().replace("if (v > best)", "if (v >= best)")
+    assert "rows_independent" in _failed(last)

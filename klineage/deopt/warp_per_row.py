@@ -44,8 +44,9 @@ _MAXMIN = {"fmaxf": "max", "fmax": "max", "max": "max", "fminf": "min", "fmin": 
 @dataclass(frozen=True)
 class _Reduction:
     var: str
-    kind: str  # sum | max | min
+    kind: str  # sum | max | min | argmax | argmin
     fn: str  # the combining function for max/min ("" for sums)
+    index: str = ""  # argmax/argmin: the variable holding the winner's position
 
 
 @dataclass(frozen=True)
@@ -288,7 +289,11 @@ class WarpPerRow(Operator):
     def _reductions(self, src: CudaSource, fn: ts.Node, loop: ts.Node, lbody: ts.Node,
                     inner: set[str]) -> tuple[list[_Reduction], list[str]]:
         reds, why = [], []
-        for name in sorted(T.assigned_in(lbody) - inner):
+        pairs = _arg_pairs(src, lbody)
+        for red, _ in pairs.values():
+            reds.append(red)
+        paired = {n for red, _ in pairs.values() for n in (red.var, red.index)}
+        for name in sorted(T.assigned_in(lbody) - inner - paired):
             writes = [n for n in T.walk(lbody) if n.type in ("assignment_expression", "update_expression")
                       and T.squash(src.text_of(n.child_by_field_name("left") or n.child_by_field_name("argument")))
                       == name]
@@ -560,11 +565,54 @@ class WarpPerRow(Operator):
         lines = [loop]
         for red in r.reductions:
             shfl = f"__shfl_xor_sync({_FULL_MASK}, {red.var}, kl_off)"
+            head = f"for (int kl_off = {WARP // 2}; kl_off > 0; kl_off >>= 1)"
+            if red.kind in ("argmax", "argmin"):  # the better value wins; a tie goes to the earlier position
+                cmp = ">" if red.kind == "argmax" else "<"
+                lines.append(f"{head} {{ const auto kl_v = {shfl}; "
+                             f"const auto kl_i = __shfl_xor_sync({_FULL_MASK}, {red.index}, kl_off); "
+                             f"if (kl_v {cmp} {red.var} || (kl_v == {red.var} && kl_i < {red.index})) "
+                             f"{{ {red.var} = kl_v; {red.index} = kl_i; }} }}")
+                continue
             merge = f"{red.var} += {shfl}" if red.kind == "sum" else f"{red.var} = {red.fn}({red.var}, {shfl})"
-            lines.append(f"for (int kl_off = {WARP // 2}; kl_off > 0; kl_off >>= 1) {merge};")
+            lines.append(f"{head} {merge};")
         joined = f"\n{ind}".join(lines)
         braced = r.loop.parent is not None and r.loop.parent.type == "compound_statement"
         return joined if braced else "{\n" + ind + "    " + f"\n{ind}    ".join(lines) + "\n" + ind + "}"
+
+
+#: the argmax/argmin butterfly `apply` writes (squashed), recognized again by `remove`
+_ARG_BUTTERFLY = re.compile(
+    r"\{constautokl_v=__shfl_xor_sync\(\w+,(\w+),kl_off\);constautokl_i=__shfl_xor_sync\(\w+,(\w+),kl_off\);"
+    r"if\(kl_v[<>]\1\|\|\(kl_v==\1&&kl_i<\2\)\)\{\1=kl_v;\2=kl_i;\}\}")
+
+
+def _arg_pairs(src: CudaSource, lbody: ts.Node) -> dict[str, tuple[_Reduction, ts.Node]]:
+    """Arg-max/arg-min scans in a loop body: `if (E > best) { best = E; where = j; }` (strict, so
+    the first position wins), with `best` and `where` used nowhere else in the loop."""
+    out: dict[str, tuple[_Reduction, ts.Node]] = {}
+    loop = lbody.parent
+    var = T.decl_name(loop.child_by_field_name("initializer")) if loop is not None and loop.type == "for_statement" \
+        and loop.child_by_field_name("initializer") is not None else None
+    stmts = lbody.named_children if lbody.type == "compound_statement" else [lbody]
+    for st in stmts:
+        if st.type != "if_statement" or st.child_by_field_name("alternative") is not None:
+            continue
+        cond = T.squash(src.text_of(st.child_by_field_name("condition"))).strip("()")
+        m = re.fullmatch(r"(.+?)([<>])(\w+)", cond)
+        if m is None:
+            continue
+        value, op, best = m.groups()
+        body = T.squash(src.text_of(st.child_by_field_name("consequence"))).strip("{}")
+        got = dict(a.split("=", 1) for a in body.rstrip(";").split(";") if a.count("=") == 1)
+        where = next((k for k, v in got.items() if v == var), None)
+        if len(got) != 2 or got.get(best) != value or where is None or not re.fullmatch(r"\w+", where):
+            continue
+        others = [n for n in T.walk(lbody) if n.type == "identifier" and n.text in (best.encode(), where.encode())
+                  and not (st.start_byte <= n.start_byte < st.end_byte)]
+        if others:
+            continue
+        out[best] = (_Reduction(best, "argmax" if op == ">" else "argmin", "", where), st)
+    return out
 
 
 def _exclusive(a: ts.Node, b: ts.Node) -> bool:
@@ -641,6 +689,8 @@ def _warp_reduction_stmt(src: CudaSource, stmt: ts.Node, helpers: dict[str, str]
     or a butterfly loop `for (o ...) v += __shfl_xor_sync(m, v, o);` / `v = op(v, __shfl...(m, v, o));`."""
     if stmt.type == "for_statement":
         body = stmt.child_by_field_name("body")
+        if body is not None and _ARG_BUTTERFLY.fullmatch(T.squash(src.text_of(body))):
+            return True
         if body is not None and body.type == "compound_statement" and len(body.named_children) == 1:
             body = body.named_children[0]
         if body is None or body.type != "expression_statement":
