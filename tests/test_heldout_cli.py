@@ -84,3 +84,13 @@ def test_one_instance_end_to_end(monkeypatch, capsys, tmp_path: Path) -> None:
     assert inst["memorization"]["is_copy"] is False
     assert doc["pass_rate"] == 1.0 and doc["ok"] and code == 0
     assert (tmp_path / "run" / "axpy" / "best.cu").is_file()
+
+
+def test_jobs_keep_the_instance_order(monkeypatch, capsys, tmp_path: Path) -> None:
+    """--jobs 2 materializes two instances at once; the report lists them in the order asked."""
+    code, out, _ = run_cli(["heldout", "--only", "gemv", "--only", "axpy", "--skills", "none", "--budget", "1",
+                            "--jobs", "2", "--json", "--out", str(tmp_path / "run")], monkeypatch, capsys)
+    doc = json.loads(out)
+    assert [i["name"] for i in doc["instances"]] == ["gemv", "axpy"]
+    assert all(i["accepted"] for i in doc["instances"]) and code == 0
+    assert (tmp_path / "run" / "gemv" / "best.cu").is_file() and (tmp_path / "run" / "axpy" / "best.cu").is_file()
