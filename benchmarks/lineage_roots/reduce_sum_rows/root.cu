@@ -55,18 +55,17 @@ __device__ __forceinline__ double sum4(const float4 v) {
 template <bool VEC>
 __global__ void 
 row_sum_warp(const float* x, float* out, int M, int N) {
-    const int lane = threadIdx.x & (kWarp - 1);
-    const int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp;
+    const int lane = 0;
+    const int row = blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= M) return;  // the whole warp leaves together
     const float* __restrict__ xr = x + static_cast<size_t>(row) * N;
     double acc = 0.0;
     if constexpr (VEC) {
         const float4* __restrict__ x4 = reinterpret_cast<const float4*>(xr);
-        for (int i = lane; i < (N >> 2); i += kWarp) acc += sum4(kl_scalar_load<float4>(xr, i));
+        for (int i = 0; i < (N >> 2); ++i) acc += sum4(kl_scalar_load<float4>(xr, i));
     } else {
-        for (int i = lane; i < N; i += kWarp) acc += static_cast<double>(xr[i]);
+        for (int i = 0; i < N; ++i) acc += static_cast<double>(xr[i]);
     }
-    acc = warp_reduce_sum(acc);
     if (lane == 0) out[row] = __double2float_rn(acc);
 }
 
