@@ -22,6 +22,7 @@ import copy
 import json
 import math
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -180,6 +181,8 @@ def main() -> int:
         dtypes_of[wl.name], names[f] = wl.dtypes, wl.name
     args.out.mkdir(parents=True, exist_ok=True)
     runs = [(f, mode) for f in folders for mode in modes]
+    partial_lock = threading.Lock()
+    (args.out / "rows.jsonl").unlink(missing_ok=True)
     with Store(args.out / "runs.duckdb") as store:
         def one(f: Path, mode: str) -> dict[str, Any]:
             loo = leave_one_out(skills, names[f], dtypes_of)
@@ -190,8 +193,11 @@ def main() -> int:
                        "stop_reason": "", "skills_available": len(loo), "gated": 0, "kept": 0, "applied": [],
                        "rejected": [], "ops_naive": [], "ops_best": [], "ops_added": [], "start_ok": False,
                        "speedup": None, "speedup_vs_torch": None, "elapsed_s": 0}
+            x = f" x{row['speedup']:.2f} naive, x{row['speedup_vs_torch'] or 0:.2f} torch" if row["speedup"] else ""
             print(f"{row['workload']:<20} {mode:<11} gated {row['gated']:>2} kept {row['kept']:>2} "
-                  f"added {','.join(row['ops_added']) or '-'} ({row['elapsed_s']} s)", file=sys.stderr, flush=True)
+                  f"added {','.join(row['ops_added']) or '-'}{x} ({row['elapsed_s']} s)", file=sys.stderr, flush=True)
+            with partial_lock, (args.out / "rows.jsonl").open("a") as fh:  # kept if the run is cut short
+                fh.write(json.dumps(row, default=str) + "\n")
             return row
 
         # --jobs runs at once: builds in parallel, cuda gate children take turns on the GPU (device lock)
