@@ -4,6 +4,7 @@ registers replace indexed local arrays."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from klineage.deopt.base import Operator, Precondition, Site
 from klineage.source import edit
@@ -46,35 +47,57 @@ class PragmaUnroll(Operator):
     mechanical_apply = True
 
     def find(self, src: CudaSource) -> list[Site]:
-        return [
-            self.site(src, p, f"#pragma {p.name}{' ' + p.value if p.value else ''} at line {p.line}",
-                      factor=p.value or "", loop_line=str(p.loop.line if p.loop else 0))
-            for p in src.pragmas
-            if p.name == "unroll" and p.function is not None
-        ]
+        """One site per function: its unroll pragmas go in one backward step. They are one tuning
+        decision per function (none changes what is computed), and a step per pragma made them
+        188 of the 371 steps of a whole-corpus walk, each with its gate and roundtrip."""
+        by_fn: dict[str, list[Any]] = {}
+        for p in src.pragmas:
+            if p.name == "unroll" and p.function is not None:
+                by_fn.setdefault(p.function, []).append(p)
+        sites = []
+        for fn, ps in by_fn.items():
+            lines = ", ".join(str(p.line) for p in ps)
+            sites.append(self.site(src, ps[0], f"{len(ps)} #pragma unroll in {fn} (line {lines})"[:200], function=fn,
+                                   count=str(len(ps)), lines=lines,
+                                   factors=",".join(p.value or "" for p in ps)))
+        return sites
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
-        pragma = next(p for p in src.pragmas if p.start == site.start or p.line == site.line)
-        return edit.apply_edits(src, [edit.delete(src, pragma)])
+        fn = site.details.get("function")
+        pragmas = [p for p in src.pragmas if p.name == "unroll" and p.function == fn]
+        if not pragmas:  # a site from an older record: the pragma at its line
+            pragmas = [next(p for p in src.pragmas if p.start == site.start or p.line == site.line)]
+        return edit.apply_edits(src, [edit.delete(src, p) for p in pragmas])
 
-    def find_forward(self, src: CudaSource) -> list[Site]:
-        sites = []
+    def _unrollable(self, src: CudaSource, function: str | None = None) -> dict[str, list[Any]]:
+        """Function -> its loops with a compile-time bound and no pragma yet."""
+        by_fn: dict[str, list[Any]] = {}
         for loop in src.loops:
             if not loop.header.startswith("for") or loop.function is None or src.pragma_of(loop) is not None:
                 continue
+            if function is not None and loop.function != function:
+                continue
             if compile_time_bound(loop.header, _constants(src, loop.function), _params(src, loop.function)):
-                sites.append(self.site(src, loop, f"loop at line {loop.line} has a compile-time bound",
-                                       header=loop.header.strip(), function=loop.function))
-        return sites
+                by_fn.setdefault(loop.function, []).append(loop)
+        return by_fn
+
+    def find_forward(self, src: CudaSource) -> list[Site]:
+        """One site per function, as `find`: the forward step unrolls all its compile-time loops."""
+        return [self.site(src, loops[0], f"{len(loops)} loop(s) in {fn} with a compile-time bound",
+                          function=fn, lines=", ".join(str(lp.line) for lp in loops),
+                          header=loops[0].header.strip())
+                for fn, loops in self._unrollable(src).items()]
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
-        header = site.details.get("header", "")
         fn = site.details.get("function")
-        ok = compile_time_bound(header, _constants(src, fn), _params(src, fn))
+        loops = self._unrollable(src, fn).get(fn or "", [])
+        ok = bool(loops)
         return [Precondition("compile_time_trip_count", ok,
-                             "loop bound is a literal or compile-time constant" if ok else f"bound of '{header}' is not a compile-time constant")]
+                             f"{len(loops)} loop bound(s) in {fn} are literals or compile-time constants" if ok
+                             else f"no loop of {fn} without a pragma has a compile-time bound")]
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
-        loop = next(lp for lp in src.loops if lp.start == site.start)
-        return edit.apply_edits(src, [edit.insert_before(loop, "#pragma unroll\n" + edit.indent_of(src, loop))])
-
+        fn = site.details.get("function")
+        loops = self._unrollable(src, fn).get(fn or "", [])
+        return edit.apply_edits(src, [edit.insert_before(lp, "#pragma unroll\n" + edit.indent_of(src, lp))
+                                      for lp in loops])
