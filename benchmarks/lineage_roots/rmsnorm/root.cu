@@ -257,9 +257,7 @@ void launch_block_persistent(const __nv_bfloat16* x, const __nv_bfloat16* w, __n
 template <bool VEC>
 void launch_rows(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int M, int N, float eps,
                  cudaStream_t stream) {
-    if (N <= 16 * kBlockThreads) launch_block_persistent<VEC, 16>(x, w, y, M, N, eps, stream);
-    else if (N <= 32 * kBlockThreads) launch_block_persistent<VEC, 32>(x, w, y, M, N, eps, stream);
-    else rmsnorm_streaming<VEC><<<M, kBlockThreads, 0, stream>>>(x, w, y, M, N, eps);
+    rmsnorm_streaming<VEC><<<M, kBlockThreads, 0, stream>>>(x, w, y, M, N, eps);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -268,8 +266,5 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 
 extern "C" void launch(const __nv_bfloat16* x, const __nv_bfloat16* weight, __nv_bfloat16* y, int M, int N, float eps,
                        cudaStream_t stream) {
-    if (N % kPackWidth == 0 && aligned16(x) && aligned16(weight) && aligned16(y))
-        launch_rows<true>(x, weight, y, M, N, eps, stream);
-    else
-        launch_rows<false>(x, weight, y, M, N, eps, stream);
+    launch_rows<false>(x, weight, y, M, N, eps, stream);
 }

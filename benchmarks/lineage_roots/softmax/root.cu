@@ -19,7 +19,6 @@ __device__ __forceinline__ V kl_scalar_load(const S* p, long long i = 0) {
     V v;
     S* d = reinterpret_cast<S*>(&v);
     p += i * static_cast<long long>(sizeof(V) / sizeof(S));
-#pragma unroll
     for (int k = 0; k < static_cast<int>(sizeof(V) / sizeof(S)); ++k) d[k] = p[k];
     return v;
 }
@@ -27,7 +26,6 @@ template <typename V, typename S>
 __device__ __forceinline__ void kl_scalar_store(S* p, long long i, const V& v) {
     const S* s = reinterpret_cast<const S*>(&v);
     p += i * static_cast<long long>(sizeof(V) / sizeof(S));
-#pragma unroll
     for (int k = 0; k < static_cast<int>(sizeof(V) / sizeof(S)); ++k) p[k] = s[k];
 }
 
@@ -49,7 +47,7 @@ __device__ __forceinline__ void load_pack(const float* __restrict__ p, float* v)
     v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w;
 }
 __device__ __forceinline__ void store_pack(float* __restrict__ p, const float* v) {
-    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+    kl_scalar_store<float4>(p, 0, make_float4(v[0], v[1], v[2], v[3]));
 }
 __device__ __forceinline__ float load_one(const float* __restrict__ p) { return *p; }
 __device__ __forceinline__ void store_one(float* p, float v) { *p = v; }
@@ -196,6 +194,7 @@ softmax_online(const T* x, T* y, int M, int N) {
     T* __restrict__ yr = y + static_cast<size_t>(row) * N;
 
     float m = -INFINITY, d = 0.f;
+    // pass 1: the max
     for (int col = threadIdx.x * W; col < N; col += kBlockThreads * W) {
         float v[W];
         if constexpr (VEC) load_pack(xr + col, v);
@@ -205,8 +204,19 @@ softmax_online(const T* x, T* y, int M, int N) {
         const float mn = fmaxf(m, pm);
         float ps = 0.f;
         for (int k = 0; k < W; ++k) ps += expf(v[k] - mn);
-        d = d * expf(m - mn) + ps;  // rescale the running sum to the new max
         m = mn;
+    }
+    // pass 2: the sum of exp(x - max)
+    for (int col = threadIdx.x * W; col < N; col += kBlockThreads * W) {
+        float v[W];
+        if constexpr (VEC) load_pack(xr + col, v);
+        else v[0] = load_one(xr + col);
+        float pm = v[0];
+        for (int k = 1; k < W; ++k) pm = fmaxf(pm, v[k]);
+        const float mn = m;
+        float ps = 0.f;
+        for (int k = 0; k < W; ++k) ps += expf(v[k] - mn);
+        d = d + ps;  // rescale the running sum to the new max
     }
     {  // shared-memory tree over this warp's 32 lanes, one buffer per merged value
         __shared__ float tree_m[32][32];
@@ -257,9 +267,6 @@ void launch_warp_per_row(const T* x, T* y, int M, int N, cudaStream_t stream) {
     } else if constexpr (ITEMS == 32) {
         softmax_warp_per_row<T, ITEMS, VEC>
             <<<(M + kRowsPerBlock - 1) / kRowsPerBlock, kRowsPerBlock * kWarp, 0, stream>>>(x, y, M, N);
-    } else if (N <= ITEMS * kWarp) {
-        softmax_warp_per_row<T, ITEMS, VEC>
-            <<<(M + kRowsPerBlock - 1) / kRowsPerBlock, kRowsPerBlock * kWarp, 0, stream>>>(x, y, M, N);
     } else {
         launch_warp_per_row<T, VEC, ITEMS * 2>(x, y, M, N, stream);
     }
@@ -267,11 +274,7 @@ void launch_warp_per_row(const T* x, T* y, int M, int N, cudaStream_t stream) {
 
 template <typename T, bool VEC>
 void launch_rows(const T* x, T* y, int M, int N, cudaStream_t stream) {
-    if (N <= 32 * kWarp) launch_warp_per_row<T, VEC, 1>(x, y, M, N, stream);
-    else if (N <= 8 * kBlockThreads) softmax_block_per_row<T, 8, VEC><<<M, kBlockThreads, 0, stream>>>(x, y, M, N);
-    else if (N <= 16 * kBlockThreads) softmax_block_per_row<T, 16, VEC><<<M, kBlockThreads, 0, stream>>>(x, y, M, N);
-    else if (N <= 32 * kBlockThreads) softmax_block_per_row<T, 32, VEC><<<M, kBlockThreads, 0, stream>>>(x, y, M, N);
-    else softmax_online<T, VEC><<<M, kBlockThreads, 0, stream>>>(x, y, M, N);
+    softmax_online<T, VEC><<<M, kBlockThreads, 0, stream>>>(x, y, M, N);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -279,8 +282,5 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 }  // namespace
 
 extern "C" void launch(const scalar_t* x, scalar_t* y, int M, int N, cudaStream_t stream) {
-    if (N % Pack<scalar_t>::kWidth == 0 && aligned16(x) && aligned16(y))
-        launch_rows<scalar_t, true>(x, y, M, N, stream);
-    else
-        launch_rows<scalar_t, false>(x, y, M, N, stream);
+    launch_rows<scalar_t, false>(x, y, M, N, stream);
 }

@@ -15,6 +15,22 @@
 #include <math.h>
 #include <stdint.h>
 
+// KLineage vectorize: scalar copies of the elements a vector access would move (see deopt/vectorize.py).
+template <typename V, typename S>
+__device__ __forceinline__ V kl_scalar_load(const S* p, long long i = 0) {
+    V v;
+    S* d = reinterpret_cast<S*>(&v);
+    p += i * static_cast<long long>(sizeof(V) / sizeof(S));
+    for (int k = 0; k < static_cast<int>(sizeof(V) / sizeof(S)); ++k) d[k] = p[k];
+    return v;
+}
+template <typename V, typename S>
+__device__ __forceinline__ void kl_scalar_store(S* p, long long i, const V& v) {
+    const S* s = reinterpret_cast<const S*>(&v);
+    p += i * static_cast<long long>(sizeof(V) / sizeof(S));
+    for (int k = 0; k < static_cast<int>(sizeof(V) / sizeof(S)); ++k) p[k] = s[k];
+}
+
 using scalar_t = __half;  // this workload's element type
 
 namespace {
@@ -29,10 +45,10 @@ template <typename T> struct Pack;
 template <> struct Pack<__half> { static constexpr int kWidth = 8; };
 
 __device__ __forceinline__ void load_pack(const __half* __restrict__ p, float* v) {
-    const uint4 t = *reinterpret_cast<const uint4*>(p);
+    const uint4 t = kl_scalar_load<uint4>(p);
     const __half2* h = reinterpret_cast<const __half2*>(&t);
     for (int k = 0; k < 4; ++k) {
-        const float2 f = __half22float2(h[k]);
+        const float2 f = make_float2(__half2float(h[k].x), __half2float(h[k].y));
         v[2 * k] = f.x;
         v[2 * k + 1] = f.y;
     }
@@ -40,8 +56,8 @@ __device__ __forceinline__ void load_pack(const __half* __restrict__ p, float* v
 __device__ __forceinline__ void store_pack(__half* __restrict__ p, const float* v) {
     uint4 t;
     __half2* h = reinterpret_cast<__half2*>(&t);
-    for (int k = 0; k < 4; ++k) h[k] = __floats2half2_rn(v[2 * k], v[2 * k + 1]);
-    *reinterpret_cast<uint4*>(p) = t;
+    for (int k = 0; k < 4; ++k) h[k] = make_half2(__float2half_rn(v[2 * k]), __float2half_rn(v[2 * k + 1]));
+    kl_scalar_store<uint4>(p, 0, t);
 }
 __device__ __forceinline__ float load_one(const __half* __restrict__ p) { return __half2float(*p); }
 __device__ __forceinline__ void store_one(__half* p, float v) { *p = __float2half_rn(v); }
@@ -188,6 +204,7 @@ softmax_online(const T* x, T* y, int M, int N) {
     T* __restrict__ yr = y + static_cast<size_t>(row) * N;
 
     float m = -INFINITY, d = 0.f;
+    // pass 1: the max
     for (int col = threadIdx.x * W; col < N; col += kBlockThreads * W) {
         float v[W];
         if constexpr (VEC) load_pack(xr + col, v);
@@ -197,13 +214,41 @@ softmax_online(const T* x, T* y, int M, int N) {
         const float mn = fmaxf(m, pm);
         float ps = 0.f;
         for (int k = 0; k < W; ++k) ps += expf(v[k] - mn);
-        d = d * expf(m - mn) + ps;  // rescale the running sum to the new max
         m = mn;
     }
-    for (int offset = kWarp / 2; offset > 0; offset >>= 1) {
-        const float m2 = __shfl_down_sync(kFullMask, m, offset);
-        const float d2 = __shfl_down_sync(kFullMask, d, offset);
-        online_merge(m, d, m2, d2);
+    // pass 2: the sum of exp(x - max)
+    for (int col = threadIdx.x * W; col < N; col += kBlockThreads * W) {
+        float v[W];
+        if constexpr (VEC) load_pack(xr + col, v);
+        else v[0] = load_one(xr + col);
+        float pm = v[0];
+        for (int k = 1; k < W; ++k) pm = fmaxf(pm, v[k]);
+        const float mn = m;
+        float ps = 0.f;
+        for (int k = 0; k < W; ++k) ps += expf(v[k] - mn);
+        d = d + ps;  // rescale the running sum to the new max
+    }
+    {  // shared-memory tree over this warp's 32 lanes, one buffer per merged value
+        __shared__ float tree_m[32][32];
+        __shared__ float tree_d[32][32];
+        const int tree_lane = threadIdx.x & 31, tree_warp = threadIdx.x >> 5;
+        for (int offset = kWarp / 2; offset > 0; offset >>= 1) {
+            tree_m[tree_warp][tree_lane] = m;
+            tree_d[tree_warp][tree_lane] = d;
+            __syncwarp();
+            if (tree_lane < offset) {
+                const float m2 = tree_m[tree_warp][tree_lane + offset];
+                const float d2 = tree_d[tree_warp][tree_lane + offset];
+                online_merge(m, d, m2, d2);
+            }
+            __syncwarp();
+        }
+        tree_m[tree_warp][tree_lane] = m;
+        tree_d[tree_warp][tree_lane] = d;
+        __syncwarp();
+        m = tree_m[tree_warp][0];
+        d = tree_d[tree_warp][0];
+        __syncwarp();
     }
     const int lane = threadIdx.x & (kWarp - 1);
     if (lane == 0) {
@@ -232,9 +277,6 @@ void launch_warp_per_row(const T* x, T* y, int M, int N, cudaStream_t stream) {
     } else if constexpr (ITEMS == 32) {
         softmax_warp_per_row<T, ITEMS, VEC>
             <<<(M + kRowsPerBlock - 1) / kRowsPerBlock, kRowsPerBlock * kWarp, 0, stream>>>(x, y, M, N);
-    } else if (N <= ITEMS * kWarp) {
-        softmax_warp_per_row<T, ITEMS, VEC>
-            <<<(M + kRowsPerBlock - 1) / kRowsPerBlock, kRowsPerBlock * kWarp, 0, stream>>>(x, y, M, N);
     } else {
         launch_warp_per_row<T, VEC, ITEMS * 2>(x, y, M, N, stream);
     }
@@ -242,11 +284,7 @@ void launch_warp_per_row(const T* x, T* y, int M, int N, cudaStream_t stream) {
 
 template <typename T, bool VEC>
 void launch_rows(const T* x, T* y, int M, int N, cudaStream_t stream) {
-    if (N <= 32 * kWarp) launch_warp_per_row<T, VEC, 1>(x, y, M, N, stream);
-    else if (N <= 8 * kBlockThreads) softmax_block_per_row<T, 8, VEC><<<M, kBlockThreads, 0, stream>>>(x, y, M, N);
-    else if (N <= 16 * kBlockThreads) softmax_block_per_row<T, 16, VEC><<<M, kBlockThreads, 0, stream>>>(x, y, M, N);
-    else if (N <= 32 * kBlockThreads) softmax_block_per_row<T, 32, VEC><<<M, kBlockThreads, 0, stream>>>(x, y, M, N);
-    else softmax_online<T, VEC><<<M, kBlockThreads, 0, stream>>>(x, y, M, N);
+    softmax_online<T, VEC><<<M, kBlockThreads, 0, stream>>>(x, y, M, N);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -254,8 +292,5 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 }  // namespace
 
 extern "C" void launch(const scalar_t* x, scalar_t* y, int M, int N, cudaStream_t stream) {
-    if (N % Pack<scalar_t>::kWidth == 0 && aligned16(x) && aligned16(y))
-        launch_rows<scalar_t, true>(x, y, M, N, stream);
-    else
-        launch_rows<scalar_t, false>(x, y, M, N, stream);
+    launch_rows<scalar_t, false>(x, y, M, N, stream);
 }
