@@ -76,7 +76,7 @@ def test_gate_decides_whether_the_kept_path_serves_every_size(tmp_path: Path, ke
     registers: keeping the other side (block per row and up) serves every size; keeping the
     warp path alone is wrong for the longer rows of the emu shapes (1025 ... 16384)."""
     wl = REPO / "expert_kernels" / "softmax"
-    src = CudaSource.from_text((REPO / "benchmarks" / "lineage_roots" / "softmax" / "root.cu").read_text(), "root.cu")
+    src = CudaSource.from_text((REPO / "tests" / "data" / "deopt" / "softmax_warp_or_block_dispatch.cu").read_text(), "root.cu")
     site = next(s for s in OP.find(src) if s.details["keep"] == keep and s.details["condition"] == "(N <= 32 * kWarp)")
     out = OP.remove(src, site)
     r = gate(out.text, wl, GateOptions(backend="emu"), name=f"keep_{keep}.cu", use_cache=False, cache_root=tmp_path)
@@ -89,7 +89,7 @@ def test_emu_shapes_cover_every_head_dim_of_attention(tmp_path: Path) -> None:
     """The gate can only refute a dispatch removal with a shape of the other class: attention's
     emu shapes hold both head dims, so keeping only the D = 64 kernels is rejected."""
     wl = REPO / "expert_kernels" / "attention_fwd"
-    src = CudaSource.from_text((REPO / "benchmarks" / "lineage_roots" / "attention_fwd" / "root.cu").read_text(), "root.cu")
+    src = CudaSource.from_text((REPO / "tests" / "data" / "deopt" / "attention_fwd_head_dim_dispatch.cu").read_text(), "root.cu")
     sites = OP.find(src)
     d64_only = next(s for s in sites if s.details["keep"] == "then" and s.details["condition"] == "(D == 64)")
     r = gate(OP.remove(src, d64_only).text, wl, GateOptions(backend="emu"), name="d64_only.cu", use_cache=False,

@@ -130,7 +130,7 @@ def test_backward_on_the_reduce_sum_rows_expert_and_roundtrip() -> None:
 def test_backward_refuses_rows_cached_in_registers() -> None:
     """softmax's warp kernel keeps ITEMS elements per lane at `(c * 32 + lane) * W`: lane 0 alone
     would see a 32nd of the row."""
-    src = CudaSource.from_file(REPO / "benchmarks" / "lineage_roots" / "softmax" / "root.cu")
+    src = CudaSource.from_file(REPO / "tests" / "data" / "deopt" / "softmax_warp_or_block_dispatch.cu")
     site = next(s for s in OP.find(src) if s.details["kernel"] == "softmax_warp_per_row")
     with pytest.raises(Refused, match="lane_only_strides"):
         OP.remove(src, site)
