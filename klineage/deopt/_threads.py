@@ -180,6 +180,15 @@ def assigned_in(node: ts.Node) -> set[str]:
     return out
 
 
+def ancestors(node: ts.Node, stop: ts.Node | None = None) -> list[ts.Node]:
+    """The nodes above `node`, nearest first, up to (not including) `stop`."""
+    out, p = [], node.parent
+    while p is not None and p != stop:
+        out.append(p)
+        p = p.parent
+    return out
+
+
 def statement_ancestor(node: ts.Node) -> ts.Node:
     p: ts.Node | None = node
     while p is not None and not (p.type.endswith("_statement") or p.type == "declaration"):

@@ -262,7 +262,7 @@ class BlockAtomic(Operator):
         facts.append(Precondition("reached_by_all_threads", not gs,
                                   f"the atomic sits under '{T.squash(gs[0][1])}': a block barrier there would diverge"
                                   if gs else "every thread of the block reaches the atomic (barriers are legal)", "Pipeline"))
-        loops = [p for p in _ancestors(stmt, fn) if p.type in ("for_statement", "while_statement", "do_statement")]
+        loops = [p for p in T.ancestors(stmt, fn) if p.type in ("for_statement", "while_statement", "do_statement")]
         facts.append(Precondition("outside_loops", not loops, "the atomic is inside a loop" if loops else "not inside a loop",
                                   "Pipeline"))
         call = stmt.named_children[0]
@@ -297,14 +297,6 @@ class BlockAtomic(Operator):
             top = fn.parent if fn.parent is not None and fn.parent.type == "template_declaration" else fn
             edits.append(edit.insert_before(top, _HELPER_TEXT))
         return edit.apply_edits(src, edits)
-
-
-def _ancestors(node: ts.Node, stop: ts.Node | None) -> list[ts.Node]:
-    out, p = [], node.parent
-    while p is not None and p != stop:
-        out.append(p)
-        p = p.parent
-    return out
 
 
 _HELPER_TEXT = f"""// Sum over the block (1-D, a multiple of 32 threads); the result is valid in thread 0.

@@ -129,17 +129,9 @@ def _launch_facts(src: CudaSource, kernel: str) -> list[Precondition]:
     ]
 
 
-def _ancestors_to(node: ts.Node, top: ts.Node | None) -> list[ts.Node]:
-    out, p = [], node.parent
-    while p is not None and p != top:
-        out.append(p)
-        p = p.parent
-    return out
-
-
 def _outer_loops(body: ts.Node) -> list[ts.Node]:
     return [n for n in T.walk(body) if n.type in _LOOPS and n != body
-            and not any(a.type in _LOOPS for a in _ancestors_to(n, body))]
+            and not any(a.type in _LOOPS for a in T.ancestors(n, body))]
 
 
 def _counting(src: CudaSource, loop: ts.Node, step: str = "1") -> tuple[str, ts.Node, ts.Node, ts.Node] | None:
@@ -257,7 +249,7 @@ class WarpPerRow(Operator):
         for loop in _outer_loops(body):
             line = loop.start_point.row + 1
             parts = _counting(src, loop)
-            path = _ancestors_to(loop, body)
+            path = T.ancestors(loop, body)
             if parts is None:
                 problems.append(f"line {line}: not a counting loop `for (int j = A; j < B; ++j)`")
                 continue
@@ -617,7 +609,7 @@ def _arg_pairs(src: CudaSource, lbody: ts.Node) -> dict[str, tuple[_Reduction, t
 
 def _exclusive(a: ts.Node, b: ts.Node) -> bool:
     """Whether `a` and `b` sit in different branches of one `if` (never both run)."""
-    above = {(n.start_byte, n.end_byte, n.type) for n in _ancestors_to(a, None)}
+    above = {(n.start_byte, n.end_byte, n.type) for n in T.ancestors(a, None)}
     p = b.parent
     while p is not None and (p.start_byte, p.end_byte, p.type) not in above:
         p = p.parent
