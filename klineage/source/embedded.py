@@ -202,8 +202,12 @@ def _escape(value: str, quote: str) -> str:
     body = "".join(out)
     if len(quote) == 3:
         body = body.replace(quote, quote[:2] + "\\" + quote[0])
-        if body.endswith(quote[0]) and not body.endswith("\\" + quote[0]):
-            body = body[:-1] + "\\" + quote[0]
+        if body.endswith(quote[0]):
+            # the closing quotes would swallow it unless it is escaped: an odd run of backslashes
+            # before it escapes it (an even run is escaped backslashes, e.g. the text `\\"`)
+            run = len(body) - 1 - len(body[:-1].rstrip("\\"))
+            if run % 2 == 0:
+                body = body[:-1] + "\\" + quote[0]
     return body
 
 
