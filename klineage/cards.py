@@ -113,7 +113,7 @@ def card_body(skill: Skill) -> str:
         f"- cases: {', '.join(skill.scope.get('workloads', [])) or 'n/a'}",
         f"- platforms: {', '.join(skill.scope.get('platforms', [])) or 'n/a'}",
         f"- applied after: {', '.join(skill.scope.get('prior_skills', [])) or 'nothing'}",
-        f"- effects: {json.dumps(effects, default=str)}",
+        f"- effects: {json.dumps(_sorted_keys(effects), default=str)}",
         "",
         "# Code Change Snippet",
         "",
@@ -133,10 +133,20 @@ def card_body(skill: Skill) -> str:
     return "\n".join(lines)
 
 
+def _sorted_keys(value: Any) -> Any:
+    """Nested mappings with their keys sorted: a merged skill (resumed run, several lineages)
+    builds the same dicts in another key order, and the card text must not depend on it."""
+    if isinstance(value, dict):
+        return {k: _sorted_keys(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted_keys(v) for v in value]
+    return value
+
+
 def _extras(skill: Skill) -> dict[str, Any]:
     d = skill.to_dict()
-    return {k: d[k] for k in ("operator", "anchor", "carrier", "preconditions", "effects", "evidence", "risks", "scope",
-                              "verification", "provenance", "admitted", "origin")}
+    return {k: _sorted_keys(d[k]) for k in ("operator", "anchor", "carrier", "preconditions", "effects", "evidence",
+                                            "risks", "scope", "verification", "provenance", "admitted", "origin")}
 
 
 def to_markdown(skill: Skill, platform: str = platform_string()) -> str:
