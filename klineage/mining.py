@@ -91,7 +91,7 @@ def mine_corpus(
 
                 return Walker(store, config, note, executor=pool, stop=stop).walk(folders[i])
 
-            outcomes = _walk_all(len(folders), walk_one, workers, stop)
+            outcomes = _walk_all(len(folders), walk_one, workers, stop, order=_longest_first(folders))
             failure: BaseException | None = None
             for i, (folder, outcome) in enumerate(zip(folders, outcomes, strict=True)):
                 if isinstance(outcome, BaseException):  # the others went on; raised below
@@ -123,9 +123,32 @@ def mine_corpus(
             "elapsed_s": time.perf_counter() - t0}
 
 
+def _longest_first(folders: list[Path]) -> list[int]:
+    """Start order of the walks: the most operator sites in the expert first (a walk's length
+    follows them), so the long walks do not start last and leave one worker alone at the end.
+    Only the start order: the rows do not depend on it."""
+    from klineage.deopt.registry import operators
+    from klineage.source.model import CudaSource
+
+    def sites(folder: Path) -> int:
+        try:
+            src = CudaSource.from_file(folder / "expert.cu")
+        except Exception:  # the walk reports it; here it only sorts last
+            return -1
+        n = 0
+        for op in operators():
+            with contextlib.suppress(Exception):
+                n += len(op.find(src))
+        return n
+
+    weight = [sites(f) for f in folders]
+    return sorted(range(len(folders)), key=lambda i: (-weight[i], i))
+
+
 def _walk_all(n: int, walk_one: Callable[[int], WalkSummary], walkers: int,
-              stop: threading.Event) -> list[WalkSummary | BaseException]:
-    """Run `walk_one(0) .. walk_one(n-1)`, at most `walkers` at once, started in corpus order;
+              stop: threading.Event, order: list[int] | None = None) -> list[WalkSummary | BaseException]:
+    """Run `walk_one(0) .. walk_one(n-1)`, at most `walkers` at once, started in `order` (default:
+    corpus order);
     each outcome is a summary or the exception that walk raised. On KeyboardInterrupt (here, or
     raised in a walk) every walk is told to stop, the waiting ones never start, and this returns
     only once the running ones have ended (at their next gate verdict), then re-raises."""
@@ -134,7 +157,7 @@ def _walk_all(n: int, walk_one: Callable[[int], WalkSummary], walkers: int,
     ex = ThreadPoolExecutor(max_workers=max(1, min(walkers, n)), thread_name_prefix="klineage-walk")
     futures: dict[Future[WalkSummary], int] = {}
     try:
-        futures = {ex.submit(walk_one, i): i for i in range(n)}
+        futures = {ex.submit(walk_one, i): i for i in (order if order is not None else range(n))}
         pending = set(futures)
         while pending:
             done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
