@@ -37,7 +37,7 @@ _FULL_MASK = "0xffffffffu"
 _COLLECTIVE = re.compile(r"__shfl\w*_sync|__syncwarp|__reduce_\w+_sync|__ballot_sync|__any_sync|__all_sync")
 _BLOCK_COOP = re.compile(r"__syncthreads\w*|\batomic\w+|__shared__|cooperative_groups|\bcg::|\bgridDim\b")
 _LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
-#: reduction update forms: (regex over the squashed statement, kind); `v` is the variable
+#: combining functions of max/min reductions, and which kind each is
 _MAXMIN = {"fmaxf": "max", "fmax": "max", "max": "max", "fminf": "min", "fmin": "min", "min": "min"}
 
 
@@ -53,6 +53,8 @@ class _Reduction:
 class _RowLoop:
     loop: ts.Node
     var: str
+    init: ts.Node  # the loop variable's start value
+    update: ts.Node
     reductions: tuple[_Reduction, ...]
 
 
@@ -85,12 +87,11 @@ def _fn_texts(src: CudaSource) -> dict[str, str]:
     return {f.name: src.text_of(f) for f in src.functions if f.kind == "device"}
 
 
-def _reaches(src: CudaSource, node: ts.Node, rx: re.Pattern[str], helpers: dict[str, str], depth: int = 3) -> bool:
-    """Whether `node` uses `rx` directly or through calls to device functions of this file."""
+def _reaches(src: CudaSource, node: ts.Node, rx: re.Pattern[str], helpers: dict[str, str]) -> bool:
+    """Whether `node` uses `rx` directly or through calls to device functions of this file (and
+    the functions those call)."""
     if rx.search(src.text_of(node)):
         return True
-    if depth == 0:
-        return False
     for call in T.calls_named(node, r".*"):
         name = T.call_name(call).split("::")[-1]
         body = helpers.get(name)
@@ -129,14 +130,26 @@ def _launch_facts(src: CudaSource, kernel: str) -> list[Precondition]:
     ]
 
 
+def _index_uses(src: CudaSource, body: ts.Node, allowed: tuple[ts.Node, ...]) -> list[ts.Node]:
+    """Uses of threadIdx/blockIdx/blockDim in `body` outside the `allowed` expressions."""
+    return [n for n in T.walk(body) if n.type == "field_expression"
+            and re.fullmatch(r"(threadIdx|blockIdx|blockDim)\.\w", T.squash(src.text_of(n)))
+            and not any(a.start_byte <= n.start_byte < a.end_byte for a in allowed)]
+
+
+def _write_target(n: ts.Node) -> ts.Node | None:
+    """What an assignment or ++/-- writes."""
+    return n.child_by_field_name("left") or n.child_by_field_name("argument")
+
+
 def _outer_loops(body: ts.Node) -> list[ts.Node]:
     return [n for n in T.walk(body) if n.type in _LOOPS and n != body
             and not any(a.type in _LOOPS for a in T.ancestors(n, body))]
 
 
-def _counting(src: CudaSource, loop: ts.Node, step: str = "1") -> tuple[str, ts.Node, ts.Node, ts.Node] | None:
+def _counting(src: CudaSource, loop: ts.Node) -> tuple[str, ts.Node, ts.Node, ts.Node] | None:
     """(var, init value node, condition node, update node) of `for (int j = A; j < B; UPDATE)`
-    whose update adds `step` (`++j`, `j++`, `j += 1` when step is 1)."""
+    whose update adds one (`++j`, `j++`, `j += 1`, `j = j + 1`)."""
     if loop.type != "for_statement":
         return None
     init, cond, upd = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
@@ -151,8 +164,7 @@ def _counting(src: CudaSource, loop: ts.Node, step: str = "1") -> tuple[str, ts.
     if T.squash(src.text_of(cond.child_by_field_name("left"))) != var:
         return None
     u = T.squash(src.text_of(upd))
-    forms = {f"{var}+={step}", f"{var}={var}+{step}"} | ({f"++{var}", f"{var}++"} if step == "1" else set())
-    if u not in forms:
+    if u not in (f"{var}+=1", f"{var}={var}+1", f"++{var}", f"{var}++"):
         return None
     return var, ds[0].child_by_field_name("value"), cond, upd
 
@@ -212,9 +224,7 @@ class WarpPerRow(Operator):
                                    "no single never-reassigned `row = blockIdx.x * blockDim.x + threadIdx.x`", "Layout"))
             return out
         value = rows[0].child_by_field_name("value")
-        others = [n for n in T.walk(body) if n.type == "field_expression"
-                  and re.fullmatch(r"(threadIdx|blockIdx|blockDim)\.\w", T.squash(src.text_of(n)))
-                  and not (value.start_byte <= n.start_byte < value.end_byte)]
+        others = _index_uses(src, body, (value,))
         guard = next((s for s in body.named_children if s.type == "if_statement"
                       and T.uses_ident(s.child_by_field_name("condition"), row)
                       and T.squash(src.text_of(s.child_by_field_name("consequence"))) in ("return;", "{return;}")), None)
@@ -259,7 +269,7 @@ class WarpPerRow(Operator):
             if guard is not None and loop.start_byte < guard.start_byte:
                 problems.append(f"line {line}: loop before the row guard")
                 continue
-            var, init, cond, _ = parts
+            var, init, cond, update = parts
             lbody = loop.child_by_field_name("body")
             bound = cond.child_by_field_name("right")
             if lbody is None or T.jumps_out(loop):
@@ -275,7 +285,7 @@ class WarpPerRow(Operator):
             if why:
                 problems += [f"line {line}: {w}" for w in why]
                 continue
-            loops.append(_RowLoop(loop, var, tuple(reds)))
+            loops.append(_RowLoop(loop, var, init, update, tuple(reds)))
         return loops, problems
 
     def _reductions(self, src: CudaSource, fn: ts.Node, loop: ts.Node, lbody: ts.Node,
@@ -287,8 +297,7 @@ class WarpPerRow(Operator):
         paired = {n for red, _ in pairs.values() for n in (red.var, red.index)}
         for name in sorted(T.assigned_in(lbody) - inner - paired):
             writes = [n for n in T.walk(lbody) if n.type in ("assignment_expression", "update_expression")
-                      and T.squash(src.text_of(n.child_by_field_name("left") or n.child_by_field_name("argument")))
-                      == name]
+                      and T.squash(src.text_of(_write_target(n))) == name]
             stmts = {T.statement_ancestor(w).start_byte: T.statement_ancestor(w) for w in writes}
             red = _reduction_of(src, next(iter(stmts.values())), name) if len(stmts) == 1 else None
             if red is None:
@@ -306,8 +315,7 @@ class WarpPerRow(Operator):
                 value = decl.child_by_field_name("value") if decl is not None and decl.type == "init_declarator" else None
                 earlier = [n for n in T.walk(fn) if n.type in ("assignment_expression", "update_expression")
                            and decl is not None and decl.end_byte < n.start_byte < loop.start_byte
-                           and T.squash(src.text_of(n.child_by_field_name("left") or n.child_by_field_name("argument")))
-                           == name and not _exclusive(n, loop)]
+                           and T.squash(src.text_of(_write_target(n))) == name and not _exclusive(n, loop)]
                 if value is None or not _is_zero(src.text_of(value)) or earlier:
                     why.append(f"the sum `{name}` does not start from zero at the loop: the per-lane partials would "
                                "count its start value 32 times")
@@ -349,16 +357,18 @@ class WarpPerRow(Operator):
         loop variable or a value declared in the loop), so each lands on exactly one lane. A local
         array written in the loop would hold only this lane's elements afterwards."""
         why = []
+        inner = set(T.local_decls(lbody))
         for n in T.walk(lbody):
             if n.type not in ("assignment_expression", "update_expression"):
                 continue
-            left = n.child_by_field_name("left") or n.child_by_field_name("argument")
+            left = _write_target(n)
             if left is None or left.type == "identifier":
                 continue
-            inner = set(T.local_decls(lbody))
-            if _base_name(left) in inner and not _is_pointer(fn, _base_name(left) or ""):
+            base = _base_name(left) or ""
+            pointer = _is_pointer(fn, base)
+            if base in inner and not pointer:
                 continue  # a value of this iteration
-            if left.type == "subscript_expression" and _is_pointer(fn, _base_name(left) or ""):
+            if left.type == "subscript_expression" and pointer:
                 idx = left.child_by_field_name("indices") or left.child_by_field_name("index")
                 idx = idx if idx is not None else left.named_children[-1]
                 if any(T.uses_ident(idx, v) for v in per_element):
@@ -375,7 +385,7 @@ class WarpPerRow(Operator):
         for n in T.walk(body):
             if n.type not in ("assignment_expression", "update_expression"):
                 continue
-            left = n.child_by_field_name("left") or n.child_by_field_name("argument")
+            left = _write_target(n)
             if left is None or left.type == "identifier" or any(a <= n.start_byte < b for a, b in spans):
                 continue
             if not _is_pointer(fn, _base_name(left) or ""):
@@ -406,9 +416,7 @@ class WarpPerRow(Operator):
             return None
         out = _Facts(kernel, [], row_value=row[1], lane_value=lane[1], lane=lane[0] or "")
         assigned = T.assigned_in(fn)
-        others = [n for n in T.walk(body) if n.type == "field_expression"
-                  and re.fullmatch(r"(threadIdx|blockIdx|blockDim)\.\w", T.squash(src.text_of(n)))
-                  and not any(v.start_byte <= n.start_byte < v.end_byte for v in (lane[1], row[1]))]
+        others = _index_uses(src, body, (lane[1], row[1]))
         fixed = lane[0] not in assigned and row[0] not in assigned and not others
         out.facts.append(_fact("one_warp_per_row", fixed,
                                f"`{row[0]}` is the warp's global index and `{lane[0]}` its lane, the only uses of "
@@ -542,13 +550,11 @@ class WarpPerRow(Operator):
         return edit.apply_edits(src, edits)
 
     def _strided_loop(self, src: CudaSource, r: _RowLoop, lane: str) -> str:
-        parts = _counting(src, r.loop)
-        assert parts is not None
-        _, init, _, upd = parts
+        init, upd = r.init, r.update
         base = r.loop.start_byte
         text = src.text_bytes
         start = src.text_of(init)
-        new_init = lane if _is_zero(start) and T.squash(start) == "0" else f"{start} + {lane}"
+        new_init = lane if T.squash(start) == "0" else f"{start} + {lane}"
         loop = (text[base:init.start_byte].decode() + new_init + text[init.end_byte:upd.start_byte].decode()
                 + f"{r.var} += {WARP}" + text[upd.end_byte:r.loop.end_byte].decode())
         if not r.reductions:
