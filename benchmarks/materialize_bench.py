@@ -184,8 +184,10 @@ def main() -> int:
     partial_lock = threading.Lock()
     (args.out / "rows.jsonl").unlink(missing_ok=True)
     with Store(args.out / "runs.duckdb") as store:
+        loo_of = {f: leave_one_out(skills, names[f], dtypes_of) for f in folders}  # once per workload, not per mode
+
         def one(f: Path, mode: str) -> dict[str, Any]:
-            loo = leave_one_out(skills, names[f], dtypes_of)
+            loo = loo_of[f]
             try:
                 row = run_one(f, loo, mode, args, store)
             except Exception as e:  # one broken run (a gate or operator bug) must not lose the others
