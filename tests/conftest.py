@@ -13,9 +13,13 @@ EXAMPLES = REPO / "examples"
 
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_home(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Gate caches and artifacts go to a temporary folder, never the user's ~/.cache."""
+    """Gate caches and artifacts go to a temporary folder, never the user's ~/.cache; a command
+    run without --db opens a store there, never the repository's skills_db/skills.duckdb (two
+    test workers opening that one file collide on DuckDB's lock)."""
     if "KLINEAGE_TEST_KEEP_HOME" not in os.environ:
-        os.environ["KLINEAGE_HOME"] = str(tmp_path_factory.mktemp("klineage_home"))
+        home = tmp_path_factory.mktemp("klineage_home")
+        os.environ["KLINEAGE_HOME"] = str(home)
+        os.environ["KLINEAGE_DB"] = str(home / "skills.duckdb")
 
 
 @pytest.fixture
