@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from klineage.deopt.base import Refused
 from klineage.deopt.registry import get_operator
@@ -19,6 +18,7 @@ from klineage.deopt.warp_per_row import WarpPerRow
 from klineage.gates.backend import GateOptions
 from klineage.gates.gate import gate
 from klineage.source.model import CudaSource
+from tests.row_kernels import LOOP_MIXES, row_kernel_body
 
 OP = WarpPerRow()
 REPO = Path(__file__).resolve().parent.parent
@@ -162,34 +162,14 @@ def test_gate_rejects_the_forward_step_without_its_reduction(tmp_path: Path) -> 
     assert not r.accepted and r.category == "mismatch", (r.category, r.message)
 
 
-_UPDATES = {
-    "sum": ("float {v} = 0.0f;", "{v} += x[base + j] * {c};"),
-    "fma": ("float {v} = 0.0f;", "{v} = fmaf(x[base + j], {c}, {v});"),
-    "max": ("float {v} = -INFINITY;", "{v} = fmaxf({v}, x[base + j] - {c});"),
-    "min": ("float {v} = INFINITY;", "{v} = fminf(x[base + j] + {c}, {v});"),
-}
-
-
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.lists(st.sampled_from(sorted(_UPDATES)), min_size=0, max_size=3), min_size=1, max_size=3))
+@given(LOOP_MIXES)
 def test_every_reduction_gets_one_all_reduce(loops: list[list[str]]) -> None:
     """Random thread-per-row kernels: loops carrying 0-3 reductions of any kind (a loop without one
     writes elements). The forward step strides each loop, follows it with one butterfly per
     reduction and finds the kernel warp-per-row again; the backward step undoes it."""
-    body, n = [], 0
-    for li, kinds in enumerate(loops):
-        decls, ups = [], []
-        for kind in kinds:
-            v = f"r{n}"
-            n += 1
-            d, u = _UPDATES[kind]
-            decls.append("    " + d.format(v=v))
-            ups.append(u.format(v=v, c=f"{li + 1}.0f"))
-        if not ups:
-            ups = [f"y[base + j] = x[base + j] * {li}.5f;"]
-        body += decls + ["    for (int j = 0; j < N; ++j) { " + " ".join(ups) + " }"]
-    body.append("    y[row] = " + (" + ".join(f"r{i}" for i in range(n)) or "0.f") + ";")
-    src = CudaSource.from_text(_kernel("\n".join(body)), "k.cu")
+    body, n = row_kernel_body(loops)
+    src = CudaSource.from_text(_kernel(body), "k.cu")
     out = _forward(src)
     assert out.text.count("__shfl_xor_sync") == n
     assert out.text.count("j += 32") == len(loops)

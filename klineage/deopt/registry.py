@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from klineage.deopt.base import Operator
 from klineage.deopt.block_atomic import BlockAtomic
+from klineage.deopt.block_per_row import BlockPerRow
 from klineage.deopt.cg_reduce import CgReduce
 from klineage.deopt.coarsening import Coarsening
 from klineage.deopt.fast_math import FastMath
@@ -50,6 +51,7 @@ _OPERATORS: list[Operator] = [
     Coarsening(),
     RegisterBlocking(),
     WarpPerRow(),
+    BlockPerRow(),
     SizeDispatch(),
 ]
 

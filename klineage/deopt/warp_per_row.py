@@ -23,6 +23,7 @@ its grid by 32 (rounding up).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import tree_sitter as ts
@@ -540,42 +541,54 @@ class WarpPerRow(Operator):
                  edit.insert_after(f.row_stmt, f"\n{ind}const int {lane} = threadIdx.x & {WARP - 1};")]
         for r in f.loops:
             edits.append(edit.replace(r.loop, self._strided_loop(src, r, lane)))
-        for stmt in f.stores:
-            text = f"if ({lane} == 0) {src.text_of(stmt)}"
-            braced = stmt.parent is not None and stmt.parent.type == "compound_statement"
-            edits.append(edit.replace(stmt, text if braced else "{ " + text + " }"))
+        edits += [self._guarded(src, stmt, f"{lane} == 0") for stmt in f.stores]
         for ls in T.launches_of(src, site.details["kernel"]):
             grid = T.config_nodes(src, ls)[0]
             edits.append(edit.replace(grid, f"{T.paren(src.text_of(grid))} * {WARP}"))
         return edit.apply_edits(src, edits)
 
     def _strided_loop(self, src: CudaSource, r: _RowLoop, lane: str) -> str:
+        return self._restride(src, r, lane, str(WARP), self._butterfly)
+
+    @staticmethod
+    def _butterfly(red: _Reduction) -> list[str]:
+        """A warp all-reduce of `red`: xor shuffles, every lane ends with the same value."""
+        shfl = f"__shfl_xor_sync({_FULL_MASK}, {red.var}, kl_off)"
+        head = f"for (int kl_off = {WARP // 2}; kl_off > 0; kl_off >>= 1)"
+        if red.kind in ("argmax", "argmin"):  # the better value wins; a tie goes to the earlier position
+            cmp = ">" if red.kind == "argmax" else "<"
+            return [f"{head} {{ const auto kl_v = {shfl}; "
+                    f"const auto kl_i = __shfl_xor_sync({_FULL_MASK}, {red.index}, kl_off); "
+                    f"if (kl_v {cmp} {red.var} || (kl_v == {red.var} && kl_i < {red.index})) "
+                    f"{{ {red.var} = kl_v; {red.index} = kl_i; }} }}"]
+        merge = f"{red.var} += {shfl}" if red.kind == "sum" else f"{red.var} = {red.fn}({red.var}, {shfl})"
+        return [f"{head} {merge};"]
+
+    @staticmethod
+    def _restride(src: CudaSource, r: _RowLoop, rank: str, step: str,
+                  reduce: Callable[[_Reduction], list[str]]) -> str:
+        """Row loop `r` started at `A + rank` and stepped by `step`, followed by the all-reduce
+        lines of each reduction it carries (braced when the loop was a lone statement)."""
         init, upd = r.init, r.update
-        base = r.loop.start_byte
         text = src.text_bytes
         start = src.text_of(init)
-        new_init = lane if T.squash(start) == "0" else f"{start} + {lane}"
-        loop = (text[base:init.start_byte].decode() + new_init + text[init.end_byte:upd.start_byte].decode()
-                + f"{r.var} += {WARP}" + text[upd.end_byte:r.loop.end_byte].decode())
+        new_init = rank if T.squash(start) == "0" else f"{start} + {rank}"
+        loop = (text[r.loop.start_byte:init.start_byte].decode() + new_init
+                + text[init.end_byte:upd.start_byte].decode() + f"{r.var} += {step}"
+                + text[upd.end_byte:r.loop.end_byte].decode())
         if not r.reductions:
             return loop
         ind = edit.indent_of(src, r.loop)
-        lines = [loop]
-        for red in r.reductions:
-            shfl = f"__shfl_xor_sync({_FULL_MASK}, {red.var}, kl_off)"
-            head = f"for (int kl_off = {WARP // 2}; kl_off > 0; kl_off >>= 1)"
-            if red.kind in ("argmax", "argmin"):  # the better value wins; a tie goes to the earlier position
-                cmp = ">" if red.kind == "argmax" else "<"
-                lines.append(f"{head} {{ const auto kl_v = {shfl}; "
-                             f"const auto kl_i = __shfl_xor_sync({_FULL_MASK}, {red.index}, kl_off); "
-                             f"if (kl_v {cmp} {red.var} || (kl_v == {red.var} && kl_i < {red.index})) "
-                             f"{{ {red.var} = kl_v; {red.index} = kl_i; }} }}")
-                continue
-            merge = f"{red.var} += {shfl}" if red.kind == "sum" else f"{red.var} = {red.fn}({red.var}, {shfl})"
-            lines.append(f"{head} {merge};")
-        joined = f"\n{ind}".join(lines)
+        lines = [loop] + [x for red in r.reductions for x in reduce(red)]
         braced = r.loop.parent is not None and r.loop.parent.type == "compound_statement"
-        return joined if braced else "{\n" + ind + "    " + f"\n{ind}    ".join(lines) + "\n" + ind + "}"
+        return f"\n{ind}".join(lines) if braced else "{\n" + ind + "    " + f"\n{ind}    ".join(lines) + "\n" + ind + "}"
+
+    @staticmethod
+    def _guarded(src: CudaSource, stmt: ts.Node, cond: str) -> edit.Edit:
+        """`stmt` done by one thread of the row's group only."""
+        text = f"if ({cond}) {src.text_of(stmt)}"
+        braced = stmt.parent is not None and stmt.parent.type == "compound_statement"
+        return edit.replace(stmt, text if braced else "{ " + text + " }")
 
 
 #: the argmax/argmin butterfly `apply` writes (squashed), recognized again by `remove`

@@ -1,0 +1,286 @@
+// softmax, expert: row-wise softmax over the last dimension, fp32 accumulation.
+//
+// Size classes, each a template on compile-time items per thread:
+//   N <= 1024          one warp per row, the row cached in registers, shuffle all-reductions;
+//   1024 < N <= 8192   one block per row, the row cached in registers, warp shuffles + shared
+//                      memory across warps; one read and one write of every element;
+//   N > 8192           one block per row, single-pass online softmax (running max and rescaled
+//                      sum), then a second pass that writes.
+// 128-bit loads and stores when N is a multiple of the vector width and the pointers are
+// aligned; scalar, bounds-checked accesses otherwise. __expf (ex2.approx): outputs need only
+// fp32 tolerance and exp's error (a few ulp) stays far inside it.
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+// KLineage vectorize: scalar copies of the elements a vector access would move (see deopt/vectorize.py).
+template <typename V, typename S>
+__device__ __forceinline__ V kl_scalar_load(const S* p, long long i = 0) {
+    V v;
+    S* d = reinterpret_cast<S*>(&v);
+    p += i * static_cast<long long>(sizeof(V) / sizeof(S));
+    for (int k = 0; k < static_cast<int>(sizeof(V) / sizeof(S)); ++k) d[k] = p[k];
+    return v;
+}
+template <typename V, typename S>
+__device__ __forceinline__ void kl_scalar_store(S* p, long long i, const V& v) {
+    const S* s = reinterpret_cast<const S*>(&v);
+    p += i * static_cast<long long>(sizeof(V) / sizeof(S));
+    for (int k = 0; k < static_cast<int>(sizeof(V) / sizeof(S)); ++k) p[k] = s[k];
+}
+
+using scalar_t = float;  // this workload's element type
+
+namespace {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kWarp = 32;
+constexpr int kRowsPerBlock = 4;    // warp-per-row kernel
+constexpr int kBlockThreads = 32;  // block-per-row kernels
+
+// ---- 128-bit packs of 4 floats --------------------------------------------------------------
+template <typename T> struct Pack;
+template <> struct Pack<float> { static constexpr int kWidth = 4; };
+
+__device__ __forceinline__ void load_pack(const float* __restrict__ p, float* v) {
+    const float4 t = kl_scalar_load<float4>(p);
+    v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w;
+}
+__device__ __forceinline__ void store_pack(float* __restrict__ p, const float* v) {
+    kl_scalar_store<float4>(p, 0, make_float4(v[0], v[1], v[2], v[3]));
+}
+__device__ __forceinline__ float load_one(const float* __restrict__ p) { return *p; }
+__device__ __forceinline__ void store_one(float* p, float v) { *p = v; }
+
+// ---- reductions ---------------------------------------------------------------------------
+struct MaxOp {
+    __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+struct SumOp {
+    __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+};
+
+// Butterfly all-reduce: every lane ends with the warp's result.
+template <class Op>
+__device__ __forceinline__ float warp_allreduce(float v, Op op) {
+    {  // shared-memory tree over this warp's 32 lanes
+        __shared__ float v_tree[32][32];
+        const int v_lane = threadIdx.x & 31, v_warp = threadIdx.x >> 5;
+        v_tree[v_warp][v_lane] = v;
+        __syncwarp();
+        for (int s = 16; s > 0; s >>= 1) {
+            if (v_lane < s) v_tree[v_warp][v_lane] = op(v_tree[v_warp][v_lane], v_tree[v_warp][v_lane + s]);
+            __syncwarp();
+        }
+        v = v_tree[v_warp][0];
+        __syncwarp();
+    }
+    return v;
+}
+
+// All-reduce over the block; `smem` holds one slot per warp and is used once per call site.
+template <int THREADS, class Op>
+__device__ __forceinline__ float block_allreduce(float v, Op op, float* smem) {
+    constexpr int kWarps = THREADS / kWarp;
+    v = warp_allreduce(v, op);
+    if ((threadIdx.x & (kWarp - 1)) == 0) smem[threadIdx.x / kWarp] = v;
+    __syncthreads();
+    float r = smem[0];
+    for (int w = 1; w < kWarps; ++w) r = op(r, smem[w]);
+    return r;
+}
+
+// Online softmax state (running max m, sum d of exp(x - m)) and its merge.
+__device__ __forceinline__ void online_merge(float& m, float& d, float m2, float d2) {
+    const float mn = fmaxf(m, m2);
+    if (mn == -INFINITY) return;  // both empty
+    d = d * expf(m - mn) + d2 * expf(m2 - mn);
+    m = mn;
+}
+
+// ---- kernels ------------------------------------------------------------------------------
+// One warp per row; ITEMS elements per lane in registers (VEC: ITEMS / W packs of W elements).
+template <typename T, int ITEMS, bool VEC>
+__global__ void 
+softmax_warp_per_row(const T* x, T* y, int M, int N) {
+    constexpr int W = VEC ? Pack<T>::kWidth : 1;
+    static_assert(ITEMS % W == 0, "items per lane must be whole packs");
+    const int lane = threadIdx.x & (kWarp - 1);
+    const int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp;
+    if (row >= M) return;  // the whole warp leaves together
+    const T* __restrict__ xr = x + static_cast<size_t>(row) * N;
+    T* __restrict__ yr = y + static_cast<size_t>(row) * N;
+
+    float v[ITEMS];
+    for (int c = 0; c < ITEMS / W; ++c) {
+        const int col = (c * kWarp + lane) * W;
+        if (col < N) {
+            if constexpr (VEC) load_pack(xr + col, &v[c * W]);
+            else v[c] = load_one(xr + col);
+        } else {
+            for (int k = 0; k < W; ++k) v[c * W + k] = -INFINITY;
+        }
+    }
+    float m = v[0];
+    for (int i = 1; i < ITEMS; ++i) m = fmaxf(m, v[i]);
+    m = warp_allreduce(m, MaxOp());
+    float s = 0.f;
+    for (int i = 0; i < ITEMS; ++i) {
+        v[i] = expf(v[i] - m);  // padding: exp(-inf) = 0
+        s += v[i];
+    }
+    s = warp_allreduce(s, SumOp());
+    for (int c = 0; c < ITEMS / W; ++c) {
+        const int col = (c * kWarp + lane) * W;
+        if (col < N) {
+            for (int k = 0; k < W; ++k) v[c * W + k] /= s;
+            if constexpr (VEC) store_pack(yr + col, &v[c * W]);
+            else store_one(yr + col, v[c]);
+        }
+    }
+}
+
+// One block per row; the row cached in registers: one read and one write per element.
+template <typename T, int ITEMS, bool VEC>
+__global__ void 
+softmax_block_per_row(const T* x, T* y, int M, int N) {
+    constexpr int W = VEC ? Pack<T>::kWidth : 1;
+    static_assert(ITEMS % W == 0, "items per thread must be whole packs");
+    __shared__ float red_max[kBlockThreads / kWarp];
+    __shared__ float red_sum[kBlockThreads / kWarp];
+    const int row = blockIdx.x;
+    const T* __restrict__ xr = x + static_cast<size_t>(row) * N;
+    T* __restrict__ yr = y + static_cast<size_t>(row) * N;
+
+    float v[ITEMS];
+    for (int c = 0; c < ITEMS / W; ++c) {
+        const int col = (c * kBlockThreads + threadIdx.x) * W;
+        if (col < N) {
+            if constexpr (VEC) load_pack(xr + col, &v[c * W]);
+            else v[c] = load_one(xr + col);
+        } else {
+            for (int k = 0; k < W; ++k) v[c * W + k] = -INFINITY;
+        }
+    }
+    float m = v[0];
+    for (int i = 1; i < ITEMS; ++i) m = fmaxf(m, v[i]);
+    m = block_allreduce<kBlockThreads>(m, MaxOp(), red_max);
+    float s = 0.f;
+    for (int i = 0; i < ITEMS; ++i) {
+        v[i] = expf(v[i] - m);
+        s += v[i];
+    }
+    s = block_allreduce<kBlockThreads>(s, SumOp(), red_sum);
+    for (int c = 0; c < ITEMS / W; ++c) {
+        const int col = (c * kBlockThreads + threadIdx.x) * W;
+        if (col < N) {
+            for (int k = 0; k < W; ++k) v[c * W + k] /= s;
+            if constexpr (VEC) store_pack(yr + col, &v[c * W]);
+            else store_one(yr + col, v[c]);
+        }
+    }
+}
+
+// Long rows: one block per row, online softmax (one read for max and sum), then the write pass.
+template <typename T, bool VEC>
+__global__ void 
+softmax_online(const T* x, T* y, int M, int N) {
+    constexpr int W = VEC ? Pack<T>::kWidth : 1;
+    constexpr int kWarps = kBlockThreads / kWarp;
+    __shared__ float red_m[kWarps];
+    __shared__ float red_d[kWarps];
+    const int row = blockIdx.x;
+    const T* __restrict__ xr = x + static_cast<size_t>(row) * N;
+    T* __restrict__ yr = y + static_cast<size_t>(row) * N;
+
+    float m = -INFINITY, d = 0.f;
+    // pass 1: the max
+    for (int col = threadIdx.x * W; col < N; col += kBlockThreads * W) {
+        float v[W];
+        if constexpr (VEC) load_pack(xr + col, v);
+        else v[0] = load_one(xr + col);
+        float pm = v[0];
+        for (int k = 1; k < W; ++k) pm = fmaxf(pm, v[k]);
+        const float mn = fmaxf(m, pm);
+        float ps = 0.f;
+        for (int k = 0; k < W; ++k) ps += expf(v[k] - mn);
+        m = mn;
+    }
+    // pass 2: the sum of exp(x - max)
+    for (int col = threadIdx.x * W; col < N; col += kBlockThreads * W) {
+        float v[W];
+        if constexpr (VEC) load_pack(xr + col, v);
+        else v[0] = load_one(xr + col);
+        float pm = v[0];
+        for (int k = 1; k < W; ++k) pm = fmaxf(pm, v[k]);
+        const float mn = m;
+        float ps = 0.f;
+        for (int k = 0; k < W; ++k) ps += expf(v[k] - mn);
+        d = d + ps;  // rescale the running sum to the new max
+    }
+    {  // shared-memory tree over this warp's 32 lanes, one buffer per merged value
+        __shared__ float tree_m[32][32];
+        __shared__ float tree_d[32][32];
+        const int tree_lane = threadIdx.x & 31, tree_warp = threadIdx.x >> 5;
+        for (int offset = kWarp / 2; offset > 0; offset >>= 1) {
+            tree_m[tree_warp][tree_lane] = m;
+            tree_d[tree_warp][tree_lane] = d;
+            __syncwarp();
+            if (tree_lane < offset) {
+                const float m2 = tree_m[tree_warp][tree_lane + offset];
+                const float d2 = tree_d[tree_warp][tree_lane + offset];
+                online_merge(m, d, m2, d2);
+            }
+            __syncwarp();
+        }
+        tree_m[tree_warp][tree_lane] = m;
+        tree_d[tree_warp][tree_lane] = d;
+        __syncwarp();
+        m = tree_m[tree_warp][0];
+        d = tree_d[tree_warp][0];
+        __syncwarp();
+    }
+    const int lane = threadIdx.x & (kWarp - 1);
+    if (lane == 0) {
+        red_m[threadIdx.x / kWarp] = m;
+        red_d[threadIdx.x / kWarp] = d;
+    }
+    __syncthreads();
+    m = red_m[0];
+    d = red_d[0];
+    for (int w = 1; w < kWarps; ++w) online_merge(m, d, red_m[w], red_d[w]);
+    for (int col = threadIdx.x * W; col < N; col += kBlockThreads * W) {
+        float v[W];
+        if constexpr (VEC) load_pack(xr + col, v);
+        else v[0] = load_one(xr + col);
+        for (int k = 0; k < W; ++k) v[k] = expf(v[k] - m) / d;
+        if constexpr (VEC) store_pack(yr + col, v);
+        else store_one(yr + col, v[0]);
+    }
+}
+
+// ---- dispatch on compile-time sizes -------------------------------------------------------
+template <typename T, bool VEC, int ITEMS>
+void launch_warp_per_row(const T* x, T* y, int M, int N, cudaStream_t stream) {
+    if constexpr (VEC && ITEMS % Pack<T>::kWidth != 0) {
+        launch_warp_per_row<T, VEC, ITEMS * 2>(x, y, M, N, stream);
+    } else if constexpr (ITEMS == 32) {
+        softmax_warp_per_row<T, ITEMS, VEC>
+            <<<(M + kRowsPerBlock - 1) / kRowsPerBlock, kRowsPerBlock * kWarp, 0, stream>>>(x, y, M, N);
+    } else {
+        launch_warp_per_row<T, VEC, ITEMS * 2>(x, y, M, N, stream);
+    }
+}
+
+template <typename T, bool VEC>
+void launch_rows(const T* x, T* y, int M, int N, cudaStream_t stream) {
+    softmax_online<T, VEC><<<M, kBlockThreads, 0, stream>>>(x, y, M, N);
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+}  // namespace
+
+extern "C" void launch(const scalar_t* x, scalar_t* y, int M, int N, cudaStream_t stream) {
+    launch_rows<scalar_t, false>(x, y, M, N, stream);
+}
