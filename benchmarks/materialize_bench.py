@@ -159,7 +159,8 @@ def main() -> int:
         print(table(rows, args.backend == "cuda" or any(r.get("speedup") for r in rows)))
         return 0
 
-    folders = sorted(p.parent for p in args.corpus.glob("*/naive.cu") if (p.parent / "workload.py").is_file())
+    corpus = sorted(p.parent for p in args.corpus.glob("*/naive.cu") if (p.parent / "workload.py").is_file())
+    folders = corpus
     if args.workloads:
         wanted = args.workloads.split(",")
         folders = [f for f in folders if f.name in wanted]
@@ -174,9 +175,11 @@ def main() -> int:
         mine_corpus(folders, db=dbs[0], backend=args.backend, max_steps=args.max_steps, workers=1, roundtrip=False,
                     timeout_s=args.timeout)
     skills = load_merged(dbs)
+    # every corpus workload's dtypes, not only the selected ones': a skill's scope dtypes are
+    # recomputed from its other workloads, and with those unknown it would keep the held-out's own
     dtypes_of = {}
     names = {}
-    for f in folders:
+    for f in corpus:
         wl = load_workload(f)
         dtypes_of[wl.name], names[f] = wl.dtypes, wl.name
     args.out.mkdir(parents=True, exist_ok=True)
