@@ -1,6 +1,7 @@
 """Materializer benchmark, leave-one-out: for every expert workload, start from its naive.cu with
 the skills mined from the *other* workloads only, run the offline materializer (budget 10) in
 curriculum order, in random order (seeded) and with no skills (operators in registry order).
+`--seeds N` runs the random order with seeds 0..N-1 (labels random-s0, random-s1, ...).
 
     python benchmarks/materialize_bench.py --db skills_db/skills.duckdb --backend emu
     python benchmarks/materialize_bench.py --db /tmp/gpu.duckdb --mine --backend cuda   # on the H200
@@ -13,12 +14,24 @@ optimizations (operators with `find` sites) present in the best kernel against n
 Leave-one-out: a skill is used for workload W only if one of its lineages comes from another
 workload; W's provenance, effects, risks and scope entries are removed and its dtypes recomputed
 from the remaining workloads, so nothing measured on W informs W's run.
+
+Budget curve: with the CPU keep rule (correct + the skill's static effect present) and the
+deterministic offline provider, a run with budget k makes exactly the first steps of the budget-N
+run, up to its k-th gated candidate (or its 3k-th proposal, the loop's other limit). So one run
+per (workload, label) gives the best kernel at every budget 1..N: the last kept candidate among
+those steps, else the start kernel. They are written to OUT/curve/LABEL/WORKLOAD/budget-K.cu, and
+OUT/curve.json indexes them (paths relative to OUT) with the skills applied so far, for
+benchmarks/materialized_bench.py --curve. `--curve-only` rebuilds them from an earlier run's
+trace.json files without gating anything. With `--backend cuda` the files are written too, but
+they are only that run's best after k candidates: the GPU keep rule compares timings, which vary
+from run to run, so a shorter run need not keep the same steps.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import hashlib
 import json
 import math
 import sys
@@ -84,17 +97,101 @@ def geomean(xs: list[float]) -> float | None:
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
 
 
-def run_one(folder: Path, skills: list[Skill], mode: str, args: argparse.Namespace, store: Store) -> dict[str, Any]:
+def run_labels(modes: list[str], seed: int, seeds: int | None) -> list[tuple[str, str, int]]:
+    """(label, mode, seed) of every run per workload: `random` becomes random-s0..random-s{N-1}
+    with `seeds` N, else one run labelled `random` with `seed`."""
+    out = []
+    for mode in modes:
+        if mode == "random" and seeds is not None:
+            out += [(f"random-s{i}", mode, i) for i in range(seeds)]
+        else:
+            out.append((mode, mode, seed))
+    return out
+
+
+def prefix_steps(steps: list[dict[str, Any]], k: int, max_proposals: int | None = None) -> list[dict[str, Any]]:
+    """The steps a run with budget `k` makes, taken from a longer run's trace: the loop stops
+    before a step once `k` candidates are gated or `max_proposals` (default 3k, the loop's
+    default) steps are made; a step that is not gated (duplicate, no candidate) costs no budget."""
+    limit = 3 * k if max_proposals is None else max_proposals
+    out: list[dict[str, Any]] = []
+    gated = 0
+    for st in steps:
+        if gated >= k or len(out) >= limit:
+            break
+        out.append(st)
+        gated += bool(st.get("gated"))
+    return out
+
+
+def budget_curve(trace: dict[str, Any], budget: int) -> list[dict[str, Any]]:
+    """Per budget k = 1..budget: the best kernel after the run's first k gated candidates (the
+    last kept step's candidate_file, None for the start kernel), the kept steps and what they applied.
+    A budget over the trace's own makes no sense (the run may have stopped for the budget)."""
+    if budget > int(trace.get("budget") or 0):
+        raise ValueError(f"budget {budget} is over the run's own ({trace.get('budget')})")
+    steps = trace.get("steps") or []
+    out = []
+    for k in range(1, budget + 1):
+        pre = prefix_steps(steps, k)
+        kept = [st for st in pre if st.get("kept")]
+        out.append({"k": k, "candidate_file": kept[-1]["candidate_file"] if kept else None,
+                    "kept_steps": [st["index"] for st in kept],
+                    "applied": [st.get("skill_id") or st.get("move") for st in kept],
+                    "gated": sum(bool(st.get("gated")) for st in pre), "steps": len(pre)})
+    return out
+
+
+def write_curve(out: Path, runs: list[tuple[str, str, int, str]], budget: int, corpus: Path) -> dict[str, Any]:
+    """OUT/curve/LABEL/WORKLOAD/budget-K.cu for every (label, mode, seed, workload) run found under
+    OUT/WORKLOAD/LABEL/ (trace.json and start.cu), and the index OUT/curve.json (paths relative to OUT)."""
+    entries: list[dict[str, Any]] = []
+    done: list[dict[str, Any]] = []
+    for label, mode, seed, workload in runs:
+        run_dir = out / workload / label
+        info: dict[str, Any] = {"label": label, "mode": mode, "seed": seed, "workload": workload,
+                                "run_dir": str(run_dir.relative_to(out))}
+        done.append(info)
+        trace_path = run_dir / "trace.json"
+        if not trace_path.is_file():
+            info["status"] = "no trace"
+            continue
+        trace = json.loads(trace_path.read_text())
+        info.update(status=trace.get("status"), stop_reason=trace.get("stop_reason"), gated=trace.get("gated"),
+                    order=trace.get("order"), skills_mode=trace.get("skills_mode"))
+        if trace.get("status") not in ("improved", "no_improvement") or not (run_dir / "start.cu").is_file():
+            continue  # start kernel rejected, or a run cut short: no curve
+        dest = out / "curve" / label / workload
+        dest.mkdir(parents=True, exist_ok=True)
+        for stale in dest.glob("budget-*.cu"):
+            stale.unlink()
+        for pt in budget_curve(trace, budget):
+            text = (run_dir / (pt["candidate_file"] or "start.cu")).read_text()
+            f = dest / f"budget-{pt['k']}.cu"
+            f.write_text(text)
+            entries.append({"label": label, "mode": mode, "seed": seed, "workload": workload, "k": pt["k"],
+                            "file": str(f.relative_to(out)), "sha256": hashlib.sha256(text.encode()).hexdigest()[:16],
+                            "from": pt["candidate_file"] or "start.cu", "applied": pt["applied"],
+                            "kept_steps": pt["kept_steps"], "gated": pt["gated"]})
+    index = {"budget": budget, "corpus": str(corpus), "labels": list(dict.fromkeys(r[0] for r in runs)),
+             "runs": done, "entries": entries}
+    (out / "curve.json").write_text(json.dumps(index, indent=1) + "\n")
+    return index
+
+
+def run_one(folder: Path, skills: list[Skill], label: str, mode: str, seed: int, args: argparse.Namespace,
+            store: Store) -> dict[str, Any]:
     wl = load_workload(folder)
     naive = (folder / "naive.cu").read_text()
     skills_mode, order = MODES[mode]
     t0 = time.perf_counter()
     res = materialize(wl, naive, skills, make_provider("offline"), args.budget, MaterializeOptions(
-        backend=args.backend, skills_mode=skills_mode, order=order, seed=args.seed, store=store,
-        out_dir=args.out / folder.name / mode, gate_options=GateOptions(backend=args.backend, timeout_s=args.timeout)))
+        backend=args.backend, skills_mode=skills_mode, order=order, seed=seed, store=store,
+        out_dir=args.out / folder.name / label, gate_options=GateOptions(backend=args.backend, timeout_s=args.timeout)))
     before, after = present(naive), present(res.best_source)
     return {
-        "workload": folder.name, "mode": mode, "status": res.status, "stop_reason": res.stop_reason,
+        "workload": folder.name, "mode": mode, "label": label, "seed": seed,
+        "status": res.status, "stop_reason": res.stop_reason,
         "skills_available": len(skills) if skills_mode == "all" else 0, "gated": res.gated,
         "kept": sum(s.kept for s in res.steps), "applied": res.applied or [s.move for s in res.steps if s.kept],
         "rejected": [f"{s.move}: {s.category}" for s in res.steps if s.verdict == "rejected"],
@@ -111,7 +208,7 @@ def table(rows: list[dict[str, Any]], gpu: bool) -> str:
     head += ["x naive", "x torch"] if gpu else []
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for r in rows:
-        cells = [r["workload"], r["mode"], str(r["skills_available"]), str(r["gated"]), str(r["kept"]),
+        cells = [r["workload"], r.get("label", r["mode"]), str(r["skills_available"]), str(r["gated"]), str(r["kept"]),
                  (", ".join(r["ops_added"]) or "-") if r["start_ok"] else
                  (r["status"] if r["status"].startswith("error") else "start kernel rejected")]
         if gpu:
@@ -119,11 +216,9 @@ def table(rows: list[dict[str, Any]], gpu: bool) -> str:
                       f"{r['speedup_vs_torch']:.2f}" if r["speedup_vs_torch"] else "-"]
         lines.append(" | ".join(cells))
     lines.append("")
-    for mode in MODES:
-        rs = [r for r in rows if r["mode"] == mode]
-        if not rs:
-            continue
-        line = (f"{mode}: {sum(r['kept'] for r in rs)} steps kept over {len(rs)} workloads, "
+    for label in dict.fromkeys(r.get("label", r["mode"]) for r in rows):
+        rs = [r for r in rows if r.get("label", r["mode"]) == label]
+        line = (f"{label}: {sum(r['kept'] for r in rs)} steps kept over {len(rs)} workloads, "
                 f"{sum(len(r['ops_added']) for r in rs)} optimizations added, {sum(r['gated'] for r in rs)} gated")
         if gpu:
             g, gt = geomean([r["speedup"] for r in rs]), geomean([r["speedup_vs_torch"] for r in rs])
@@ -143,6 +238,10 @@ def main() -> int:
     ap.add_argument("--backend", choices=("emu", "cuda"), default="emu")
     ap.add_argument("--budget", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0, help="seed of the random order")
+    ap.add_argument("--seeds", type=int, default=None, metavar="N",
+                    help="run the random order with seeds 0..N-1 (labels random-s0, ...) instead of --seed")
+    ap.add_argument("--curve-only", action="store_true",
+                    help="gate nothing: rebuild OUT/curve/ and OUT/curve.json from the trace.json files under --out")
     ap.add_argument("--modes", default=",".join(MODES), help="comma list of curriculum, random, none")
     ap.add_argument("--workloads", default="", help="comma list (default: every folder of the corpus)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per gate stage")
@@ -155,7 +254,7 @@ def main() -> int:
     if args.combine:
         rows = [r for f in args.combine for r in json.loads(f.read_text())]
         order = {m: i for i, m in enumerate(MODES)}
-        rows.sort(key=lambda r: (r["workload"], order.get(r["mode"], 9)))
+        rows.sort(key=lambda r: (r["workload"], order.get(r["mode"], 9), r.get("seed") or 0))
         print(table(rows, args.backend == "cuda" or any(r.get("speedup") for r in rows)))
         return 0
 
@@ -165,9 +264,17 @@ def main() -> int:
         wanted = args.workloads.split(",")
         folders = [f for f in folders if f.name in wanted]
     modes = [m for m in args.modes.split(",") if m]
-    if not folders or any(m not in MODES for m in modes):
-        print(f"nothing to run (workloads: {[f.name for f in folders]}, modes: {modes})", file=sys.stderr)
+    if not folders or any(m not in MODES for m in modes) or (args.seeds is not None and args.seeds < 1):
+        print(f"nothing to run (workloads: {[f.name for f in folders]}, modes: {modes}, seeds: {args.seeds})",
+              file=sys.stderr)
         return 2
+    labels = run_labels(modes, args.seed, args.seeds)
+    curve_runs = [(label, mode, seed, f.name) for f in folders for label, mode, seed in labels]
+    if args.curve_only:
+        index = write_curve(args.out, curve_runs, args.budget, args.corpus)
+        print(f"{args.out / 'curve.json'}: {len(index['entries'])} budget points of "
+              f"{sum(1 for r in index['runs'] if r.get('status') in ('improved', 'no_improvement'))} runs", file=sys.stderr)
+        return 0
     dbs = args.db or [ROOT / "skills_db" / "skills.duckdb"]
     if args.mine:
         from klineage.mining import mine_corpus
@@ -183,23 +290,27 @@ def main() -> int:
         wl = load_workload(f)
         dtypes_of[wl.name], names[f] = wl.dtypes, wl.name
     args.out.mkdir(parents=True, exist_ok=True)
-    runs = [(f, mode) for f in folders for mode in modes]
+    # label-major: the two runs in flight are of different workloads more often, so a label's
+    # candidates that the previous label gated already come from the gate cache
+    runs = [(f, lab) for lab in labels for f in folders]
     partial_lock = threading.Lock()
     (args.out / "rows.jsonl").unlink(missing_ok=True)
     with Store(args.out / "runs.duckdb") as store:
         loo_of = {f: leave_one_out(skills, names[f], dtypes_of) for f in folders}  # once per workload, not per mode
 
-        def one(f: Path, mode: str) -> dict[str, Any]:
+        def one(f: Path, lab: tuple[str, str, int]) -> dict[str, Any]:
             loo = loo_of[f]
+            label, mode, seed = lab
             try:
-                row = run_one(f, loo, mode, args, store)
+                row = run_one(f, loo, label, mode, seed, args, store)
             except Exception as e:  # one broken run (a gate or operator bug) must not lose the others
-                row = {"workload": f.name, "mode": mode, "status": f"error: {type(e).__name__}: {e}",
+                row = {"workload": f.name, "mode": mode, "label": label, "seed": seed,
+                       "status": f"error: {type(e).__name__}: {e}",
                        "stop_reason": "", "skills_available": len(loo), "gated": 0, "kept": 0, "applied": [],
                        "rejected": [], "ops_naive": [], "ops_best": [], "ops_added": [], "start_ok": False,
                        "speedup": None, "speedup_vs_torch": None, "elapsed_s": 0}
             x = f" x{row['speedup']:.2f} naive, x{row['speedup_vs_torch'] or 0:.2f} torch" if row["speedup"] else ""
-            print(f"{row['workload']:<20} {mode:<11} gated {row['gated']:>2} kept {row['kept']:>2} "
+            print(f"{row['workload']:<20} {label:<11} gated {row['gated']:>2} kept {row['kept']:>2} "
                   f"added {','.join(row['ops_added']) or '-'}{x} ({row['elapsed_s']} s)", file=sys.stderr, flush=True)
             with partial_lock, (args.out / "rows.jsonl").open("a") as fh:  # kept if the run is cut short
                 fh.write(json.dumps(row, default=str) + "\n")
@@ -208,7 +319,11 @@ def main() -> int:
         # --jobs runs at once: builds in parallel, cuda gate children take turns on the GPU (device lock)
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             rows = list(pool.map(lambda fm: one(*fm), runs))
+    order = {lab[0]: i for i, lab in enumerate(labels)}
+    rows.sort(key=lambda r: (r["workload"], order[r["label"]]))
     (args.out / "bench.json").write_text(json.dumps(rows, indent=1, default=str) + "\n")
+    index = write_curve(args.out, curve_runs, args.budget, args.corpus)
+    print(f"budget curve: {len(index['entries'])} points in {args.out / 'curve.json'}", file=sys.stderr)
     if args.json:
         print(json.dumps(rows, indent=1, default=str))
     else:

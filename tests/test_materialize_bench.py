@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 from tests.conftest import REPO
 from tests.test_materialize_helpers import make_skill
@@ -35,3 +41,85 @@ def test_table_summarises_each_mode() -> None:
     assert "w | curriculum | 3 | 2 | 1 | restrict | 2.00 | 0.50" in text
     assert "curriculum: 1 steps kept over 1 workloads" in text and "geomean speedup over naive 2.00x" in text
     assert bench.geomean([2.0, 8.0, None]) == 4.0
+
+
+def _step(i: int, gated: bool = True, kept: bool = False, skill: str | None = None) -> dict:
+    return {"index": i, "move": f"move{i}", "skill_id": skill or (f"skill{i}" if gated else None), "gated": gated,
+            "kept": kept, "candidate_file": f"step-{i:02d}.cu" if gated else None}
+
+
+def test_budget_curve_truncates_at_the_kth_gated_candidate() -> None:
+    # kept, duplicate (not gated), rejected, kept, no candidate, kept
+    steps = [_step(1, kept=True), _step(2, gated=False), _step(3), _step(4, kept=True), _step(5, gated=False),
+             _step(6, kept=True)]
+    assert [s["index"] for s in bench.prefix_steps(steps, 1)] == [1]
+    assert [s["index"] for s in bench.prefix_steps(steps, 2)] == [1, 2, 3]
+    assert [s["index"] for s in bench.prefix_steps(steps, 3)] == [1, 2, 3, 4]  # stops before step 5
+    curve = bench.budget_curve({"budget": 5, "steps": steps}, 5)
+    assert [p["candidate_file"] for p in curve] == ["step-01.cu", "step-01.cu", "step-04.cu", "step-06.cu",
+                                                    "step-06.cu"]
+    assert [p["applied"] for p in curve][2] == ["skill1", "skill4"] and curve[4]["kept_steps"] == [1, 4, 6]
+    assert [p["gated"] for p in curve] == [1, 2, 3, 4, 4]
+    # nothing kept yet: the start kernel
+    first_rejected = [_step(1), _step(2, kept=True)]
+    assert bench.budget_curve({"budget": 2, "steps": first_rejected}, 2)[0]["candidate_file"] is None
+    # the loop's other limit: at most 3k proposals (steps) for budget k, gated or not
+    dups = [_step(1, gated=False), _step(2, gated=False), _step(3, gated=False), _step(4, kept=True)]
+    c = bench.budget_curve({"budget": 2, "steps": dups}, 2)
+    assert c[0]["candidate_file"] is None and c[0]["steps"] == 3 and c[1]["candidate_file"] == "step-04.cu"
+    assert len(bench.prefix_steps(dups, 1, max_proposals=4)) == 4
+    with pytest.raises(ValueError, match="over the run's own"):
+        bench.budget_curve({"budget": 2, "steps": dups}, 3)
+
+
+def test_run_labels_and_curve_files(tmp_path: Path) -> None:
+    assert bench.run_labels(["curriculum", "random", "none"], 7, None) == [
+        ("curriculum", "curriculum", 7), ("random", "random", 7), ("none", "none", 7)]
+    assert bench.run_labels(["random", "none"], 7, 2) == [("random-s0", "random", 0), ("random-s1", "random", 1),
+                                                         ("none", "none", 7)]
+    run = tmp_path / "w" / "random-s1"
+    run.mkdir(parents=True)
+    (run / "start.cu").write_text("naive")
+    (run / "step-01.cu").write_text("one")
+    (run / "step-03.cu").write_text("three")
+    trace = {"status": "improved", "budget": 3, "gated": 3, "steps": [
+        _step(1, kept=True), _step(2), {**_step(3, kept=True), "candidate_file": "step-03.cu"}]}
+    (run / "trace.json").write_text(json.dumps(trace))
+    (tmp_path / "w" / "none").mkdir()  # a run that left no trace
+    idx = bench.write_curve(tmp_path, [("random-s1", "random", 1, "w"), ("none", "none", 0, "w")], 3, Path("corpus"))
+    assert json.loads((tmp_path / "curve.json").read_text()) == idx
+    assert [(e["k"], e["from"], e["applied"]) for e in idx["entries"]] == [
+        (1, "step-01.cu", ["skill1"]), (2, "step-01.cu", ["skill1"]), (3, "step-03.cu", ["skill1", "skill3"])]
+    assert (tmp_path / idx["entries"][2]["file"]).read_text() == "three"
+    assert idx["entries"][0]["file"] == "curve/random-s1/w/budget-1.cu"
+    assert [r["status"] for r in idx["runs"]] == ["improved", "no trace"] and idx["labels"] == ["random-s1", "none"]
+
+
+@pytest.mark.slow
+def test_a_shorter_budget_is_a_prefix_of_the_longer_run(tmp_path: Path) -> None:
+    """The claim the budget curve rests on, checked for real once: softmax, random order (seed 3),
+    leave-one-out skills of the shipped store; the budget-3 run keeps what the budget-10 run's
+    first 3 gated candidates kept, and ends at the curve's budget-3 kernel (second run: gate cache)."""
+    from klineage.export import shipped_store
+
+    db = shipped_store(tmp_path / "skills.duckdb")
+    outs = {}
+    for budget in (10, 3):
+        out = tmp_path / f"b{budget}"
+        r = subprocess.run([sys.executable, str(REPO / "benchmarks/materialize_bench.py"), "--backend", "emu",
+                            "--db", str(db), "--workloads", "softmax", "--modes", "random", "--seed", "3",
+                            "--budget", str(budget), "--out", str(out), "--json"],
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        outs[budget] = out
+    for label in ("random",):
+        long = json.loads((outs[10] / "softmax" / label / "trace.json").read_text())
+        short = json.loads((outs[3] / "softmax" / label / "trace.json").read_text())
+        assert long["gated"] > 3  # otherwise the check says nothing
+        keys = ("move", "verdict", "kept", "gated", "kernel_hash")
+        assert [[s[k] for k in keys] for s in short["steps"]] == [
+            [s[k] for k in keys] for s in bench.prefix_steps(long["steps"], 3)]
+        assert (outs[3] / "softmax" / label / "best.cu").read_text() == (
+            outs[10] / "curve" / label / "softmax" / "budget-3.cu").read_text()
+    index = json.loads((outs[10] / "curve.json").read_text())
+    assert len(index["entries"]) == 10 and index["labels"] == ["random"]
