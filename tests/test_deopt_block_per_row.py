@@ -214,3 +214,35 @@ extern "C" void launch(const float* x, float* y, int M, int N, cudaStream_t s) {
     back = _remove_only(out)
     assert "__shfl" not in back.text and "__shared__" not in back.text and "__syncthreads" not in back.text
     assert OP.find(back) == [] and len(OP.find_forward(back)) == 1
+
+
+def test_roundtrip_on_rmsnorm_with_vector_steps() -> None:
+    """rmsnorm's thread-per-row state walks its row in packs (`col += W`): the forward step
+    starts thread t at `t * W` and steps by `blockDim.x * W`, and re-derives the block kernel."""
+    back = _remove_only(CudaSource.from_file(DATA / "rmsnorm_streaming_block.cu"))
+    out = _forward(back)
+    k = _kernel_text(out, "rmsnorm_streaming")
+    assert k.count("for (int col = threadIdx.x * W; col < N; col += blockDim.x * W)") == 2
+    assert k.count("__shared__ float kl_s[32];") == 2  # ss0 and ss1, each folded across the warps
+    assert "rmsnorm_streaming<VEC><<<M, 256, 0, stream>>>" in out.text
+    assert len(OP.find(out)) == 1
+
+
+def test_a_step_written_in_the_loop_is_not_a_stride() -> None:
+    text = """
+__global__ void k(const float* x, float* y, int M, int N) {
+    int row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= M) return;
+    int w = 1;
+    float s = 0.f;
+    for (int j = 0; j < N; j += w) { s += x[(size_t)row * N + j]; w = 2; }
+    y[row] = s;
+}
+extern "C" void launch(const float* x, float* y, int M, int N, cudaStream_t st) {
+    k<<<(M + 255) / 256, 256, 0, st>>>(x, y, M, N);
+}
+"""
+    src = CudaSource.from_text(text, "k.cu")
+    (site,) = OP.find_forward(src)
+    failed = {f.name: f.reason for f in OP.preconditions(src, site) if not f.holds}
+    assert "not a counting loop" in failed.get("rows_independent", ""), failed

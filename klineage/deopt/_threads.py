@@ -540,3 +540,31 @@ def ceil_div(count: str, block: str) -> str:
     if re.fullmatch(r"\d+", b.strip()):
         return f"({c} + {int(b) - 1}) / {b}"
     return f"({c} + {b} - 1) / {b}"
+
+
+def counting_loop(src: CudaSource, loop: ts.Node, any_step: bool = False
+              ) -> tuple[str, ts.Node, ts.Node, ts.Node, str] | None:
+    """(var, init value node, condition node, update node, step) of `for (int j = A; j < B; UPDATE)`
+    whose update adds one (`++j`, `j++`, `j += 1`, `j = j + 1`: step "1") or, with `any_step`,
+    a loop-invariant name or number (`j += W`: each iteration owns the elements [j, j + W))."""
+    if loop.type != "for_statement":
+        return None
+    init, cond, upd = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
+    if init is None or cond is None or upd is None or init.type != "declaration":
+        return None
+    ds = init.children_by_field_name("declarator")
+    if len(ds) != 1 or ds[0].type != "init_declarator" or ds[0].child_by_field_name("value") is None:
+        return None
+    var = decl_name(init) or ""
+    if cond.type != "binary_expression" or cond.child_by_field_name("operator").type not in ("<", "<="):
+        return None
+    if squash(src.text_of(cond.child_by_field_name("left"))) != var:
+        return None
+    u = squash(src.text_of(upd))
+    if u in (f"{var}+=1", f"{var}={var}+1", f"++{var}", f"{var}++"):
+        return var, ds[0].child_by_field_name("value"), cond, upd, "1"
+    m = re.fullmatch(rf"{re.escape(var)}\+=([A-Za-z_]\w*|[1-9]\d*)", u)
+    body = loop.child_by_field_name("body")
+    if any_step and m and (body is None or m.group(1) not in assigned_in(body)):
+        return var, ds[0].child_by_field_name("value"), cond, upd, m.group(1)
+    return None

@@ -133,6 +133,7 @@ class BlockPerRow(WarpPerRow):
               "partial sums/maxima/minima are merged by a warp butterfly and shared memory, thread 0 stores "
               "per-row results.")
     mechanical_apply = True
+    strides_steps = True  # `for (col = 0; col < N; col += W)`: thread t starts at t * W, steps by blockDim.x * W
 
     # ---- analysis: block per row (backward) --------------------------------------------------
     def _classify(self, src: CudaSource, node: ts.Node, shared: set[str], reducers: set[str],

@@ -38,21 +38,11 @@ class _Coarse:
 
 def _counting_loop(src: CudaSource, node: ts.Node) -> tuple[str, str] | None:
     """(var, bound text) of `for (int k = 0; k < BOUND; ++k)`."""
-    init, cond, upd = (node.child_by_field_name(f) for f in ("initializer", "condition", "update"))
-    if init is None or cond is None or upd is None or init.type != "declaration":
+    parts = T.counting_loop(src, node)
+    if parts is None:
         return None
-    var = T.decl_name(init)
-    ds = init.children_by_field_name("declarator")
-    if not var or len(ds) != 1 or ds[0].type != "init_declarator":
-        return None
-    if T.squash(src.text_of(ds[0].child_by_field_name("value"))) != "0":
-        return None
-    if cond.type != "binary_expression" or cond.child_by_field_name("operator").type != "<":
-        return None
-    if T.squash(src.text_of(cond.child_by_field_name("left"))) != var:
-        return None
-    u = T.squash(src.text_of(upd))
-    if u not in (f"++{var}", f"{var}++", f"{var}+=1"):
+    var, init, cond, _, _ = parts
+    if T.squash(src.text_of(init)) != "0" or cond.child_by_field_name("operator").type != "<":
         return None
     return var, T.squash(src.text_of(cond.child_by_field_name("right")))
 

@@ -57,6 +57,7 @@ class _RowLoop:
     init: ts.Node  # the loop variable's start value
     update: ts.Node
     reductions: tuple[_Reduction, ...]
+    step: str = "1"  # what the loop adds per iteration (a name or number; "1" for ++j)
 
 
 @dataclass
@@ -148,26 +149,15 @@ def _outer_loops(body: ts.Node) -> list[ts.Node]:
             and not any(a.type in _LOOPS for a in T.ancestors(n, body))]
 
 
-def _counting(src: CudaSource, loop: ts.Node) -> tuple[str, ts.Node, ts.Node, ts.Node] | None:
-    """(var, init value node, condition node, update node) of `for (int j = A; j < B; UPDATE)`
-    whose update adds one (`++j`, `j++`, `j += 1`, `j = j + 1`)."""
-    if loop.type != "for_statement":
-        return None
-    init, cond, upd = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
-    if init is None or cond is None or upd is None or init.type != "declaration":
-        return None
-    ds = init.children_by_field_name("declarator")
-    if len(ds) != 1 or ds[0].type != "init_declarator" or ds[0].child_by_field_name("value") is None:
-        return None
-    var = T.decl_name(init) or ""
-    if cond.type != "binary_expression" or cond.child_by_field_name("operator").type not in ("<", "<="):
-        return None
-    if T.squash(src.text_of(cond.child_by_field_name("left"))) != var:
-        return None
-    u = T.squash(src.text_of(upd))
-    if u not in (f"{var}+=1", f"{var}={var}+1", f"++{var}", f"{var}++"):
-        return None
-    return var, ds[0].child_by_field_name("value"), cond, upd
+def _is_plus(n: ts.Node | None) -> bool:
+    return n is not None and n.type == "binary_expression" and n.child_by_field_name("operator").type == "+"
+
+
+def _sum_terms(n: ts.Node) -> list[ts.Node]:
+    """The terms of `a + b + c` (left-nested binary `+`), in order."""
+    if not _is_plus(n):
+        return [n]
+    return _sum_terms(n.child_by_field_name("left")) + _sum_terms(n.child_by_field_name("right"))
 
 
 def _is_zero(text: str) -> bool:
@@ -208,6 +198,9 @@ class WarpPerRow(Operator):
     intent = ("Give each row a warp instead of a thread: lanes stride the row (coalesced loads), "
               "partial sums/maxima/minima are merged with a shuffle all-reduce, lane 0 stores per-row results.")
     mechanical_apply = True
+    #: whether row loops may step by a loop-invariant S (`j += W`); the warp's backward step
+    #: recognizes only lane loops stepping by 32, so its forward keeps to unit steps
+    strides_steps = False
 
     # ---- analysis: thread per row (forward) --------------------------------------------------
     def _thread_per_row(self, src: CudaSource, fn: ts.Node, kernel: str) -> _Facts:
@@ -259,10 +252,11 @@ class WarpPerRow(Operator):
         loops, problems = [], []
         for loop in _outer_loops(body):
             line = loop.start_point.row + 1
-            parts = _counting(src, loop)
+            parts = T.counting_loop(src, loop, self.strides_steps)
             path = T.ancestors(loop, body)
             if parts is None:
-                problems.append(f"line {line}: not a counting loop `for (int j = A; j < B; ++j)`")
+                problems.append(f"line {line}: not a counting loop `for (int j = A; j < B; "
+                                + ("j += S)`" if self.strides_steps else "++j)`"))
                 continue
             if any(a.type not in ("compound_statement", "if_statement", "else_clause") for a in path):
                 problems.append(f"line {line}: loop nested in a {path[0].type}")
@@ -270,7 +264,7 @@ class WarpPerRow(Operator):
             if guard is not None and loop.start_byte < guard.start_byte:
                 problems.append(f"line {line}: loop before the row guard")
                 continue
-            var, init, cond, update = parts
+            var, init, cond, update, step = parts
             lbody = loop.child_by_field_name("body")
             bound = cond.child_by_field_name("right")
             if lbody is None or T.jumps_out(loop):
@@ -286,7 +280,7 @@ class WarpPerRow(Operator):
             if why:
                 problems += [f"line {line}: {w}" for w in why]
                 continue
-            loops.append(_RowLoop(loop, var, init, update, tuple(reds)))
+            loops.append(_RowLoop(loop, var, init, update, tuple(reds), step))
         return loops, problems
 
     def _reductions(self, src: CudaSource, fn: ts.Node, loop: ts.Node, lbody: ts.Node,
@@ -344,8 +338,7 @@ class WarpPerRow(Operator):
             return [f"access {strided[0]} does not move one element per iteration: the loop does not walk a row"]
         if not unit:  # accesses through helpers: `load(p + j)`, `load<V>(p, j)`
             for n in T.walk(lbody):
-                parts = ([n.child_by_field_name("left"), n.child_by_field_name("right")]
-                         if n.type == "binary_expression" and n.child_by_field_name("operator").type == "+"
+                parts = (_sum_terms(n) if _is_plus(n) and not _is_plus(n.parent)
                          else T.call_args(n) if n.type == "call_expression" else [])
                 ptrs = [a for a in parts if a is not None and a.type == "identifier" and _is_pointer(fn, src.text_of(a))]
                 rest = [T.squash(src.text_of(a)) for a in parts if a is not None and a not in ptrs]
@@ -572,9 +565,11 @@ class WarpPerRow(Operator):
         init, upd = r.init, r.update
         text = src.text_bytes
         start = src.text_of(init)
-        new_init = rank if T.squash(start) == "0" else f"{start} + {rank}"
+        first = rank if r.step == "1" else f"{rank} * {r.step}"
+        new_init = first if T.squash(start) == "0" else f"{start} + {first}"
+        stride = step if r.step == "1" else f"{step} * {r.step}"
         loop = (text[r.loop.start_byte:init.start_byte].decode() + new_init
-                + text[init.end_byte:upd.start_byte].decode() + f"{r.var} += {step}"
+                + text[init.end_byte:upd.start_byte].decode() + f"{r.var} += {stride}"
                 + text[upd.end_byte:r.loop.end_byte].decode())
         if not r.reductions:
             return loop
