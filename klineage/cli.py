@@ -140,7 +140,7 @@ def mine(
     dirs: Annotated[list[Path], typer.Argument(help="Workload folders, or folders of workload folders.")],
     db: DbOption = None,
     backend: Annotated[str, typer.Option(help="emu (CPU emulator) or cuda (GPU).")] = "emu",
-    max_steps: Annotated[int, typer.Option("--max-steps", help="Backward steps per expert kernel.")] = 40,
+    max_steps: Annotated[int, typer.Option("--max-steps", help="Backward steps per expert kernel.")] = 48,
     workers: Annotated[int, typer.Option(help="Candidates gated at once (ray: CPUs of the local instance).")] = 2,
     roundtrip: Annotated[bool, typer.Option(help="Re-derive each accepted step forward.")] = True,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per gate stage.")] = 120.0,

@@ -38,7 +38,7 @@ def mine_corpus(
     dirs: list[Path],
     db: Path | None = None,
     backend: str = "emu",
-    max_steps: int = 40,
+    max_steps: int = 48,
     workers: int = 2,
     roundtrip: bool = True,
     timeout_s: float = 120.0,

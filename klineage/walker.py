@@ -44,7 +44,7 @@ def source_hash(text: str) -> str:
 @dataclass
 class WalkConfig:
     options: GateOptions = field(default_factory=GateOptions)
-    max_steps: int = 40
+    max_steps: int = 48
     workers: int = 2
     operators: Sequence[Operator] | None = None
     roundtrip: bool = True
