@@ -60,7 +60,7 @@ def run_worker(payload: dict[str, Any], workdir: Path, timeout_s: float, env: di
     result_path = workdir / "result.json"
     result_path.unlink(missing_ok=True)
     payload_path.write_text(json.dumps(payload))
-    child_env = dict(os.environ)
+    child_env = zygote.with_child_defaults(dict(os.environ))
     child_env.update(env or {})
     child_env.setdefault("PYTHONUNBUFFERED", "1")
     t0 = time.perf_counter()

@@ -43,6 +43,13 @@ from typing import Any
 PRELOAD = ("klineage.gates.worker",)
 PRELOAD_OPTIONAL = ("klineage.gates.emu.backend", "klineage.gates.cuda.backend")
 
+#: Environment every gate child starts with unless the caller sets it. Torch's OpenMP threads
+#: otherwise spin-wait between parallel regions; with the compilers of other gates on the same
+#: cores that spinning starved the protocol (a layernorm child took 2 s instead of 0.3 s on a
+#: busy 2-core box). The wait policy changes only how idle threads wait, never a result. libgomp
+#: reads it once, when torch loads it, so it must be in the zygote's environment at exec too.
+CHILD_ENV_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE"}
+
 #: how long the first run may wait for the zygote's preload (torch import) before it gives up
 START_WAIT_S = 120.0
 #: how long to wait for the zygote's report of a child that was killed after its time limit
@@ -50,6 +57,11 @@ REAP_WAIT_S = 30.0
 
 
 # ---- caller side ----------------------------------------------------------------------------------
+
+def with_child_defaults(env: dict[str, str]) -> dict[str, str]:
+    """`env` with CHILD_ENV_DEFAULTS added where it sets nothing (a caller's own value wins)."""
+    return {**CHILD_ENV_DEFAULTS, **env}
+
 
 class ZygoteUnavailable(Exception):
     """The zygote could not run this child (not started, died, or hung): use a fresh interpreter."""
@@ -69,7 +81,7 @@ class _Zygote:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
-                env=self.env,
+                env=with_child_defaults(self.env),
                 cwd="/",
             )
         finally:

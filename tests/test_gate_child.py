@@ -177,3 +177,40 @@ def test_run_under_a_dying_zygote_is_redone_fresh(tmp_path: Path, monkeypatch: p
     time.sleep(0.2)
     for pid in orphans:  # the orphaned child was killed, not left hanging
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1][:3]
+
+
+#: a kernel whose launcher prints the OpenMP wait policy its process was given
+ENV_KERNEL = KERNEL.replace('printf("launch N=%d\\n", N);',
+                            'const char* w = getenv("OMP_WAIT_POLICY"); printf("wait=%s\\n", w ? w : "(unset)");')
+
+
+def _environ(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(e.decode().split("=", 1) for e in raw if b"=" in e)
+
+
+@pytest.mark.parametrize("caller", [None, "ACTIVE"])
+def test_children_wait_passively_unless_told(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             spy: list[child.ChildOutcome], caller: str | None) -> None:
+    """Gate children (both paths) and the zygote they fork from get OMP_WAIT_POLICY=PASSIVE
+    (torch's OpenMP threads otherwise spin against the compilers); a caller's own value wins."""
+    assert ENV_KERNEL != KERNEL
+    if caller is None:
+        monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    else:
+        monkeypatch.setenv("OMP_WAIT_POLICY", caller)
+    want = caller or "PASSIVE"
+    seen = {}
+    for fork in ("1", "0"):
+        monkeypatch.setenv("KLINEAGE_GATE_FORK", fork)
+        r = gate(ENV_KERNEL, VADD, GateOptions(), name="env.cu", use_cache=False, cache_root=tmp_path / fork)
+        assert r.category == "ok", r.message
+        seen[spy[-1].via] = spy[-1].stdout + spy[-1].stderr
+        if fork == "1":
+            z = zygote._current
+            assert z is not None and _environ(z.proc.pid).get("OMP_WAIT_POLICY") == want
+            assert "OMP_WAIT_POLICY" not in z.env or caller is not None  # the caller's env is not changed
+    assert set(seen) == {"zygote", "exec"}
+    for out in seen.values():
+        assert f"wait={want}" in out
+    assert os.environ.get("OMP_WAIT_POLICY") == caller
