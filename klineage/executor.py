@@ -12,7 +12,14 @@ One executor serves several walks at once (`klineage mine` walks up to `workers`
 threads of the driver): `run` and `gate_one` may be called from several threads concurrently.
 Each run in flight gets a fair share of the capacity (capacity // runs, the remainder to the
 earliest runs, at least one), so N concurrent walks keep N slots busy with the candidate each
-walk needs next rather than with one walk's speculative candidates past its winner.
+walk needs next rather than with one walk's speculative candidates past its winner. A walk
+registers for its whole length (`walking()`), and the capacity is split over the registered
+walks too: a walk between two gates (finding its next candidates, writing a step) keeps its
+slot, instead of the other walk filling it with a speculative candidate in the meantime. The
+local executor also lets a run have more than one job in flight only where the cores allow it:
+a gate runs two compilers at once (nvcc beside the backend's build), so on a 2-core machine a
+speculative candidate only slowed the one the walk was waiting for (within a step the first
+candidate almost always passes).
 
 The `ray` executor keeps the content-hash cache (gates/cache.py) on the driver: it looks a job up
 there first, a task gates into a private folder on its worker and returns the verdict together
@@ -24,6 +31,7 @@ failure is recorded as a `crash` verdict and the run goes on. Ray is an optional
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -32,7 +40,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,6 +101,7 @@ class GateExecutor(ABC):
         self._workloads: dict[Path, Workload] = {}
         self._lock = threading.Lock()
         self._runs: list[object] = []  # the runs in flight, in start order (one token each)
+        self._walks = 0  # walks registered with `walking()`
         self._runs_lock = threading.Lock()
 
     @property
@@ -123,11 +132,29 @@ class GateExecutor(ABC):
         with self._runs_lock:
             self._runs.remove(token)
 
+    @contextlib.contextmanager
+    def walking(self) -> Iterator[None]:
+        """Register a walk for as long as it lasts: capacity is shared over the registered walks
+        even while one of them has no run in flight (see the module docstring)."""
+        with self._runs_lock:
+            self._walks += 1
+        try:
+            yield
+        finally:
+            with self._runs_lock:
+                self._walks -= 1
+
+    def _sharers(self) -> int:
+        """How many ways the capacity is split: runs in flight, or registered walks if more."""
+        with self._runs_lock:
+            return max(len(self._runs), self._walks, 1)
+
     def _share(self, token: object, capacity: int) -> int:
         """Jobs this run may have in flight now: an even split of `capacity` over the runs in
-        flight, the remainder to the earliest, never less than one."""
+        flight (or the registered walks, if more), the remainder to the earliest runs, never
+        less than one."""
         with self._runs_lock:
-            n, rank = len(self._runs), self._runs.index(token)
+            n, rank = max(len(self._runs), self._walks, 1), self._runs.index(token)
         return max(1, capacity // n + (1 if rank < capacity % n else 0))
 
     def close(self) -> None:
@@ -147,15 +174,22 @@ class GateExecutor(ABC):
         self.close()
 
 
+#: Processes a gate keeps busy at once while it compiles (nvcc beside the backend's build).
+COMPILERS_PER_GATE = 2
+
+
 class LocalExecutor(GateExecutor):
     """Gate runs on this machine, `workers` at a time. Threads suffice: every gate runs its
-    compiler and its candidate in child processes."""
+    compiler and its candidate in child processes. Beyond one job per run (per walk), a run
+    gets more only while the machine has the cores for them: at most cores / 2 jobs in flight
+    (`cores` defaults to the CPUs this process may use)."""
 
     name = "local"
 
-    def __init__(self, workers: int = 2) -> None:
+    def __init__(self, workers: int = 2, cores: int | None = None) -> None:
         super().__init__()
         self.workers = max(1, workers)
+        self.cores = max(1, cores if cores is not None else _usable_cpus())
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
 
@@ -165,6 +199,11 @@ class LocalExecutor(GateExecutor):
 
     def _gate(self, job: GateJob) -> GateResult:
         return gate(job.source, self.workload(job.workload_dir), job.options, name=job.name)
+
+    def _useful_capacity(self) -> int:
+        """The capacity shared out now: `workers`, but no more than the cores can run at once
+        beyond one job per sharer (a speculative job must not slow the ones waited for)."""
+        return min(self.workers, max(self._sharers(), self.cores // COMPILERS_PER_GATE))
 
     def _ensure_pool(self) -> ThreadPoolExecutor:
         with self._pool_lock:  # several walks' threads may start their first run at once
@@ -180,7 +219,7 @@ class LocalExecutor(GateExecutor):
         token = self._enter_run()
         try:
             while todo or running:
-                while todo and len(running) < self._share(token, self.workers):
+                while todo and len(running) < self._share(token, self._useful_capacity()):
                     i, job = todo.popleft()
                     dup = by_key.get(job.dedup_key())
                     if dup is not None and dup in running:
@@ -206,6 +245,13 @@ class LocalExecutor(GateExecutor):
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
         super().close()
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 # ---- ray ------------------------------------------------------------------------------------

@@ -159,7 +159,8 @@ class Walker:
     # ---- the walk ---------------------------------------------------------------------------
     def walk(self, folder: Path) -> WalkSummary:
         try:
-            return self._walk(folder)
+            with self.executor.walking():
+                return self._walk(folder)
         finally:
             if self._owns_executor:
                 self.executor.close()

@@ -107,17 +107,26 @@ def test_no_accepted_candidate_records_every_verdict(tmp_path: Path) -> None:
 
 
 class SleepyLocal(LocalExecutor):
-    """A local executor whose 'gate' sleeps as long as the source says, and counts its calls."""
+    """A local executor whose 'gate' sleeps as long as the source says, and counts its calls and
+    how many ran at once. Its gates use no CPU: unless a test says otherwise, it acts as if the
+    machine had cores to spare."""
 
-    def __init__(self, workers: int) -> None:
-        super().__init__(workers)
+    def __init__(self, workers: int, cores: int = 64) -> None:
+        super().__init__(workers, cores=cores)
         self.calls: list[str] = []
         self._calls_lock = threading.Lock()
+        self.now = self.most = 0
 
     def _gate(self, job: GateJob) -> GateResult:
         with self._calls_lock:
             self.calls.append(job.source)
-        time.sleep(float(job.source.split()[0]))
+            self.now += 1
+            self.most = max(self.most, self.now)
+        try:
+            time.sleep(float(job.source.split()[0]))
+        finally:
+            with self._calls_lock:
+                self.now -= 1
         return GateResult.reject("run", "mismatch", job.source) if "bad" in job.source else _ok()
 
 
@@ -132,6 +141,47 @@ def test_local_yields_as_completed_with_indices_and_gates_duplicates_once() -> N
     assert [i for i, _ in out][0] == 1  # the quick one came back first
     assert sorted(ex.calls) == ["0.0 bad", "0.05 c", "0.3 a"]  # index 2 repeats index 0
     assert {i: r.category for i, r in out} == {0: "ok", 1: "mismatch", 2: "ok", 3: "ok"}
+
+
+@pytest.mark.parametrize(("cores", "most"), [(1, 1), (2, 1), (3, 1), (4, 2), (64, 2)])
+def test_local_runs_a_second_job_only_with_cores_to_spare(cores: int, most: int) -> None:
+    """A gate compiles with two processes at once: a lone run on a 2-core machine gets one job
+    in flight (a speculative second one only slowed the first); with 4 cores it gets both."""
+    with SleepyLocal(workers=2, cores=cores) as ex:
+        out = list(ex.run(_jobs(["0.1 a", "0.1 b", "0.1 c", "0.1 d"])))
+    assert sorted(i for i, _ in out) == [0, 1, 2, 3]
+    assert ex.most == most
+
+
+def test_registered_walks_keep_their_share_between_runs() -> None:
+    """A walk registered with `walking()` keeps its part of the capacity while it has no run in
+    flight (between two gates), so the other walk does not fill it with a speculative job."""
+    ex = LocalExecutor(workers=2, cores=64)
+    token = ex._enter_run()
+    assert ex._share(token, 2) == 2  # alone
+    with ex.walking():
+        assert ex._share(token, 2) == 2  # its own walk
+        with ex.walking():
+            assert ex._share(token, 2) == 1  # the other walk is between gates: its slot stays free
+            assert ex._useful_capacity() == 2
+        assert ex._share(token, 2) == 2
+    ex._leave_run(token)
+    assert ex._walks == 0 and LocalExecutor(workers=2, cores=2)._useful_capacity() == 1
+
+
+def test_a_walk_between_gates_keeps_its_slot(tmp_path: Path) -> None:
+    """Walk A is between two gates (no run in flight) while walk B gates three steps, each
+    taking its first verdict as the walker does when the first candidate passes: B submits one
+    job per step, not a speculative second one into A's slot."""
+    with SleepyLocal(workers=2) as ex:
+        with ex.walking():  # walk A: finding its next candidates
+            with ex.walking():  # walk B
+                for step in range(3):
+                    stream = ex.run(_jobs([f"0.05 b{step}{k}" for k in range(3)]))
+                    next(stream)
+                    stream.close()
+        time.sleep(0.1)
+    assert sorted(ex.calls) == ["0.05 b00", "0.05 b10", "0.05 b20"]
 
 
 def test_local_stops_submitting_when_the_consumer_stops() -> None:
