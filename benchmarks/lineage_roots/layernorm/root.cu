@@ -260,12 +260,13 @@ template <bool VEC>
 __global__ void 
 layernorm_welford_streaming(const scalar_t* x, const scalar_t* weight,
                             const scalar_t* bias, scalar_t* y, int M, int N, float eps) {
+    const int kl_row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (kl_row >= M) return;
     constexpr int W = VEC ? kPackWidth : 1;
-    __shared__ Stats red[kBlockThreads / kWarp];
-    const size_t base = static_cast<size_t>(blockIdx.x) * N;
+    const size_t base = static_cast<size_t>(kl_row) * N;
     Stats st = {0.f, 0.f, 0.f};
     // pass 1: count and mean
-    for (int col = threadIdx.x * W; col < N; col += kBlockThreads * W) {
+    for (int col = 0; col < N; col += W) {
         float v[W];
         if constexpr (VEC) unpack(load_raw(x + base + col), v);
         else v[0] = load_one(x + base + col);
@@ -276,7 +277,7 @@ layernorm_welford_streaming(const scalar_t* x, const scalar_t* weight,
         }
     }
     // pass 2: squared deviations from the final mean
-    for (int col = threadIdx.x * W; col < N; col += kBlockThreads * W) {
+    for (int col = 0; col < N; col += W) {
         float v[W];
         if constexpr (VEC) unpack(load_raw(x + base + col), v);
         else v[0] = load_one(x + base + col);
@@ -285,8 +286,7 @@ layernorm_welford_streaming(const scalar_t* x, const scalar_t* weight,
             st.m2 = fmaf(delta, v[k] - st.mean, st.m2);
         }
     }
-    st = block_reduce_stats<kBlockThreads>(st, red);
-    for (int col = threadIdx.x * W; col < N; col += kBlockThreads * W) {
+    for (int col = 0; col < N; col += W) {
         if constexpr (VEC) {
             float v[W], g[W], b[W];
             unpack(load_raw(x + base + col), v);
@@ -337,7 +337,7 @@ void launch_block_persistent(const scalar_t* x, const scalar_t* w, const scalar_
 template <bool VEC>
 void launch_rows(const scalar_t* x, const scalar_t* w, const scalar_t* b, scalar_t* y, int M, int N, float eps,
                  cudaStream_t stream) {
-    layernorm_welford_streaming<VEC><<<M, kBlockThreads, 0, stream>>>(x, w, b, y, M, N, eps);
+    layernorm_welford_streaming<VEC><<<(M + 255) / 256, 256, 0, stream>>>(x, w, b, y, M, N, eps);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }

@@ -73,44 +73,41 @@ row_sum_warp(const float* x, float* out, int M, int N) {
 template <bool VEC>
 __global__ void 
 row_sum_block(const float* x, float* out, int M, int N) {
+    const int kl_row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (kl_row >= M) return;
     constexpr int kWarps = kBlockThreads / kWarp;
-    __shared__ double warp_sums[kWarps];
-    const int row = blockIdx.x;
+    const int row = kl_row;
     const float* __restrict__ xr = x + static_cast<size_t>(row) * N;
     double acc0 = 0.0, acc1 = 0.0;
     if constexpr (VEC) {
         const float4* __restrict__ x4 = reinterpret_cast<const float4*>(xr);
         const int n4 = N >> 2;
-        int i = threadIdx.x;
-        for (; i + (kUnroll - 1) * kBlockThreads < n4; i += kUnroll * kBlockThreads) {
+        int i = 0;
+        for (; i + (kUnroll - 1) < n4; i += kUnroll) {
             float4 v[kUnroll];
-            for (int u = 0; u < kUnroll; ++u) v[u] = kl_scalar_load<float4>(xr, i + u * kBlockThreads);
+            for (int u = 0; u < kUnroll; ++u) v[u] = kl_scalar_load<float4>(xr, i + u);
             for (int u = 0; u < kUnroll; u += 2) {
                 acc0 += sum4(v[u]);
                 acc1 += sum4(v[u + 1]);
             }
         }
-        for (; i < n4; i += kBlockThreads) acc0 += sum4(kl_scalar_load<float4>(xr, i));
+        for (; i < n4; i += 1) acc0 += sum4(kl_scalar_load<float4>(xr, i));
     } else {
-        int i = threadIdx.x;
-        for (; i + (kUnroll - 1) * kBlockThreads < N; i += kUnroll * kBlockThreads) {
+        int i = 0;
+        for (; i + (kUnroll - 1) < N; i += kUnroll) {
             float v[kUnroll];
-            for (int u = 0; u < kUnroll; ++u) v[u] = xr[i + u * kBlockThreads];
+            for (int u = 0; u < kUnroll; ++u) v[u] = xr[i + u];
             for (int u = 0; u < kUnroll; u += 2) {
                 acc0 += static_cast<double>(v[u]);
                 acc1 += static_cast<double>(v[u + 1]);
             }
         }
-        for (; i < N; i += kBlockThreads) acc0 += static_cast<double>(xr[i]);
+        for (; i < N; i += 1) acc0 += static_cast<double>(xr[i]);
     }
-    double acc = warp_reduce_sum(acc0 + acc1);
-    const int lane = threadIdx.x & (kWarp - 1);
-    const int warp = threadIdx.x / kWarp;
-    if (lane == 0) warp_sums[warp] = acc;
-    __syncthreads();
+    double acc = (acc0 + acc1);
+    const int lane = 0;
+    const int warp = 0;
     if (warp == 0) {
-        acc = lane < kWarps ? warp_sums[lane] : 0.0;
-        acc = warp_reduce_sum(acc);
         if (lane == 0) out[row] = __double2float_rn(acc);
     }
 }
@@ -120,6 +117,6 @@ row_sum_block(const float* x, float* out, int M, int N) {
 extern "C" void launch(const float* x, float* out, int M, int N, cudaStream_t stream) {
     const bool vec = (N & 3) == 0 && (reinterpret_cast<uintptr_t>(x) & 15u) == 0;
     {
-        row_sum_block<false><<<M, kBlockThreads, 0, stream>>>(x, out, M, N);
+        row_sum_block<false><<<(M + 255) / 256, 256, 0, stream>>>(x, out, M, N);
     }
 }

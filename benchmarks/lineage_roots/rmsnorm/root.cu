@@ -195,11 +195,12 @@ template <bool VEC>
 __global__ void 
 rmsnorm_streaming(const __nv_bfloat16* x, const __nv_bfloat16* weight,
                   __nv_bfloat16* y, int M, int N, float eps) {
+    const int kl_row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (kl_row >= M) return;
     constexpr int W = VEC ? kPackWidth : 1;
-    __shared__ float red[kBlockThreads / kWarp];
-    const size_t base = static_cast<size_t>(blockIdx.x) * N;
+    const size_t base = static_cast<size_t>(kl_row) * N;
     float ss0 = 0.f, ss1 = 0.f;  // two independent FMA chains
-    for (int col = threadIdx.x * W; col < N; col += kBlockThreads * W) {
+    for (int col = 0; col < N; col += W) {
         float v[W];
         if constexpr (VEC) unpack(load_raw(x + base + col), v);
         else v[0] = load_one(x + base + col);
@@ -208,9 +209,9 @@ rmsnorm_streaming(const __nv_bfloat16* x, const __nv_bfloat16* weight,
             if (k + 1 < W) ss1 = fmaf(v[k + 1], v[k + 1], ss1);
         }
     }
-    const float ss = block_allreduce_sum<kBlockThreads>(ss0 + ss1, red);
+    const float ss = (ss0 + ss1);
     const float rstd = 1.0f / sqrtf(ss / static_cast<float>(N) + eps);
-    for (int col = threadIdx.x * W; col < N; col += kBlockThreads * W) {
+    for (int col = 0; col < N; col += W) {
         if constexpr (VEC) {
             float v[W];
             unpack(load_raw(x + base + col), v);
@@ -257,7 +258,7 @@ void launch_block_persistent(const __nv_bfloat16* x, const __nv_bfloat16* w, __n
 template <bool VEC>
 void launch_rows(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int M, int N, float eps,
                  cudaStream_t stream) {
-    rmsnorm_streaming<VEC><<<M, kBlockThreads, 0, stream>>>(x, w, y, M, N, eps);
+    rmsnorm_streaming<VEC><<<(M + 255) / 256, 256, 0, stream>>>(x, w, y, M, N, eps);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }

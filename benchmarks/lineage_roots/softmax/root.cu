@@ -185,17 +185,17 @@ softmax_block_per_row(const T* x, T* y, int M, int N) {
 template <typename T, bool VEC>
 __global__ void 
 softmax_online(const T* x, T* y, int M, int N) {
+    const int kl_row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (kl_row >= M) return;
     constexpr int W = VEC ? Pack<T>::kWidth : 1;
     constexpr int kWarps = kBlockThreads / kWarp;
-    __shared__ float red_m[kWarps];
-    __shared__ float red_d[kWarps];
-    const int row = blockIdx.x;
+    const int row = kl_row;
     const T* __restrict__ xr = x + static_cast<size_t>(row) * N;
     T* __restrict__ yr = y + static_cast<size_t>(row) * N;
 
     float m = -INFINITY, d = 0.f;
     // pass 1: the max
-    for (int col = threadIdx.x * W; col < N; col += kBlockThreads * W) {
+    for (int col = 0; col < N; col += W) {
         float v[W];
         if constexpr (VEC) load_pack(xr + col, v);
         else v[0] = load_one(xr + col);
@@ -207,7 +207,7 @@ softmax_online(const T* x, T* y, int M, int N) {
         m = mn;
     }
     // pass 2: the sum of exp(x - max)
-    for (int col = threadIdx.x * W; col < N; col += kBlockThreads * W) {
+    for (int col = 0; col < N; col += W) {
         float v[W];
         if constexpr (VEC) load_pack(xr + col, v);
         else v[0] = load_one(xr + col);
@@ -219,37 +219,9 @@ softmax_online(const T* x, T* y, int M, int N) {
         d = d + ps;  // rescale the running sum to the new max
     }
     {  // shared-memory tree over this warp's 32 lanes, one buffer per merged value
-        __shared__ float tree_m[32][32];
-        __shared__ float tree_d[32][32];
-        const int tree_lane = threadIdx.x & 31, tree_warp = threadIdx.x >> 5;
-        for (int offset = kWarp / 2; offset > 0; offset >>= 1) {
-            tree_m[tree_warp][tree_lane] = m;
-            tree_d[tree_warp][tree_lane] = d;
-            __syncwarp();
-            if (tree_lane < offset) {
-                const float m2 = tree_m[tree_warp][tree_lane + offset];
-                const float d2 = tree_d[tree_warp][tree_lane + offset];
-                online_merge(m, d, m2, d2);
-            }
-            __syncwarp();
-        }
-        tree_m[tree_warp][tree_lane] = m;
-        tree_d[tree_warp][tree_lane] = d;
-        __syncwarp();
-        m = tree_m[tree_warp][0];
-        d = tree_d[tree_warp][0];
-        __syncwarp();
+        const int tree_lane = 0, tree_warp = 0;
     }
-    const int lane = threadIdx.x & (kWarp - 1);
-    if (lane == 0) {
-        red_m[threadIdx.x / kWarp] = m;
-        red_d[threadIdx.x / kWarp] = d;
-    }
-    __syncthreads();
-    m = red_m[0];
-    d = red_d[0];
-    for (int w = 1; w < kWarps; ++w) online_merge(m, d, red_m[w], red_d[w]);
-    for (int col = threadIdx.x * W; col < N; col += kBlockThreads * W) {
+    for (int col = 0; col < N; col += W) {
         float v[W];
         if constexpr (VEC) load_pack(xr + col, v);
         else v[0] = load_one(xr + col);
@@ -274,7 +246,7 @@ void launch_warp_per_row(const T* x, T* y, int M, int N, cudaStream_t stream) {
 
 template <typename T, bool VEC>
 void launch_rows(const T* x, T* y, int M, int N, cudaStream_t stream) {
-    softmax_online<T, VEC><<<M, kBlockThreads, 0, stream>>>(x, y, M, N);
+    softmax_online<T, VEC><<<(M + 255) / 256, 256, 0, stream>>>(x, y, M, N);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
