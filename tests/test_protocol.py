@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-from klineage.gates.protocol import check_workload, compare
+from klineage.gates.protocol import POISONS, check_workload, compare, holds_pattern, same_bytes
 from klineage.workload import Tolerance, load_workload
 from tests.conftest import EXAMPLES
 
@@ -115,3 +115,47 @@ def test_compare_elementwise_and_frobenius() -> None:
     assert not ok
     ok, *_ = compare(torch.tensor([float("inf")]), torch.tensor([float("inf")]), Tolerance(0, 0))
     assert ok
+
+
+def _sign_of_zero_depends_on_schedule(x, y, m, n, s):
+    honest(x, y, m, n, s)
+    y[0] = -0.0 if s else 0.0  # equal as values, different bits
+
+
+def test_runs_that_differ_only_in_bits_are_nondeterministic() -> None:
+    """Runs are compared bit for bit (the fast equality test too): +0.0 against -0.0 is a
+    difference, found before the reference comparison."""
+    v = _verdict(_sign_of_zero_depends_on_schedule)
+    assert v.category == "nondeterministic", v.message
+    assert "0 vs -0" in v.message
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8,
+                                   torch.uint8, torch.int16, torch.int32, torch.int64, torch.bool, torch.complex64])
+@pytest.mark.parametrize("pattern", POISONS)
+def test_holds_pattern_is_every_byte_equal(dtype: torch.dtype, pattern: int) -> None:
+    """The whole-element test gives the mask the byte-by-byte definition gives: elements with
+    every byte the pattern, not those with only some."""
+    gen = torch.Generator().manual_seed(pattern)
+    t = torch.zeros(257, dtype=dtype)
+    raw = t.view(torch.uint8).view(257, t.element_size())
+    raw.copy_(torch.randint(0, 256, raw.shape, generator=gen, dtype=torch.uint8))
+    if dtype == torch.bool:
+        raw.copy_(raw % 2)
+    raw[::3] = pattern  # whole elements
+    if t.element_size() > 1:
+        raw[1::7, 0] = pattern  # one byte of the element only
+        raw[2::7, 1:] = pattern  # every byte but the first
+    want = (raw == pattern).all(dim=1)
+    got = holds_pattern(t, pattern)
+    assert got.shape == want.shape and torch.equal(got, want)
+    assert bool(want.any()) and (t.element_size() == 1 or not bool(want.all()))
+    two_d = t[:256].view(16, 16)
+    assert torch.equal(holds_pattern(two_d, pattern), want[:256])
+
+
+def test_same_bytes_compares_bits() -> None:
+    a = torch.tensor([0.0, float("nan"), 1.0])
+    assert same_bytes(a, a.clone())  # NaN equals itself bit for bit
+    assert not same_bytes(a, torch.tensor([-0.0, float("nan"), 1.0]))
+    assert not torch.equal(a, a.clone())  # (what value equality would say)
