@@ -116,6 +116,22 @@ def test_rows_and_order_do_not_depend_on_the_worker_count(tmp_path: Path) -> Non
         assert s.rows("SELECT skill_id, evidence, scope, provenance FROM skills ORDER BY skill_id") == a
 
 
+def test_walks_are_registered_with_the_executor_while_they_run(tmp_path: Path) -> None:
+    """Every gate job of a mine comes from a walk registered with the executor (`walking()`),
+    so the capacity is split over the walks; none stays registered after the mine."""
+    seen: list[int] = []
+    holder: dict[str, HashExecutor] = {}
+
+    def hook(job: GateJob) -> None:
+        seen.append(holder["ex"]._walks)
+
+    ex = HashExecutor(2, 0, hook)
+    holder["ex"] = ex
+    mine_corpus(CORPUS, db=tmp_path / "s.duckdb", workers=2, max_steps=2, executor=ex)
+    assert seen and min(seen) >= 1 and max(seen) <= 2
+    assert ex._walks == 0
+
+
 def test_a_failing_walk_does_not_stop_the_others(tmp_path: Path) -> None:
     def hook(job: GateJob) -> None:
         if job.workload_dir.name == "vector_add" and not job.name.endswith("expert.cu"):
