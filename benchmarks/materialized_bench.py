@@ -84,6 +84,22 @@ def load_curve(index_path: Path, names: list[str], labels: set[str] | None = Non
             "ks": sorted(ks & set(range(1, budget + 1))) if ks else list(range(1, budget + 1)), "files": files}
 
 
+def load_extra(index_path: Path, names: list[str]) -> dict[tuple[str, str], Path]:
+    """{(workload, 'extra:REL'): path} for the files of an index {"files": {workload: [REL, ...]}}, paths
+    relative to its folder, workloads outside `names` left out; a missing file is an error (a broken carry)."""
+    index = json.loads(index_path.read_text())
+    out: dict[tuple[str, str], Path] = {}
+    for name, rels in index["files"].items():
+        if name not in names:
+            continue
+        for rel in rels:
+            path = index_path.parent / rel
+            if not path.is_file():
+                raise FileNotFoundError(f"{rel} is missing")
+            out[(name, f"extra:{rel}")] = path
+    return out
+
+
 def pattern_files(names: list[str], columns: list[tuple[str, str]]) -> dict[tuple[str, str], Path]:
     """{(name, column): file} for (column, path pattern with {name}); a missing file leaves the pair out."""
     out = {}
@@ -200,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="a materializer run: LABEL and a path pattern with {name}")
     p.add_argument("--curve", type=Path, default=None, metavar="INDEX_JSON",
                    help="the budget index of materialize_bench.py (OUT/curve.json): time every budget point")
+    p.add_argument("--extra", type=Path, default=None, metavar="INDEX_JSON",
+                   help="more kernels to check and time, in no table: {'files': {workload: [paths relative to the "
+                        "index]}} (`klineage timings export`; `klineage timings import` reads the JSON back)")
     p.add_argument("--labels", default="", help="with --curve: comma list of labels to time (default: all)")
     p.add_argument("--ks", default="", help="with --curve: comma list of budgets to time (default: 1..budget)")
     p.add_argument("--budget-s", type=float, default=1.0, help="timing budget per kernel / torch call")
@@ -211,8 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     t_start = time.perf_counter()
     runs = [tuple(r.split("=", 1)) for r in args.run]
-    if (not runs and args.curve is None) or any(len(r) != 2 or "{name}" not in r[1] for r in runs):
-        print("--run LABEL=PATTERN with {name} in the pattern, at least once (or --curve INDEX_JSON)", file=sys.stderr)
+    if (not runs and args.curve is None and args.extra is None) or any(len(r) != 2 or "{name}" not in r[1] for r in runs):
+        print("--run LABEL=PATTERN with {name} in the pattern, at least once (or --curve / --extra INDEX_JSON)",
+              file=sys.stderr)
         return 2
     root = SUITES[args.suite]
     names = sorted(d.name for d in root.iterdir() if (d / "naive.cu").is_file() and (d / "workload.py").is_file())
@@ -238,6 +258,12 @@ def main(argv: list[str] | None = None) -> int:
     if curve is not None:
         files.update({(n, col): curve["files"][(n, col)] for n in names for col in curve_cols if (n, col) in curve["files"]})
         files = {key: files[key] for n in names for key in files if key[0] == n}
+    if args.extra is not None:
+        try:
+            files.update(load_extra(args.extra, names))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print(f"--extra {args.extra}: {e}", file=sys.stderr)
+            return 2
     sources, digest = distinct_sources(files)
     if args.dry_run:
         for n in names:

@@ -207,7 +207,7 @@ def skills_list(db: DbOption = None, as_json: Annotated[bool, typer.Option("--js
         emit_json([s.to_dict() for s in skills])
         return
     table = Table(title=f"{len(skills)} skills")
-    for col in ("skill", "category", "workloads", "roundtrip", "effect (resources)", "admitted"):
+    for col in ("skill", "category", "workloads", "roundtrip", "effect (GPU speedup, else resources)", "admitted"):
         table.add_column(col, overflow="fold")
     from klineage.deopt.registry import get_operator
 
@@ -217,10 +217,15 @@ def skills_list(db: DbOption = None, as_json: Annotated[bool, typer.Option("--js
         except KLineageError:
             category = s.origin
         rts = [r.get("ok") for r in s.verification.get("roundtrips", [])]
-        eff = "; ".join(f"{w}: {_nonzero(e.get('resources'))}" for w, e in s.effects.get("per_workload", {}).items())
+        eff = "; ".join(f"{w}: {_effect(e)}" for w, e in s.effects.get("per_workload", {}).items())
         table.add_row(s.skill_id, category, ", ".join(s.scope.get("workloads", [])),
                       f"{sum(bool(r) for r in rts)}/{len(rts)}", eff[:80], "yes" if s.admitted else "no")
     out.print(table)
+
+
+def _effect(e: dict) -> str:
+    ratio = e.get("time_ratio")
+    return f"{ratio:.2f}x" if isinstance(ratio, int | float) else _nonzero(e.get("resources"))
 
 
 def _nonzero(res: object) -> str:
@@ -407,6 +412,51 @@ def lineage(
         output.write_text(text)
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+timings_app = typer.Typer(help="GPU times of lineage states, measured apart, as the effects of CPU-mined skills.",
+                          no_args_is_help=True)
+app.add_typer(timings_app, name="timings")
+
+
+@timings_app.command("export")
+def timings_export(
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for WORKLOAD/HASH.cu and index.json.")],
+    db: DbOption = None,
+    only: Annotated[str, typer.Option("--only", help="Comma-separated workloads (default: all).")] = "",
+) -> None:
+    """Write every lineage state for benchmarks/materialized_bench.py --extra (timed on a GPU)."""
+    from klineage.store.db import Store
+    from klineage.timings import export_states
+
+    with Store(db, read_only=True) as store:
+        index = export_states(store, out_dir, [w for w in only.split(",") if w] or None)
+    n = sum(len(v) for v in index["files"].values())
+    out.print(f"wrote {n} states of {len(index['files'])} workloads and {out_dir / 'index.json'}", highlight=False)
+
+
+@timings_app.command("import")
+def timings_import(
+    bench_json: Annotated[Path, typer.Argument(help="materialized_bench.json of a run with --extra INDEX.")],
+    db: DbOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
+) -> None:
+    """Store the measured state times and extract the skills of those workloads again."""
+    from dataclasses import asdict
+
+    from klineage.store.db import Store
+    from klineage.timings import import_timings
+
+    with Store(db) as store:
+        rep = import_timings(store, bench_json)
+    if as_json:
+        emit_json(asdict(rep))
+        return
+    out.print(f"{rep.device} ({rep.measured_at}): {sum(rep.imported.values())} state times of "
+              f"{len(rep.imported)} workloads imported; {rep.not_states} other kernels and {rep.not_ok} not ok skipped; "
+              f"skills of {len(rep.refreshed)} workloads extracted again", highlight=False)
+    for name, why in rep.not_refreshed.items():
+        out.print(f"  {name}: skills not refreshed: {why}", highlight=False)
 
 
 import_app = typer.Typer(help="Take workloads and kernels from KernelBench and FlashInfer-Bench.", no_args_is_help=True)

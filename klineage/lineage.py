@@ -7,6 +7,7 @@ simpler state to the more optimized one and carry the operator, the skill and it
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import networkx as nx
 from klineage.errors import KLineageError
 from klineage.skills import skill_id_for
 from klineage.store.db import Store
+from klineage.timings import kernel_times
 
 
 def build(store: Store, workload: str) -> nx.DiGraph:
@@ -25,9 +27,13 @@ def build(store: Store, workload: str) -> nx.DiGraph:
         known = [r["workload"] for r in store.rows("SELECT DISTINCT workload FROM states ORDER BY 1")]
         raise KLineageError(f"no lineage for workload '{workload}' (known: {', '.join(known) or 'none'})")
     g = nx.DiGraph(workload=workload)
+    timed = kernel_times(store, workload)  # GPU times imported apart, for states gated on the CPU
     for s in states:
         timing = (s["result"] or {}).get("timing") or {}
-        g.add_node(s["state_hash"], depth=s["depth"], expert=bool(s["is_expert"]), time_ms=timing.get("median_ms"))
+        apart = timed.get(s["state_hash"])
+        g.add_node(s["state_hash"], depth=s["depth"], expert=bool(s["is_expert"]),
+                   time_ms=timing.get("median_ms") or (apart.median_ms if apart else None),
+                   **({"device": apart.device} if apart and not timing.get("median_ms") else {}))
     steps = store.rows(
         "SELECT step_id, from_state, to_state, operator, site, roundtrip_ok, preconditions FROM steps"
         " WHERE workload = ? AND taken", [workload])
@@ -41,7 +47,29 @@ def build(store: Store, workload: str) -> nx.DiGraph:
     depth = max(d for _, d in g.nodes(data="depth"))
     g.graph["root"] = next(n for n, d in g.nodes(data="depth") if d == depth)
     g.graph["expert"] = next(n for n, e in g.nodes(data="expert") if e)
+    naive = store.scalar("SELECT kernel_hash FROM kernels WHERE workload = ? AND role = 'naive' LIMIT 1", [workload])
+    if naive in timed:
+        g.graph["timing"] = timing_summary(g.nodes[g.graph["root"]].get("time_ms"), g.nodes[g.graph["expert"]].get("time_ms"),
+                                           timed[naive].median_ms, timed[naive].torch_ms, timed[naive].device)
     return g
+
+
+def coverage(t_root: float, t_expert: float, t_naive: float) -> float | None:
+    """DESIGN.md: ln(t_root / t_expert) / ln(t_naive / t_expert), the share of the expert's speedup
+    over naive that the lineage explains; None when the expert is not faster than naive."""
+    if min(t_root, t_expert, t_naive) <= 0 or t_naive <= t_expert:
+        return None
+    return math.log(t_root / t_expert) / math.log(t_naive / t_expert)
+
+
+def timing_summary(root_ms: float | None, expert_ms: float | None, naive_ms: float, torch_ms: float | None,
+                   device: str) -> dict[str, Any]:
+    """Times of the lineage's ends and the naive kernel on one device, and the coverage they give."""
+    out: dict[str, Any] = {"device": device, "naive_ms": naive_ms, "root_ms": root_ms, "expert_ms": expert_ms,
+                           "torch_ms": torch_ms, "coverage": None}
+    if root_ms and expert_ms:
+        out["coverage"] = coverage(root_ms, expert_ms, naive_ms)
+    return out
 
 
 def to_json(g: nx.DiGraph) -> dict[str, Any]:
@@ -49,6 +77,7 @@ def to_json(g: nx.DiGraph) -> dict[str, Any]:
         "workload": g.graph["workload"],
         "root": g.graph["root"],
         "expert": g.graph["expert"],
+        **({"timing": g.graph["timing"]} if "timing" in g.graph else {}),
         "nodes": [{"state": n, **d} for n, d in sorted(g.nodes(data=True), key=lambda x: -x[1]["depth"])],
         "edges": [{"from": u, "to": v, **d} for u, v, d in sorted(g.edges(data=True), key=lambda e: -g.nodes[e[0]]["depth"])],
     }

@@ -12,6 +12,7 @@ from typing import Any
 
 from klineage.deopt.registry import get_operator
 from klineage.store.db import Store
+from klineage.timings import kernel_times
 from klineage.workload import Workload
 
 RESOURCE_FIELDS = ("registers", "shared_bytes", "spill_stores", "spill_loads", "stack_bytes", "barriers")
@@ -108,6 +109,7 @@ def extract(store: Store, wl: Workload) -> list[Skill]:
     rejected = store.rows(
         "SELECT step_id, operator, category, message, site FROM steps WHERE workload = ? AND NOT accepted", [wl.name])
     depth_total = len(steps)
+    timed = kernel_times(store, wl.name)
     skills = []
     for i, step in enumerate(steps):
         detail = (step["site"] or {}).get("detail", {})
@@ -128,6 +130,12 @@ def extract(store: Store, wl: Workload) -> list[Skill]:
         if t_opt.get("median_ms") and t_simple.get("median_ms"):
             effect["time_ratio"] = t_simple["median_ms"] / t_opt["median_ms"]  # speedup the optimization buys
             effect["time_ms"] = {"without": t_simple["median_ms"], "with": t_opt["median_ms"]}
+        elif step["from_state"] in timed and step["to_state"] in timed:  # gated on the CPU, timed on a GPU apart
+            with_, without = timed[step["from_state"]], timed[step["to_state"]]
+            effect["time_ratio"] = without.median_ms / with_.median_ms
+            effect["time_ms"] = {"without": without.median_ms, "with": with_.median_ms}
+            effect["device"] = with_.device
+            effect["timed_by"] = "state timings (klineage timings import)"
         risks = [
             {"category": r["category"], "message": r["message"], "step_id": r["step_id"], "workload": wl.name,
              "site": (r["site"] or {}).get("summary", "")}

@@ -150,6 +150,23 @@ MIGRATIONS: list[str] = [
     ALTER TABLE llm_exchanges ADD COLUMN IF NOT EXISTS run_id VARCHAR;
     ALTER TABLE llm_exchanges ADD COLUMN IF NOT EXISTS step_index INTEGER;
     """,
+    # 3: GPU times of lineage states (and naive kernels) measured outside the gate (`klineage
+    #    timings import`: every state of a lineage built, checked and timed in one GPU process),
+    #    the effects of skills mined on the CPU emulator and the coverage of their lineages
+    """
+    CREATE TABLE IF NOT EXISTS kernel_timings (
+        workload VARCHAR NOT NULL,
+        kernel_hash VARCHAR NOT NULL,         -- a state, or the workload's naive kernel
+        device VARCHAR NOT NULL,
+        median_ms DOUBLE NOT NULL,
+        torch_ms DOUBLE,                    -- the workload's vendor call, same run, same shape
+        shape JSON,                         -- the bench bindings the time was taken at
+        measured_at VARCHAR,                -- the measuring run's own date stamp
+        source VARCHAR,                     -- the file the rows were imported from
+        imported_at TIMESTAMP DEFAULT current_timestamp,
+        PRIMARY KEY (workload, kernel_hash, device)
+    );
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
