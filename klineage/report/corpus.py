@@ -133,7 +133,7 @@ def workload_view(store: Store, name: str, skill_ids: set[str]) -> WorkloadView:
     """One workload's lineage; a workload whose expert failed its own gate is shown as skipped."""
     view = WorkloadView(name, anchors.workload(name))
     try:
-        g = lineage.build(store, name)
+        g = lineage.taken_chain(lineage.build(store, name))  # a beam walk's alternatives: attempts below
     except KLineageError:
         expert = store.rows("SELECT g.category, g.message FROM kernels k JOIN gate_runs g ON g.kernel_hash = k.kernel_hash"
                             " WHERE k.workload = ? AND k.role = 'expert' ORDER BY g.created_at DESC LIMIT 1", [name])
