@@ -150,6 +150,8 @@ def mine(
     llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model for --llm.")] = None,
     llm_max_cost: Annotated[float | None, typer.Option("--llm-max-cost", help="Stop asking the LLM past this many USD.")] = None,
     llm_attempts: Annotated[int, typer.Option("--llm-attempts", help="LLM proposals per step when no rule passes.")] = 2,
+    beam: Annotated[int, typer.Option("--beam", help="States kept per depth: 1 walks greedily, N > 1 is a beam search "
+                                      "whose lineage is a DAG (alternative orders).")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
 ) -> None:
     """Walk each expert kernel backward, gate every simplification, store lineages and skills."""
@@ -171,7 +173,8 @@ def mine(
     with quiet:
         report = mine_corpus(dirs, db=db, backend=backend, max_steps=max_steps, workers=workers, roundtrip=roundtrip,
                              timeout_s=timeout, console=None if as_json else err, executor=executor, address=address,
-                             llm=llm, llm_model=llm_model, llm_max_cost=llm_max_cost, llm_attempts=llm_attempts)
+                             llm=llm, llm_model=llm_model, llm_max_cost=llm_max_cost, llm_attempts=llm_attempts,
+                             beam=beam)
     if as_json:
         emit_json(report)
     else:

@@ -26,6 +26,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from klineage.errors import KLineageError
 from klineage.executor import GateExecutor, make_executor
 from klineage.gates.backend import GateOptions
 from klineage.skills import extract, upsert
@@ -49,19 +50,25 @@ def mine_corpus(
     llm_model: str | None = None,
     llm_max_cost: float | None = None,
     llm_attempts: int = 2,
+    beam: int = 1,
 ) -> dict[str, Any]:
     """Mine every workload under `dirs` into the store; returns the summary report.
 
     `executor` is `local` (a pool of `workers` on this machine), `ray` (Ray tasks; a local Ray
     instance with `workers` CPUs unless `address` names a cluster) or an executor object, which
     the caller keeps and closes. Up to `workers` walks run at once, in threads; the store is
-    written only here, on the driver."""
+    written only here, on the driver. `beam` > 1 walks each workload as a beam search of that
+    width (klineage/walker.py) instead of greedily."""
     t0 = time.perf_counter()
+    if beam < 1:
+        raise KLineageError(f"--beam must be >= 1 (got {beam})")
+    if beam > 1 and llm is not None:
+        raise KLineageError("--llm works with the greedy walk only (--beam 1)")
     folders = find_workloads(dirs)
     workloads = {f: load_workload(f) for f in folders}  # bad workload.py: one clear error before any work
     store = Store(db)
     run_id = uuid.uuid4().hex[:12]
-    args = {"dirs": [str(d) for d in dirs], "backend": backend, "max_steps": max_steps, "workers": workers,
+    args = {"dirs": [str(d) for d in dirs], "backend": backend, "max_steps": max_steps, "workers": workers, "beam": beam,
             "executor": executor if isinstance(executor, str) else executor.name}
     with store.transaction() as con:
         con.execute("INSERT INTO mining_runs (run_id, args, status) VALUES (?, ?, 'running')", [run_id, json.dumps(args)])
@@ -74,7 +81,8 @@ def mine_corpus(
         provider = get_llm(llm, model=llm_model, max_cost_usd=llm_max_cost, recorder=store_recorder(store, run_id=run_id))
         llm_operator = LLMOperator(provider)
     config = WalkConfig(options=GateOptions(backend=backend, timeout_s=timeout_s), max_steps=max_steps,
-                        workers=workers, roundtrip=roundtrip, llm=llm_operator, llm_attempts=llm_attempts)
+                        workers=workers, roundtrip=roundtrip, llm=llm_operator, llm_attempts=llm_attempts,
+                        beam=beam)
     results: list[dict[str, Any]] = []
     pool: GateExecutor | None = None
     stop = threading.Event()
@@ -119,7 +127,7 @@ def mine_corpus(
         store.close()
         if pool is not None and pool is not executor:
             pool.close()  # ours: the pool's threads, or the Ray instance we started
-    return {"db": str(store.path), "run_id": run_id, "workloads": results, "skills": total_skills,
+    return {"db": str(store.path), "run_id": run_id, "beam": beam, "workloads": results, "skills": total_skills,
             "elapsed_s": time.perf_counter() - t0}
 
 

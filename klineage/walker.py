@@ -11,6 +11,23 @@ the executor; a walk reads and writes only its own workload's rows, so its rows 
 what the others do. A kernel or gate verdict two workloads share is attributed to the workload
 whose name sorts first, whichever walk records it first. `stop` (an event) ends a walk at its next
 gate verdict or step, before anything more is committed.
+
+`WalkConfig.beam` > 1 makes the walk a beam search (`klineage mine --beam N`), for lineages whose
+removal order matters: at each depth every state of the frontier (at most N states) gates its
+simplifications in the soft removal order until N of them pass (the greedy walk stops at the
+first); the next frontier is the first N distinct new states, in the order of the frontier state
+they came from and then the soft removal order, so the search is deterministic. A simplification
+that gives back a state already reached at the same or a smaller depth is refused as a revisit
+(never gated), so the recorded steps form a DAG; a state reached from two frontier states at the
+same depth is one state with two incoming steps (different orders merge). The walk stops when no
+frontier state has a passing simplification or after `max_steps` depths. Every accepted step and
+every rejected attempt is recorded, each from-state's attempts in one transaction, and every
+accepted successor gets a states row at its smallest depth. The lineage's **root** is the
+simplest state reached: the deepest state, and among those of that depth the first in beam order
+(the first state of the last frontier). The steps of one path from the expert to the root are
+marked `taken` (each state's path goes through the frontier state that first reached it): skills
+are extracted from them as from a greedy walk, and only they are re-derived forward (roundtrip),
+in a last transaction after the search. With N = 1 the walk is the greedy one, unchanged.
 """
 
 from __future__ import annotations
@@ -51,6 +68,8 @@ class WalkConfig:
     #: asked for one open-vocabulary removal when no rule operator's simplification passes
     llm: LLMOperator | None = None
     llm_attempts: int = 2
+    #: states kept per depth: 1 is the greedy walk, N > 1 the beam search (module docstring)
+    beam: int = 1
 
 
 @dataclass
@@ -63,6 +82,8 @@ class Attempt:
     accepted: bool
     to_text: str | None = None
     result: GateResult | None = None
+    #: the recorded verdict's gate key (beam walk: a step recorded by an earlier run is not gated again)
+    gate_key: str | None = None
 
 
 @dataclass
@@ -76,6 +97,8 @@ class WalkSummary:
     cached_gates: int = 0
     skipped: str = ""
     elapsed_s: float = 0.0
+    #: depth of the lineage's root (backward steps from the expert)
+    depth: int = 0
 
 
 Progress = Callable[[str], None]
@@ -190,6 +213,10 @@ class Walker:
                 "INSERT INTO states VALUES (?, ?, 0, true, ?) ON CONFLICT DO NOTHING",
                 [wl.name, source_hash(expert_text), expert_gate.artifact_id],
             )
+        if self.config.beam > 1:
+            self._beam(wl, expert_text, summary)
+            summary.elapsed_s = time.perf_counter() - t0
+            return summary
         visited = {source_hash(expert_text)}
         text, depth = expert_text, 0
         while depth < self.config.max_steps:
@@ -199,6 +226,7 @@ class Walker:
             text, depth = nxt, depth + 1
             visited.add(source_hash(text))
         summary.states = depth + 1
+        summary.depth = depth
         summary.elapsed_s = time.perf_counter() - t0
         return summary
 
@@ -363,6 +391,157 @@ class Walker:
         summary.gate_runs += 1
         summary.cached_gates += int(a.result.cached)
         return a
+
+    # ---- the beam walk (WalkConfig.beam > 1; the module docstring has the rules) --------------
+    def _beam(self, wl: Workload, expert_text: str, summary: WalkSummary) -> None:
+        width = self.config.beam
+        expert = source_hash(expert_text)
+        depth_of = {expert: 0}  # every state reached, at its smallest depth
+        text_of = {expert: expert_text}
+        parent: dict[str, tuple[str, Attempt]] = {}  # state -> the step that first reached it, in beam order
+        frontier, depth = [expert], 0
+        while depth < self.config.max_steps:
+            found: list[str] = []
+            for state in frontier:
+                for a in self._expand(wl, text_of[state], depth, depth_of, summary):
+                    h = source_hash(a.to_text or "")
+                    if h not in depth_of:
+                        depth_of[h], text_of[h], parent[h] = depth + 1, a.to_text or "", (state, a)
+                        found.append(h)
+            if not found:
+                self.progress(f"{wl.name}: no simplification passes at depth {depth} (beam {width})")
+                break
+            frontier, depth = found[:width], depth + 1
+            self.progress(f"{wl.name}: depth {depth}: {len(found)} new states, {len(frontier)} kept")
+        path: list[tuple[str, Attempt]] = []
+        node = frontier[0]  # the root: the first state of the deepest frontier
+        while node in parent:
+            path.append(parent[node])
+            node = parent[node][0]
+        path.reverse()
+        self._mark_path(wl, path, text_of)
+        summary.states = len(depth_of)
+        summary.depth = depth
+
+    def _expand(self, wl: Workload, text: str, depth: int, depth_of: dict[str, int],
+                summary: WalkSummary) -> list[Attempt]:
+        """Gate one frontier state's simplifications in soft removal order until `beam` pass;
+        record them (and the rejections before the last) in one transaction; return the accepted."""
+        self._check_stop()
+        state = source_hash(text)
+        known = {r["step_id"]: r for r in self.store.rows(
+            "SELECT step_id, accepted, category, message, gate_key FROM steps WHERE workload = ? AND from_state = ?",
+            [wl.name, state])}
+        src = CudaSource.from_text(text, f"{wl.name}/state-{depth}.cu")
+        attempts = self._candidates(wl, src, state)
+        for a in attempts:
+            if a.to_text is not None and depth_of.get(source_hash(a.to_text), depth + 1) <= depth:
+                a.category, a.message = "refused", "revisits an earlier state of this lineage"
+                a.to_text = None
+            elif a.step_id in known and a.to_text is not None:
+                row = known[a.step_id]
+                a.category, a.message, a.accepted = row["category"], row["message"], bool(row["accepted"])
+                a.gate_key = row["gate_key"]
+        accepted = self._gate_until(wl, attempts, self.config.beam, summary)
+        self._check_stop()
+        with self.store.transaction() as con:
+            for a in attempts:
+                if a.category == "pending":
+                    continue
+                if a.result is not None and a.to_text is not None:
+                    self._record_kernel(con, wl, a.to_text, "state", None)
+                    self._record_gate(con, wl, a.to_text, a.result)
+                con.execute(  # already recorded (resume): kept as it is; the path's marks come last
+                    "INSERT INTO steps (step_id, workload, from_state, to_state, operator, site, accepted, category, message,"
+                    " gate_key, taken) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, false) ON CONFLICT (step_id) DO NOTHING",
+                    [a.step_id, wl.name, state, source_hash(a.to_text) if a.to_text else None, a.operator,
+                     json.dumps(a.site.to_dict()), a.accepted, a.category, a.message,
+                     a.result.artifact_id if a.result else a.gate_key],
+                )
+            for a in accepted:
+                con.execute(
+                    "INSERT INTO states VALUES (?, ?, ?, false, ?) ON CONFLICT (workload, state_hash) DO UPDATE"
+                    " SET depth = excluded.depth, gate_key = excluded.gate_key WHERE excluded.depth < states.depth",
+                    [wl.name, source_hash(a.to_text or ""), depth + 1, a.result.artifact_id if a.result else a.gate_key],
+                )
+        summary.refused += sum(a.category == "refused" for a in attempts)
+        summary.rejected += sum(a.category not in ("refused", "pending", "ok") for a in attempts)
+        summary.accepted += len(accepted)
+        return accepted
+
+    def _gate_until(self, wl: Workload, attempts: list[Attempt], want: int, summary: WalkSummary) -> list[Attempt]:
+        """The first `want` accepted attempts in source order. Recorded verdicts are used as they
+        are; the pending candidates are gated through the executor, consuming verdicts as they
+        complete, and only those up to the last of the `want` get their verdict (the rows do not
+        depend on how many ran at once: later candidates stay 'pending', unrecorded)."""
+        pending = [a for a in attempts if a.category == "pending"]
+        index = {id(a): j for j, a in enumerate(pending)}
+        verdicts: dict[int, GateResult] = {}
+        accepted: list[Attempt] = []
+        pos = 0
+
+        def settle() -> bool:  # advance over decided attempts; True once `want` passed or none is left
+            nonlocal pos
+            while pos < len(attempts):
+                a = attempts[pos]
+                if a.category == "pending":
+                    j = index[id(a)]
+                    if j not in verdicts:
+                        return False
+                    r = verdicts[j]
+                    a.result, a.accepted, a.category, a.message = r, r.accepted, r.category, r.message
+                    summary.gate_runs += 1
+                    summary.cached_gates += int(r.cached)
+                pos += 1
+                if a.accepted and a.to_text is not None:
+                    accepted.append(a)
+                    if len(accepted) == want:
+                        return True
+            return True
+
+        if settle():  # the recorded verdicts suffice: nothing is gated
+            return accepted
+        jobs = [self._job(wl, a.to_text or "", f"{wl.name}/{a.operator}@{a.site.line}.cu") for a in pending]
+        stream = self.executor.run(jobs)
+        try:
+            for i, r in stream:
+                self._check_stop()
+                verdicts[i] = r
+                if settle():
+                    break
+        finally:
+            stream.close()
+        return accepted
+
+    def _mark_path(self, wl: Workload, path: list[tuple[str, Attempt]], text_of: dict[str, str]) -> None:
+        """Roundtrip the steps from the expert to the root and mark them `taken` (with carrier and
+        preconditions), unmarking any other step of this workload, in one transaction. A path step
+        already marked with its roundtrip (a re-run) is not re-derived."""
+        done = {r["step_id"]: r for r in self.store.rows(
+            "SELECT step_id, taken, roundtrip_ok, roundtrip, carrier, preconditions FROM steps"
+            " WHERE workload = ? AND taken", [wl.name])}
+        marks = []
+        for depth, (state, a) in enumerate(path):
+            row = done.get(a.step_id)
+            if row is not None and row["roundtrip"] is not None:
+                marks.append((a.step_id, row["roundtrip_ok"], json.dumps(row["roundtrip"]), row["carrier"],
+                              json.dumps(row["preconditions"] or [])))
+                continue
+            self._check_stop()
+            src = CudaSource.from_text(text_of[state], f"{wl.name}/state-{depth}.cu")
+            rt = self._roundtrip(wl, src, a) if self.config.roundtrip else {
+                "ok": None, "message": "roundtrip not run (--no-roundtrip)", "preconditions": self._facts(src, a)}
+            marks.append((a.step_id, rt.get("ok"), json.dumps(rt), carrier_diff(a.to_text or "", text_of[state]),
+                          json.dumps(rt.get("preconditions", []))))
+        self._check_stop()
+        on_path = {m[0] for m in marks}
+        with self.store.transaction() as con:
+            for sid in sorted(set(done) - on_path):
+                con.execute("UPDATE steps SET taken = false, roundtrip_ok = NULL, roundtrip = NULL, carrier = NULL,"
+                            " preconditions = NULL WHERE step_id = ?", [sid])
+            for sid, ok, rt_json, carrier, pre in marks:
+                con.execute("UPDATE steps SET taken = true, roundtrip_ok = ?, roundtrip = ?, carrier = ?, preconditions = ?"
+                            " WHERE step_id = ?", [ok, rt_json, carrier, pre, sid])
 
     def _facts(self, before: CudaSource, step: Attempt) -> list[dict[str, Any]]:
         """The static facts that made the optimization valid, recorded in the skill: at the forward

@@ -124,6 +124,15 @@ def test_kill_minus_9_then_resume(tmp_path: Path, mined: Path) -> None:
     assert _snapshot(db) == _snapshot(mined)
 
 
+def test_explicit_beam_1_is_the_default_walk(mined: Path, tmp_path: Path) -> None:
+    """`beam=1` (`mine --beam 1`) walks greedily on the emulator: the rows of the default walk."""
+    db = tmp_path / "beam1.duckdb"
+    assert mine_corpus([CORPUS], db=db, workers=2, beam=1)["beam"] == 1
+    assert _snapshot(db) == _snapshot(mined)
+    sql = "SELECT step_id, from_state, to_state, category, roundtrip_ok, carrier, preconditions FROM steps ORDER BY step_id"
+    assert _table(db, sql) == _table(mined, sql)
+
+
 def test_shipped_store_is_rebuilt_from_the_text_export(mined: Path, tmp_path: Path) -> None:
     from klineage.export import export_skills, shipped_store
 
