@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.klineage-installed
+# materialized_bench.py runs over `klineage timings export` states (oldest first: a later one wins)
+TIMINGS := $(sort $(wildcard benchmarks/results/*-states/*.json))
 
 .PHONY: run test lint venv clean
 
@@ -20,6 +22,8 @@ run: $(STAMP)
 	$(VENV)/bin/klineage doctor
 	$(VENV)/bin/klineage gate examples/*/naive.cu examples/*/expert.cu
 	$(VENV)/bin/klineage mine expert_kernels --db skills_db/skills.duckdb
+	# GPU times of the lineage states, measured on the H200 apart from the CPU gate: the skills' effects
+	$(VENV)/bin/klineage timings import $(TIMINGS) --db skills_db/skills.duckdb
 	$(VENV)/bin/klineage skills export --db skills_db/skills.duckdb --out skills_db
 	$(VENV)/bin/klineage skills list --db skills_db/skills.duckdb
 	$(VENV)/bin/klineage report --db skills_db/skills.duckdb --out skills_db/report.html

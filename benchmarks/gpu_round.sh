@@ -14,6 +14,10 @@
 #                KL_COVERAGE_ONLY=a,b limits the workloads
 #   scale        emu mining, local executor, 1 vs 14 workers, bounded walk (issue 14)
 #   scale_cuda   cuda gating of tests/data/mining through the local executor, 1 worker (issue 14)
+#   states       every lineage state of .gpu/states/index.json (`klineage timings export --out .gpu/states`,
+#                here) checked and timed beside naive and torch; `klineage timings import
+#                $OUT/states/materialized_bench.json` back here turns the times into skill effects
+#                and lineage coverage (issue 7)
 #   mine         the corpus mined on emu with KL_MINE_WORKERS (14) walks at once into a fresh store,
 #                exported to $OUT/mine/export (cards + JSONL); later stages of the call use that store
 #   materialize  leave-one-out materializer on cuda, KL_MODES (curriculum,random,none), KL_JOBS runs at once
@@ -53,6 +57,9 @@ for s in "$@"; do
       --max-steps "${KL_SCALE_STEPS:-3}" --json "$OUT/scale/scale.json" ;;
     scale_cuda) stage scale_cuda "${KL_SCALE_CUDA_S:-120}" python3 benchmarks/scale_bench.py tests/data/mining \
       --backend cuda --workers 1 --no-ray --json "$OUT/scale_cuda/scale.json" ;;
+    states) stage states "${KL_STATES_S:-560}" python3 benchmarks/materialized_bench.py --suite corpus \
+      --extra .gpu/states/index.json ${KL_STATES_ONLY:+--only "$KL_STATES_ONLY"} --budget-s "${KL_STATES_BUDGET:-0.2}" \
+      --deadline-s "${KL_STATES_DEADLINE:-500}" --out "$OUT/states" ;;
     mine)
       DB=.gpu/mined.duckdb
       rm -f "$DB" "$DB.wal"
@@ -83,6 +90,7 @@ for s in "$@"; do
     coverage) cat "$OUT/coverage/coverage.md" ;;
     scale) tail -8 "$OUT/scale/scale.log" ;;
     scale_cuda) tail -8 "$OUT/scale_cuda/scale_cuda.log" ;;
+    states) grep -E '^[a-z_0-9]+: naive|^wall|kernels not timed|not ok' "$OUT/states/states.log" ;;
     mine) tail -22 "$OUT/mine/mine.log" ;;
     materialize) tail -30 "$OUT/materialize/materialize.log" ;;
     heldout) for m in ${KL_HELDOUT_MODES:-curriculum none}; do tail -34 "$OUT/heldout_$m/heldout_$m.log"; done ;;

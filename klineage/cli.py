@@ -440,7 +440,7 @@ def timings_export(
 
 @timings_app.command("import")
 def timings_import(
-    bench_json: Annotated[Path, typer.Argument(help="materialized_bench.json of a run with --extra INDEX.")],
+    bench_json: Annotated[list[Path], typer.Argument(help="materialized_bench.json files of runs with --extra INDEX.")],
     db: DbOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
 ) -> None:
@@ -455,11 +455,41 @@ def timings_import(
     if as_json:
         emit_json(asdict(rep))
         return
-    out.print(f"{rep.device} ({rep.measured_at}): {sum(rep.imported.values())} state times of "
+    out.print(f"{rep.device} ({rep.measured_at}): {sum(rep.imported.values())} kernel times of "
               f"{len(rep.imported)} workloads imported; {rep.not_states} other kernels and {rep.not_ok} not ok skipped; "
               f"skills of {len(rep.refreshed)} workloads extracted again", highlight=False)
     for name, why in rep.not_refreshed.items():
         out.print(f"  {name}: skills not refreshed: {why}", highlight=False)
+
+
+@timings_app.command("coverage")
+def timings_coverage(
+    db: DbOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
+) -> None:
+    """Per workload, from imported times: naive, root, expert and torch, and the lineage coverage."""
+    from klineage import lineage as lin
+    from klineage.store.db import Store
+
+    with Store(db, read_only=True) as store:
+        names = [r["workload"] for r in store.rows("SELECT DISTINCT workload FROM states ORDER BY 1")]
+        rows = [{"workload": n, **lin.build(store, n).graph.get("timing", {})} for n in names]
+    if as_json:
+        emit_json(rows)
+        return
+    table = Table(title="lineage coverage: ln(t_root/t_expert) / ln(t_naive/t_expert), imported GPU times")
+    for col in ("workload", "naive ms", "root ms", "expert ms", "torch ms", "root x naive", "coverage", "device"):
+        table.add_column(col, justify="left" if col in ("workload", "device") else "right")
+
+    def ms(v: object) -> str:
+        return f"{v:.4f}" if isinstance(v, int | float) else "-"
+
+    for r in rows:
+        x = r["naive_ms"] / r["root_ms"] if r.get("root_ms") and r.get("naive_ms") else None
+        table.add_row(r["workload"], ms(r.get("naive_ms")), ms(r.get("root_ms")), ms(r.get("expert_ms")),
+                      ms(r.get("torch_ms")), f"{x:.2f}" if x else "-",
+                      f"{r['coverage']:.2f}" if r.get("coverage") is not None else "-", r.get("device", "untimed"))
+    out.print(table)
 
 
 import_app = typer.Typer(help="Take workloads and kernels from KernelBench and FlashInfer-Bench.", no_args_is_help=True)

@@ -94,36 +94,41 @@ def read_bench(path: Path) -> dict[str, Any]:
     return doc
 
 
-def import_timings(store: Store, path: Path, refresh: bool = True) -> ImportReport:
-    """Store the times of the states `path` measured, in one transaction; then extract the skills
-    of those workloads again (their effects read the new times)."""
-    doc = read_bench(path)
-    device = str(doc["device"])
-    report = ImportReport(source=str(path), device=device, measured_at=str(doc.get("date", "")))
+def import_timings(store: Store, paths: list[Path], refresh: bool = True) -> ImportReport:
+    """Store the times of the states (and naive kernels) the files measured, all in one transaction
+    after every file has been read and checked; then extract the skills of those workloads again
+    (their effects read the new times). A later file wins where two time the same kernel."""
+    docs = [(path, read_bench(path)) for path in paths]
+    devices = sorted({str(doc["device"]) for _, doc in docs})
+    report = ImportReport(source=", ".join(map(str, paths)), device=", ".join(devices),
+                          measured_at=", ".join(sorted({str(doc.get("date", "")) for _, doc in docs})))
     known = {(r["workload"], r["h"]) for r in store.rows(
         "SELECT workload, state_hash AS h FROM states UNION SELECT workload, kernel_hash FROM kernels WHERE role = 'naive'")}
-    values = []
-    for row in doc["rows"]:
-        name = row["name"]
-        for digest, k in row["kernels"].items():
-            ms = k.get("ms") if isinstance(k, dict) else None
-            if not isinstance(k, dict) or k.get("check") != "ok" or not isinstance(ms, int | float) or ms <= 0:
-                report.not_ok += 1
-                continue
-            if (name, digest) not in known:
-                report.not_states += 1
-                continue
+    values: dict[tuple[str, str, str], list[Any]] = {}
+    for path, doc in docs:
+        for row in doc["rows"]:
+            name = row["name"]
             torch_ms = row.get("torch_ms") if isinstance(row.get("torch_ms"), int | float) else None
-            values.append([name, digest, device, float(ms), torch_ms, json.dumps(row.get("bench")),
-                           report.measured_at, report.source])
-            report.imported[name] = report.imported.get(name, 0) + 1
+            for digest, k in row["kernels"].items():
+                ms = k.get("ms") if isinstance(k, dict) else None
+                if not isinstance(k, dict) or k.get("check") != "ok" or not isinstance(ms, int | float) or ms <= 0:
+                    report.not_ok += 1
+                    continue
+                if (name, digest) not in known:
+                    report.not_states += 1
+                    continue
+                values[(name, digest, str(doc["device"]))] = [
+                    name, digest, str(doc["device"]), float(ms), torch_ms, json.dumps(row.get("bench")),
+                    str(doc.get("date", "")), str(path)]
     if not values:
-        raise TimingsError(f"{path}: none of its timed kernels is a state of {store.path} "
+        raise TimingsError(f"{report.source}: none of the timed kernels is a state or naive kernel of {store.path} "
                            f"({report.not_states} other kernels, {report.not_ok} not ok); export the states of this store first")
+    for name, _, _ in values:
+        report.imported[name] = report.imported.get(name, 0) + 1
     with store.transaction() as con:
         con.executemany(
             "INSERT OR REPLACE INTO kernel_timings (workload, kernel_hash, device, median_ms, torch_ms, shape, measured_at,"
-            " source, imported_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)", values)
+            " source, imported_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)", list(values.values()))
     if refresh:
         _refresh_skills(store, sorted(report.imported), report)
     return report

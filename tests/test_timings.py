@@ -107,6 +107,8 @@ def test_import_gives_skills_a_time_effect_and_the_lineage_its_coverage(mined: P
     assert code == 0 and json.loads(out)["timing"]["coverage"] == pytest.approx(t["coverage"])
     code, out, _ = run_cli(["skills", "list", "--db", str(db)], monkeypatch, capsys)
     assert code == 0 and f"{WL}: " in out and "x" in out
+    code, out, _ = run_cli(["timings", "coverage", "--db", str(db), "--json"], monkeypatch, capsys)
+    assert code == 0 and json.loads(out) == [{"workload": WL, **t}]
     # a later import on the same device replaces the times: no duplicate rows
     bench.write_text(json.dumps(_bench_doc(db, lambda d: 1.0 + 2 * d)))
     assert run_cli(["timings", "import", str(bench), "--db", str(db)], monkeypatch, capsys)[0] == 0
@@ -120,7 +122,7 @@ def test_import_gives_skills_a_time_effect_and_the_lineage_its_coverage(mined: P
     (json.dumps({"rows": []}), "not a materialized_bench.py result"),
     (json.dumps({"device": "G", "rows": [{"kernels": {}}]}), "rows[0] needs a 'name'"),
     (json.dumps({"device": "G", "rows": [{"name": WL, "kernels": {"0123456789abcdef": {"check": "ok", "ms": 1.0}}}]}),
-     "none of its timed kernels is a state"),
+     "none of the timed kernels is a state"),
     (None, "cannot read"),
 ])
 def test_bad_timings_files_change_nothing(mined: Path, tmp_path: Path, monkeypatch, capsys, content: str | None,
@@ -129,8 +131,12 @@ def test_bad_timings_files_change_nothing(mined: Path, tmp_path: Path, monkeypat
     bench = tmp_path / "bench.json"
     if content is not None:
         bench.write_text(content)
-    code, out, err = run_cli(["timings", "import", str(bench), "--db", str(db)], monkeypatch, capsys)
-    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(_bench_doc(db, lambda d: 2.0 + d)))
+    pairs = [[good, bench]] if "none of" not in message else []  # with a good file beside it, that one is fine
+    for files in [[bench], *pairs]:  # every file is read and checked before anything is written
+        code, out, err = run_cli(["timings", "import", *map(str, files), "--db", str(db)], monkeypatch, capsys)
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     with Store(db, read_only=True) as s:
         assert s.scalar("SELECT count(*) FROM kernel_timings") == 0
         assert all(sk.effects["per_workload"][WL]["time_ratio"] == "unmeasured" for sk in load_skills(s))
