@@ -213,6 +213,18 @@ class BlockPerRow(WarpPerRow):
             problems.append(f"line {line}: an exchange between threads in a {t}")
         return False
 
+    def _exchanges(self, src: CudaSource, body: ts.Node, out: _Block, between: str) -> Precondition:
+        """Classify the statements of a kernel body (`_classify`): the fact that the threads share
+        nothing but reductions."""
+        shared = _shared_names(body)
+        reducers, exchangers = _exchange_helpers(src)
+        problems: list[str] = []
+        for c in [c for c in body.named_children if c.type != "comment"]:
+            self._classify(src, c, shared, reducers, exchangers, out, problems)
+        return _fact("exchange_only_reductions", not problems,
+                     f"{len(out.deleted)} exchange statement(s) and {len(out.reducer_calls)} all-reduce call(s) "
+                     f"between {between}, nothing else shared" if not problems else problems[0], "Pipeline")
+
     def _reducer_calls(self, src: CudaSource, node: ts.Node, reducers: set[str], out: _Block) -> list[ts.Node]:
         calls = [c for c in T.calls_named(node, r".*") if T.call_name(c).split("::")[-1] in reducers and T.call_args(c)
                  and not any(o.start_byte <= c.start_byte < o.end_byte for o in out.reducer_calls)]
@@ -264,15 +276,7 @@ class BlockPerRow(WarpPerRow):
             out.bound = next(iter(bounds))
             out.facts.append(_fact("grid_is_row_count", True,
                                    f"every launch's grid is the kernel's `{out.bound}`: one block per row", "Layout"))
-        shared = _shared_names(body)
-        reducers, exchangers = _exchange_helpers(src)
-        problems: list[str] = []
-        for c in [c for c in body.named_children if c.type != "comment"]:
-            self._classify(src, c, shared, reducers, exchangers, out, problems)
-        out.facts.append(_fact("exchange_only_reductions", not problems,
-                               f"{len(out.deleted)} exchange statement(s) and {len(out.reducer_calls)} all-reduce "
-                               "call(s) between the threads of a row, nothing else shared" if not problems
-                               else problems[0], "Pipeline"))
+        out.facts.append(self._exchanges(src, body, out, "the threads of a row"))
         out.facts.append(self._thread_roles(src, body, out, assigned))
         return out
 
