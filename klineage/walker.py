@@ -249,6 +249,21 @@ class Walker:
                     out.append(Attempt(sid, op.name, site, "refused", f"operator error: {type(e).__name__}: {e}", False))
         return out
 
+    def _recall(self, wl: Workload, state: str, attempts: list[Attempt], revisit: Callable[[str], bool]) -> None:
+        """Refuse the candidates that give back a state `revisit` names (never gated); give the
+        others already recorded from this state their recorded verdict (never gated again)."""
+        known = {r["step_id"]: r for r in self.store.rows(
+            "SELECT step_id, accepted, category, message, gate_key FROM steps WHERE workload = ? AND from_state = ?",
+            [wl.name, state])}
+        for a in attempts:
+            if a.to_text is not None and revisit(source_hash(a.to_text)):
+                a.category, a.message = "refused", "revisits an earlier state of this lineage"
+                a.to_text = None
+            elif a.step_id in known and a.to_text is not None:
+                row = known[a.step_id]
+                a.category, a.message, a.accepted = row["category"], row["message"], bool(row["accepted"])
+                a.gate_key = row["gate_key"]
+
     def _step(self, wl: Workload, folder: Path, text: str, depth: int, visited: set[str],
               summary: WalkSummary) -> str | None:
         self._check_stop()
@@ -259,17 +274,9 @@ class Walker:
         if taken:  # resume: this step was committed by an earlier run
             self.progress(f"{wl.name}: step {depth + 1} already recorded")
             return taken[0]["source"]
-        known = {r["step_id"]: r for r in self.store.rows(
-            "SELECT step_id, accepted, category, message FROM steps WHERE workload = ? AND from_state = ?", [wl.name, state])}
         src = CudaSource.from_text(text, f"{wl.name}/state-{depth}.cu")
         attempts = self._candidates(wl, src, state)
-        for a in attempts:
-            if a.to_text is not None and source_hash(a.to_text) in visited:
-                a.category, a.message = "refused", "revisits an earlier state of this lineage"
-                a.to_text = None
-            elif a.step_id in known and a.to_text is not None:
-                row = known[a.step_id]
-                a.category, a.message, a.accepted = row["category"], row["message"], bool(row["accepted"])
+        self._recall(wl, state, attempts, lambda h: h in visited)
         chosen = self._gate_until_accepted(wl, attempts, depth, summary)
         if chosen is None and self.config.llm is not None:
             chosen = self._ask_llm(wl, src, state, attempts, visited, summary)
@@ -429,19 +436,9 @@ class Walker:
         record them (and the rejections before the last) in one transaction; return the accepted."""
         self._check_stop()
         state = source_hash(text)
-        known = {r["step_id"]: r for r in self.store.rows(
-            "SELECT step_id, accepted, category, message, gate_key FROM steps WHERE workload = ? AND from_state = ?",
-            [wl.name, state])}
         src = CudaSource.from_text(text, f"{wl.name}/state-{depth}.cu")
         attempts = self._candidates(wl, src, state)
-        for a in attempts:
-            if a.to_text is not None and depth_of.get(source_hash(a.to_text), depth + 1) <= depth:
-                a.category, a.message = "refused", "revisits an earlier state of this lineage"
-                a.to_text = None
-            elif a.step_id in known and a.to_text is not None:
-                row = known[a.step_id]
-                a.category, a.message, a.accepted = row["category"], row["message"], bool(row["accepted"])
-                a.gate_key = row["gate_key"]
+        self._recall(wl, state, attempts, lambda h: depth_of.get(h, depth + 1) <= depth)
         accepted = self._gate_until(wl, attempts, self.config.beam, summary)
         self._check_stop()
         with self.store.transaction() as con:
