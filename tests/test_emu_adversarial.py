@@ -38,6 +38,10 @@ CASES = [
     ("vadd/invalid_pointer.cu", "vadd", "crash", False, ("kernel 'vadd'", "invalid memory access", "invalid_pointer.cu:6")),
     ("vadd/spin_flag.cu", "vadd", "timeout", False, ()),
     ("vadd/inline_ptx.cu", "vadd", "unsupported", False, ("inline_ptx.cu:6", "mov.u32")),
+    # a block wider than the kernel's __launch_bounds__: a GPU refuses the launch
+    ("vadd/launch_bounds_exceeded.cu", "vadd", "crash", False, ("256 threads exceeds __launch_bounds__(128)", "vadd")),
+    ("vadd/launch_bounds_template.cu", "vadd", "crash", False, ("exceeds __launch_bounds__(64)",)),
+    ("vadd/launch_bounds_fits.cu", "vadd", "ok", False, ()),
 ]
 
 

@@ -30,7 +30,8 @@ DEFAULT_SHAPE_SET = "emu"
 
 
 def toolchain() -> str:
-    return f"{emu_compile.compiler_version()} + klemu {emu_compile.runtime_hash()}"
+    return (f"{emu_compile.compiler_version()} + klemu {emu_compile.runtime_hash()}"
+            f" + translator {emu_compile.translator_hash()}")
 
 
 def _source_name(options: GateOptions) -> str:

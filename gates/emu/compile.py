@@ -64,6 +64,19 @@ def runtime_hash() -> str:
     return h.hexdigest()[:16]
 
 
+#: the translation to C++ (what the rewrite inserts decides verdicts as much as the runtime does)
+TRANSLATOR = ("rewrite.py", "analysis.py", "ptx.py", "unsupported.py")
+
+
+@lru_cache(maxsize=1)
+def translator_hash() -> str:
+    h = hashlib.sha256()
+    for name in TRANSLATOR:
+        h.update(name.encode())
+        h.update((RUNTIME.parent / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
 def cache_root() -> Path:
     home = os.environ.get("KLINEAGE_HOME")
     base = Path(home) / "cache" if home else Path.home() / ".cache" / "klineage"

@@ -196,9 +196,25 @@ class _Rewriter:
                 raise Unsupported(e.construct, e.line, self.filename) from None
             self.edits.append(_Edit(node.start_byte, node.end_byte, text))
 
+    # ---- __launch_bounds__ -------------------------------------------------------------------------------
+    def launch_bound(self, fn: Function) -> None:
+        """First in the kernel's body: the check that its block fits its declared bound (a GPU refuses
+        the launch otherwise; the emulator's `__launch_bounds__` macro expands to nothing)."""
+        lb = next((c for c in fn.node.children if c.type == "launch_bounds"), None)
+        body = fn.node.child_by_field_name("body")
+        args = lb.named_children if lb is not None else []
+        if body is None or not args:
+            return
+        expr = _text(self.src, args[0])
+        at = body.start_byte + 1  # after `{`, on the same line: line numbers stay exact
+        self.edits.append(_Edit(at, at, f" ::klemu::launch_bound(static_cast<long long>({expr}), {json.dumps(fn.name)});"))
+
     # ---- driver -----------------------------------------------------------------------------------------
     def run(self, root: ts.Node) -> None:
         self.functions = collect_functions(root, self.src)
+        for fn in self.functions:
+            if fn.is_global:
+                self.launch_bound(fn)
         self.fibers = needs_fibers(self.functions, sync_macros(root, self.src))
         stack = [root]
         while stack:

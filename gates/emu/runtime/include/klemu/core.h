@@ -116,6 +116,16 @@ uint64_t warp_collective(int op, unsigned mask, uint64_t val, int arg, int width
 unsigned active_mask();
 [[noreturn]] void fail(const char* category, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
+// `__launch_bounds__(N, ...)` of the running kernel, checked first in its body (the rewrite puts the
+// call there, where N's names and template parameters are in scope): a GPU refuses to launch a
+// block of more than N threads (cudaErrorInvalidValue), so the emulator refuses it too.
+inline void launch_bound(long long max_threads, const char* kernel) {
+  const long long n = (long long)g_block_dim.x * g_block_dim.y * g_block_dim.z;
+  if (max_threads > 0 && n > max_threads)
+    fail("crash", "invalid launch configuration: a block of %lld threads exceeds __launch_bounds__(%lld) of %s "
+         "(a GPU refuses the launch: cudaErrorInvalidValue)", n, max_threads, kernel);
+}
+
 template <class T>
 inline uint64_t to_bits(T v) {
   static_assert(sizeof(T) <= 8, "warp shuffles move at most 8 bytes");
