@@ -26,12 +26,15 @@ ROOTS = ROOT / "benchmarks" / "lineage_roots"
 
 def prepare(db: Path) -> int:
     sys.path.insert(0, str(ROOT))
+    from klineage import lineage
     from klineage.store.db import Store
 
-    with Store(db, read_only=True) as store:
-        rows = store.rows(
-            "SELECT st.workload, st.depth, k.source FROM states st JOIN kernels k ON k.kernel_hash = st.state_hash"
-            " WHERE st.depth = (SELECT max(depth) FROM states s2 WHERE s2.workload = st.workload) ORDER BY st.workload")
+    with Store(db, read_only=True) as store:  # the root: the end of the taken path (a beam walk has several deepest states)
+        roots = {w["workload"]: lineage.build(store, w["workload"]).graph["root"]
+                 for w in store.rows("SELECT DISTINCT workload FROM states")}
+        rows = [r for r in store.rows(
+            "SELECT st.workload, st.state_hash, st.depth, k.source FROM states st"
+            " JOIN kernels k ON k.kernel_hash = st.state_hash ORDER BY st.workload") if roots[r["workload"]] == r["state_hash"]]
     for r in rows:
         d = ROOTS / r["workload"]
         d.mkdir(parents=True, exist_ok=True)

@@ -98,6 +98,19 @@ def test_forward_on_naive_reduce_sum(tmp_path: Path) -> None:
     assert normalize(OP.remove(out, OP.find(out)[0]).text) == normalize(naive.text)
 
 
+def test_forward_declares_the_wider_block_in_launch_bounds(tmp_path: Path) -> None:
+    """A one-thread kernel may declare `__launch_bounds__(1)` (the materializer's `none` mode adds it
+    before it widens the block): kept, the 256-thread launch fails on a GPU (cudaErrorInvalidValue)
+    and the emu gate refuses it; the forward declares the block it launches instead."""
+    text = (WL / "naive.cu").read_text().replace("__global__ void sum_naive", "__global__ void __launch_bounds__(1) sum_naive")
+    out = _forward(CudaSource.from_text(text, "naive_lb.cu"))
+    assert "__launch_bounds__(256) sum_naive" in out.text and "__launch_bounds__(1)" not in out.text
+    assert _gate(out.text, tmp_path, "block_lb.cu").accepted
+    stale = out.text.replace("__launch_bounds__(256)", "__launch_bounds__(1)")
+    r = _gate(stale, tmp_path, "block_stale_lb.cu")
+    assert r.category == "crash" and "exceeds __launch_bounds__(1)" in r.message, r.message
+
+
 @pytest.mark.parametrize("kernel", ["block_partial_sums", "final_sum"])
 def test_roundtrip_on_each_kernel_of_the_backward_result(kernel: str, tmp_path: Path) -> None:
     """The walker's roundtrip: apply on the simpler state passes the gate and `find` sees more

@@ -528,6 +528,12 @@ class GridReduce(BlockPerRow):
         edits += [self._guarded(src, stmt, "threadIdx.x == 0") for stmt in stores]
         for ls in T.launches_of(src, site.details["kernel"]):
             edits.append(edit.replace(T.config_nodes(src, ls)[1], str(BLOCK_THREADS)))
+        # a declared bound (`__launch_bounds__(1)` on a one-thread kernel) would make the wider launch fail
+        # on a GPU (cudaErrorInvalidValue): it now declares the block it gets
+        k = next(k for k in src.kernels if k.name == site.details["kernel"])
+        attr = next((a for a in k.attributes if a.name == "__launch_bounds__"), None)
+        if attr is not None:
+            edits.append(edit.Edit(attr.start, attr.end, f"__launch_bounds__({BLOCK_THREADS})"))
         return edit.apply_edits(src, edits)
 
 
