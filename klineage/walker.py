@@ -598,13 +598,41 @@ class Walker:
         return best or {"ok": False, "message": "no forward site could be applied", "preconditions": facts}
 
 
-def carrier_diff(simpler: str, optimized: str, context: int = 2, max_lines: int = 60) -> str:
+def carrier_diff(simpler: str, optimized: str, context: int = 2, max_lines: int = 60,
+                 max_run: int | None = 12, run_ends: int = 4) -> str:
     """A minimal unified diff from the simplified state to the optimized one (the skill's
-    carrier): the changed hunks only, never the whole kernel."""
+    carrier): the changed hunks only, never the whole kernel. A run of more than `max_run` added
+    lines shows its first and last `run_ends` lines around a count (a structural step that brings
+    back a whole code path would otherwise put that path on the card), then the diff is capped at
+    `max_lines`."""
     import difflib
 
     lines = list(difflib.unified_diff(simpler.splitlines(), optimized.splitlines(), "before.cu", "after.cu",
                                       n=context, lineterm=""))
+    if max_run is not None:
+        lines = _elide_added_runs(lines, max_run, run_ends)
     if len(lines) > max_lines:
         lines = lines[:max_lines] + [f"... ({len(lines) - max_lines} more diff lines)"]
     return "\n".join(lines)
+
+
+def _elide_added_runs(lines: list[str], max_run: int, ends: int) -> list[str]:
+    out: list[str] = []
+    run: list[str] = []
+
+    def flush() -> None:
+        if len(run) > max_run:
+            indent = run[ends][1:][: len(run[ends][1:]) - len(run[ends][1:].lstrip())]
+            out.extend([*run[:ends], f"+{indent}// ... ({len(run) - 2 * ends} more added lines)", *run[-ends:]])
+        else:
+            out.extend(run)
+        run.clear()
+
+    for line in lines:
+        if line.startswith("+") and not line.startswith("+++"):
+            run.append(line)
+        else:
+            flush()
+            out.append(line)
+    flush()
+    return out

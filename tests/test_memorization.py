@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import keyword
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -164,10 +165,28 @@ def test_carrier_after_side() -> None:
 def test_a_small_carrier_passes_and_a_whole_kernel_fails() -> None:
     src = EXPERTS["softmax"]
     small = carrier_diff(src.replace("__restrict__", ""), src)
-    whole = carrier_diff((REPO / "expert_kernels" / "softmax" / "naive.cu").read_text(), src, max_lines=10**6)
+    whole = carrier_diff((REPO / "expert_kernels" / "softmax" / "naive.cu").read_text(), src, max_lines=10**6,
+                         max_run=None)
     checks = check_carriers([_skill(small, "softmax"), _skill(whole, "softmax")], EXPERTS)
     assert [c.ok for c in checks] == [True, False]
     assert checks[0].fraction <= CARRIER_MAX_FRACTION < 0.9 <= checks[1].fraction
+
+
+def test_long_runs_of_added_lines_are_elided_on_the_card() -> None:
+    """A step that brings back a whole code path (grid_reduce on reduce_sum restores the vectorized
+    branch with the grid) shows the run's ends, not the path: the whole naive -> expert diff of
+    softmax, elided, falls from ~1.0 of the kernel to under the bar."""
+    src = EXPERTS["softmax"]
+    naive = (REPO / "expert_kernels" / "softmax" / "naive.cu").read_text()
+    full = carrier_diff(naive, src, max_lines=10**6, max_run=None)
+    elided = carrier_diff(naive, src, max_lines=10**6)
+    runs = re.findall(r"// \.\.\. \((\d+) more added lines\)", elided)
+    assert runs and all(int(n) > 12 - 8 for n in runs)
+    assert len(elided.splitlines()) + sum(int(n) - 1 for n in runs) == len(full.splitlines())
+    (c_full, c_elided) = check_carriers([_skill(full, "softmax"), _skill(elided, "softmax")], EXPERTS)
+    assert c_elided.fraction < CARRIER_MAX_FRACTION < c_full.fraction
+    short = "--- before.cu\n+++ after.cu\n@@ -1 +1,3 @@\n int a;\n+int b;\n+int c;"
+    assert carrier_diff("int a;", "int a;\nint b;\nint c;") == short  # short runs stay whole
 
 
 def test_a_merged_skill_is_charged_against_its_own_source_only() -> None:
