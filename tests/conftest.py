@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,3 +27,15 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory) -> None:
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+@pytest.fixture
+def python_sigint() -> Iterator[None]:
+    """Ctrl-C as Python handles it (KeyboardInterrupt), for tests that simulate one with
+    `_thread.interrupt_main()`: a test run started in the background of a non-interactive shell
+    inherits SIGINT ignored, and a simulated Ctrl-C is then dropped."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)

@@ -151,7 +151,7 @@ def test_a_failing_walk_does_not_stop_the_others(tmp_path: Path) -> None:
     assert {"scale_test", "row_sum"} <= skills and "vector_add" not in skills
 
 
-def test_ctrl_c_stops_every_walk_and_a_rerun_resumes(tmp_path: Path) -> None:
+def test_ctrl_c_stops_every_walk_and_a_rerun_resumes(tmp_path: Path, python_sigint: None) -> None:
     seen = []
     lock = threading.Lock()
 

@@ -108,7 +108,7 @@ def test_beam_rerun_gates_nothing_recorded(tmp_path: Path) -> None:
     assert [w["workload"] for w in report["workloads"]] == NAMES
 
 
-def test_beam_resumes_after_ctrl_c_and_after_a_cut(tmp_path: Path) -> None:
+def test_beam_resumes_after_ctrl_c_and_after_a_cut(tmp_path: Path, python_sigint: None) -> None:
     """Interrupted (Ctrl-C in the driver) then re-run, and cut by --max-steps then re-run longer:
     both give the rows of an uninterrupted run."""
     seen: list[str] = []
