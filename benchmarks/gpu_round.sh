@@ -21,6 +21,10 @@
 #   mine         the corpus mined on emu with KL_MINE_WORKERS (14) walks at once into a fresh store,
 #                exported to $OUT/mine/export (cards + JSONL); later stages of the call use that store
 #   materialize  leave-one-out materializer on cuda, KL_MODES (curriculum,random,none), KL_JOBS runs at once
+#   judge        the materializer's judge on the GPU, in one process: every correct candidate of a CPU
+#                round (KL_JUDGE_RUN, default .gpu/r1: `materialize_bench.py --out` there, carried) checked
+#                and timed at the bench shape; with KL_JUDGE_CURVE=1 its budget curve too. The next
+#                round reads $OUT/judge/materialized_bench.json with --measured (issue 8)
 #   heldout      held-out instances on cuda, one run per mode of KL_HELDOUT_MODES (curriculum,none), KL_JOBS at once
 # `.gpu/skills.duckdb` (ignored) is the skill store the materializer and the held-out check use:
 # the shipped skills rebuilt here from skills_db/skills.jsonl (`klineage.export.shipped_store`), as
@@ -70,6 +74,11 @@ for s in "$@"; do
     materialize) stage materialize "${KL_MATERIALIZE_S:-420}" python3 benchmarks/materialize_bench.py --db "$DB" \
       --backend cuda --modes "${KL_MODES:-curriculum,random,none}" ${KL_WORKLOADS:+--workloads "$KL_WORKLOADS"} \
       --jobs "${KL_JOBS:-8}" --out "$OUT/materialize" ;;
+    judge)
+      run=${KL_JUDGE_RUN:-.gpu/r1}
+      stage judge "${KL_JUDGE_S:-560}" python3 benchmarks/materialized_bench.py --suite corpus \
+        --extra "$run/candidates.json" ${KL_JUDGE_CURVE:+--curve "$run/curve.json"} \
+        --budget-s "${KL_JUDGE_BUDGET:-0.3}" --deadline-s "${KL_JUDGE_DEADLINE:-500}" --out "$OUT/judge" ;;
     heldout)
       for mode in ${KL_HELDOUT_MODES:-curriculum none}; do
         skills=all order=curriculum
@@ -93,6 +102,7 @@ for s in "$@"; do
     states) grep -E '^[a-z_0-9]+: naive|^wall|kernels not timed|not ok' "$OUT/states/states.log" ;;
     mine) tail -22 "$OUT/mine/mine.log" ;;
     materialize) tail -30 "$OUT/materialize/materialize.log" ;;
+    judge) grep -E '^[a-z_0-9]+: naive|^wall|kernels not timed|not ok|^\| *(k|[0-9]+) ' "$OUT/judge/judge.log" | tail -60 ;;
     heldout) for m in ${KL_HELDOUT_MODES:-curriculum none}; do tail -34 "$OUT/heldout_$m/heldout_$m.log"; done ;;
   esac
 done

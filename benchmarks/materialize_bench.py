@@ -19,12 +19,25 @@ Budget curve: with the CPU keep rule (correct + the skill's static effect presen
 deterministic offline provider, a run with budget k makes exactly the first steps of the budget-N
 run, up to its k-th gated candidate (or its 3k-th proposal, the loop's other limit). So one run
 per (workload, label) gives the best kernel at every budget 1..N: the last kept candidate among
-those steps, else the start kernel. They are written to OUT/curve/LABEL/WORKLOAD/budget-K.cu, and
+those steps, else the start kernel (with a tournament: the step's `best_file`, the kernel that led
+after it). They are written to OUT/curve/LABEL/WORKLOAD/budget-K.cu, and
 OUT/curve.json indexes them (paths relative to OUT) with the skills applied so far, for
 benchmarks/materialized_bench.py --curve. `--curve-only` rebuilds them from an earlier run's
 trace.json files without gating anything. With `--backend cuda` the files are written too, but
 they are only that run's best after k candidates: the GPU keep rule compares timings, which vary
 from run to run, so a shorter run need not keep the same steps.
+
+The GPU keep rule without a cuda gate per candidate (`--measured`, materialize/measured.py): the
+runs on the emulator list every correct candidate in OUT/candidates.json; the H200 times them in
+one process (`materialized_bench.py --extra OUT/candidates.json`); the next round passes those
+JSON files as `--measured` and the judge compares the measured times, with the tournament of
+alternative skills (materialize/alternatives.py). Repeat until a round reports no candidate
+judged without a time: its decisions are those of the GPU loop for those times, and with fixed
+times a budget-k run is again a prefix of the budget-N run.
+
+    python benchmarks/materialize_bench.py --seeds 5 --tournament --out R1           # round 1 (CPU)
+    python3 benchmarks/materialized_bench.py --suite corpus --extra R1/candidates.json --out G1   # H200
+    python benchmarks/materialize_bench.py --seeds 5 --measured G1/materialized_bench.json --out R2
 """
 
 from __future__ import annotations
@@ -45,9 +58,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from klineage.deopt.registry import operators  # noqa: E402
+from klineage.errors import KLineageError  # noqa: E402
 from klineage.gates.backend import GateOptions  # noqa: E402
 from klineage.materialize import MaterializeOptions, make_provider, materialize  # noqa: E402
 from klineage.materialize.judge import site_counts  # noqa: E402
+from klineage.materialize.measured import read_measured  # noqa: E402
 from klineage.skills import Skill, load_skills, merge  # noqa: E402
 from klineage.store.db import Store  # noqa: E402
 from klineage.workload import load_workload  # noqa: E402
@@ -135,7 +150,11 @@ def budget_curve(trace: dict[str, Any], budget: int) -> list[dict[str, Any]]:
     for k in range(1, budget + 1):
         pre = prefix_steps(steps, k)
         kept = [st for st in pre if st.get("kept")]
-        out.append({"k": k, "candidate_file": kept[-1]["candidate_file"] if kept else None,
+        if pre and "best_file" in pre[-1]:  # a tournament's step is kept only if it won; best_file says
+            best = pre[-1]["best_file"]     # which kernel led after each step
+        else:
+            best = kept[-1]["candidate_file"] if kept else None
+        out.append({"k": k, "candidate_file": best,
                     "kept_steps": [st["index"] for st in kept],
                     "applied": [st.get("skill_id") or st.get("move") for st in kept],
                     "gated": sum(bool(st.get("gated")) for st in pre), "steps": len(pre)})
@@ -179,6 +198,29 @@ def write_curve(out: Path, runs: list[tuple[str, str, int, str]], budget: int, c
     return index
 
 
+def write_candidates(out: Path, runs: list[tuple[str, str, int, str]]) -> int:
+    """OUT/candidates.json, the `materialized_bench.py --extra` index of every start kernel and
+    every correct gated candidate of the runs (one file per distinct text per workload): what the
+    next round's --measured needs timed. Returns how many files it lists."""
+    files: dict[str, dict[str, str]] = {}
+    for label, _mode, _seed, workload in runs:
+        run_dir = out / workload / label
+        trace_path = run_dir / "trace.json"
+        if not trace_path.is_file():
+            continue
+        trace = json.loads(trace_path.read_text())
+        names = ["start.cu"] + [st["candidate_file"] for st in trace.get("steps") or []
+                                if st.get("accepted") and st.get("candidate_file")]
+        for name in names:
+            path = run_dir / name
+            if path.is_file():
+                digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+                files.setdefault(workload, {}).setdefault(digest, str(path.relative_to(out)))
+    index = {"kind": "materializer-candidates", "files": {w: sorted(d.values()) for w, d in sorted(files.items())}}
+    (out / "candidates.json").write_text(json.dumps(index, indent=1) + "\n")
+    return sum(len(d) for d in files.values())
+
+
 def run_one(folder: Path, skills: list[Skill], label: str, mode: str, seed: int, args: argparse.Namespace,
             store: Store) -> dict[str, Any]:
     wl = load_workload(folder)
@@ -186,7 +228,8 @@ def run_one(folder: Path, skills: list[Skill], label: str, mode: str, seed: int,
     skills_mode, order = MODES[mode]
     t0 = time.perf_counter()
     res = materialize(wl, naive, skills, make_provider("offline"), args.budget, MaterializeOptions(
-        backend=args.backend, skills_mode=skills_mode, order=order, seed=seed, store=store,
+        backend=args.backend, skills_mode=skills_mode, order=order, seed=seed, store=store, measured=getattr(args, "measured_times", None),
+        tournament=True if getattr(args, "tournament", False) else None,
         out_dir=args.out / folder.name / label, gate_options=GateOptions(backend=args.backend, timeout_s=args.timeout)))
     before, after = present(naive), present(res.best_source)
     return {
@@ -199,6 +242,7 @@ def run_one(folder: Path, skills: list[Skill], label: str, mode: str, seed: int,
         "naive_ms": res.start_time_ms, "best_ms": res.best_time_ms, "torch_ms": res.torch_time_ms,
         "speedup": res.speedup, "speedup_vs_torch": res.speedup_vs_torch,
         "start_ok": res.start_gate.get("accepted"), "elapsed_s": round(time.perf_counter() - t0, 1),
+        "unmeasured": len(res.unmeasured), "outpaced": [s.move for s in res.steps if s.verdict == "outpaced"],
         "run_id": res.run_id,
     }
 
@@ -248,6 +292,11 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "build" / "materialize_bench")
     ap.add_argument("--jobs", type=int, default=1, help="runs at once (GPU timings still take turns)")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
+    ap.add_argument("--measured", type=Path, nargs="+", metavar="BENCH_JSON",
+                    help="GPU times of earlier rounds' candidates (materialized_bench.py JSON): the judge's GPU rule "
+                         "and the tournament of alternatives on a CPU run (materialize/measured.py)")
+    ap.add_argument("--tournament", action="store_true",
+                    help="gate alternative skills side by side even without --measured (round 1: they get timed)")
     ap.add_argument("--combine", type=Path, nargs="+", metavar="BENCH_JSON",
                     help="only print one table from the bench.json files of earlier runs (e.g. modes run in parallel)")
     args = ap.parse_args()
@@ -275,6 +324,13 @@ def main() -> int:
         print(f"{args.out / 'curve.json'}: {len(index['entries'])} budget points of "
               f"{sum(1 for r in index['runs'] if r.get('status') in ('improved', 'no_improvement'))} runs", file=sys.stderr)
         return 0
+    args.measured_times = None
+    if args.measured:
+        try:
+            args.measured_times = read_measured(args.measured)
+        except KLineageError as e:
+            print(f"--measured: {e}", file=sys.stderr)
+            return 2
     dbs = args.db or [ROOT / "skills_db" / "skills.duckdb"]
     if args.mine:
         from klineage.mining import mine_corpus
@@ -324,6 +380,14 @@ def main() -> int:
     (args.out / "bench.json").write_text(json.dumps(rows, indent=1, default=str) + "\n")
     index = write_curve(args.out, curve_runs, args.budget, args.corpus)
     print(f"budget curve: {len(index['entries'])} points in {args.out / 'curve.json'}", file=sys.stderr)
+    cands = write_candidates(args.out, curve_runs)
+    if args.measured_times is not None:
+        missing = sum(r.get("unmeasured") or 0 for r in rows)
+        print(f"measured times: {len(args.measured_times)} kernels on {args.measured_times.device}; "
+              f"{missing} correct candidates judged without one"
+              + (" (time OUT/candidates.json and run again)" if missing else " (every judgement used GPU times)"),
+              file=sys.stderr)
+    print(f"candidates: {cands} distinct correct candidates in {args.out / 'candidates.json'}", file=sys.stderr)
     if args.json:
         print(json.dumps(rows, indent=1, default=str))
     else:

@@ -589,12 +589,15 @@ def materialize_cmd(
     ncu: Annotated[bool, typer.Option(help="cuda: Nsight Compute metrics for each candidate.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per gate stage.")] = 120.0,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
+    measured: Annotated[list[Path] | None, typer.Option(
+        "--measured", help="emu: GPU times of kernels (benchmarks/materialized_bench.py JSON, repeatable) for the "
+                           "judge: faster by more than the spread, and alternative skills gated side by side.")] = None,
 ) -> None:
     """Apply mined skills to a workload's kernel in curriculum order, each candidate gated, within a budget."""
     from klineage.materialize.command import MaterializeArgs, run
 
     args = MaterializeArgs(workload_dir, start, budget, provider, skills, order, seed, backend, db, out_dir, model,
-                           max_cost, base_url, ncu, timeout, as_json)
+                           max_cost, base_url, ncu, timeout, as_json, measured or None)
     rc = run(args, out, err)
     if rc:
         raise typer.Exit(rc)

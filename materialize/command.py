@@ -27,6 +27,7 @@ from klineage.materialize.loop import (
     StepRecord,
     materialize,
 )
+from klineage.materialize.measured import read_measured
 from klineage.materialize.providers.base import Provider, make_provider, provider_names
 from klineage.skills import Skill, load_skills
 from klineage.store.db import Store, default_db_path
@@ -51,6 +52,7 @@ class MaterializeArgs:
     ncu: bool = False
     timeout_s: float = 120.0
     as_json: bool = False
+    measured: list[Path] | None = None  # materialized_bench.py JSON: GPU times for the judge of a CPU run
 
 
 def _check(args: MaterializeArgs) -> None:
@@ -69,6 +71,8 @@ def _check(args: MaterializeArgs) -> None:
         raise KLineageError("--max-cost must be a positive amount in USD")
     if args.provider == "offline" and (args.model or args.max_cost is not None or args.base_url):
         raise KLineageError("--model, --max-cost and --base-url apply to an LLM provider (--provider anthropic)")
+    if args.measured and args.backend != "emu":
+        raise KLineageError("--measured gives a CPU run GPU times; with --backend cuda the gate times every candidate")
 
 
 def start_path(args: MaterializeArgs) -> Path:
@@ -103,7 +107,8 @@ def build_provider(args: MaterializeArgs) -> Provider:
 
 
 def _step_line(s: StepRecord) -> str:
-    colour = {"kept": "green", "rejected": "red", "no_candidate": "yellow", "duplicate": "dim"}.get(s.verdict, "yellow")
+    colour = {"kept": "green", "rejected": "red", "no_candidate": "yellow", "duplicate": "dim",
+              "outpaced": "cyan"}.get(s.verdict, "yellow")
     t = f"{s.time_ms:.4f} ms" if s.time_ms is not None else "-"
     cost = f" ${s.cost_usd:.4f}" if s.cost_usd else ""
     return (f"step {s.index:>2}  {escape(s.move):<28} [{colour}]{s.verdict:<12}[/] {t:>12}  {s.elapsed_s:5.1f} s{cost}  "
@@ -125,6 +130,10 @@ def report(res: MaterializeResult, console: Console) -> None:
         console.print(f"speedup over the start kernel: {res.speedup:.2f}x{vs}", highlight=False)
     if res.applied:
         console.print(escape(f"skills applied: {', '.join(res.applied)}"), highlight=False)
+    if res.timed_by:
+        missing = (f"; {len(res.unmeasured)} correct kernel(s) had no time and were judged on the CPU rule"
+                   if res.unmeasured else "")
+        console.print(escape(f"times: {res.timed_by}{missing}"), highlight=False)
     if res.cost:
         console.print(f"LLM cost: ${res.cost['spent_usd']:.4f} in {res.cost['calls']} call(s)", highlight=False)
     console.print(escape(f"output: {res.out_dir} (best.cu, trace.json)"), highlight=False)
@@ -140,6 +149,7 @@ def run(args: MaterializeArgs, out: Console, err: Console) -> int:
     except UnicodeDecodeError:
         raise KLineageError(f"{start}: not UTF-8 text") from None
     provider = build_provider(args)  # a missing API key stops here, before any gating
+    measured = read_measured(args.measured) if args.measured else None
     store, skills = open_skills(args)
     show = not args.as_json and err.is_terminal
 
@@ -156,7 +166,7 @@ def run(args: MaterializeArgs, out: Console, err: Console) -> int:
     options = MaterializeOptions(
         backend=args.backend, skills_mode=args.skills, order=args.order, seed=args.seed, out_dir=args.out, store=store,
         gate_options=GateOptions(backend=args.backend, timeout_s=args.timeout_s, ncu=args.ncu), progress=progress,
-        announce=announce, start_name=start.name,
+        announce=announce, start_name=start.name, measured=measured,
     )
     try:
         if spinner is not None:

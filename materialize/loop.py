@@ -10,6 +10,7 @@ candidate again) cost no budget but are recorded; at most `max_proposals` are as
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 import uuid
@@ -25,9 +26,11 @@ from klineage.gates.backend import GateOptions
 from klineage.gates.gate import gate
 from klineage.gates.result import GateResult
 from klineage.llm.base import CostLimitReached, LLMError
+from klineage.materialize.alternatives import alternatives
 from klineage.materialize.curriculum import ORDERS, rank
-from klineage.materialize.judge import judge
+from klineage.materialize.judge import judge, spread_ms
 from klineage.materialize.matching import MatchReport, Target, forward_sites, match_skills
+from klineage.materialize.measured import MeasuredTimes
 from klineage.materialize.providers.base import Move, ProposalRequest, Provider
 from klineage.materialize.record import RunRecorder, device_of, safe_name
 from klineage.skills import Skill
@@ -54,6 +57,8 @@ class MaterializeOptions:
     progress: Callable[[StepRecord], None] | None = None  # after each step
     announce: Callable[[str], None] | None = None  # what the loop is doing now (a spinner's text)
     start_name: str = "start.cu"
+    measured: MeasuredTimes | None = None  # GPU times measured elsewhere: the judge's GPU rule on a CPU run
+    tournament: bool | None = None  # gate alternative skills side by side; None: when the judge has times
 
 
 @dataclass
@@ -82,6 +87,8 @@ class StepRecord:
     exchange_ids: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
     ranked: list[str] = field(default_factory=list)
+    group: int | None = None  # the tournament (index of its first step) this step was gated in
+    best_file: str | None = None  # the best kernel after this step (None: the start kernel)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -112,6 +119,8 @@ class MaterializeResult:
     cost: dict[str, Any] | None
     out_dir: str
     elapsed_s: float
+    timed_by: str | None = None  # where the judge's times came from: the gate, measured elsewhere, or None
+    unmeasured: list[str] = field(default_factory=list)  # correct candidates judged without a time (hashes)
 
     @property
     def speedup(self) -> float | None:
@@ -211,17 +220,33 @@ def materialize(
     gated = 0
     stop_reason = ""
 
+    unmeasured: list[str] = []
+    timed_by = (f"the {gopts.backend} gate" if start_gate.timing is not None
+                else f"measured on {opts.measured.device}: {', '.join(opts.measured.files)}" if opts.measured is not None
+                else None)
+
+    def judged(text: str, r: GateResult) -> GateResult:
+        """The gate's result with the measured GPU time where the gate itself timed nothing."""
+        if r.timing is not None or opts.measured is None or not r.accepted:
+            return r
+        t = opts.measured.lookup(workload.name, text)
+        if t is None:
+            if source_hash(text) not in unmeasured:
+                unmeasured.append(source_hash(text))
+            return r
+        return dataclasses.replace(r, timing=t)
+
     def result(status: str) -> MaterializeResult:
         ledger = provider.ledger
         return MaterializeResult(
             run_id=run_id, workload=workload.name, status=status, stop_reason=stop_reason, provider=provider.name,
             model=provider.model, skills_mode=opts.skills_mode, order=opts.order, backend=gopts.backend, budget=budget,
             gated=gated, start_gate=start_gate.to_dict(), best_source=current, best_step=best_step,
-            start_time_ms=_ms(start_gate), best_time_ms=_ms(cur_gate),
+            start_time_ms=_ms(judged(start_source, start_gate)), best_time_ms=_ms(cur_gate),
             torch_time_ms=cur_gate.timing.reference_median_ms if cur_gate.timing else None,
             applied=applied, steps=steps, skipped_at_start=skipped_at_start,
             cost=ledger.to_dict() if ledger is not None else None, out_dir=str(out_dir),
-            elapsed_s=time.perf_counter() - t0,
+            elapsed_s=time.perf_counter() - t0, timed_by=timed_by, unmeasured=list(unmeasured),
         )
 
     def save(status: str) -> MaterializeResult:
@@ -237,10 +262,60 @@ def materialize(
         return res
 
     target = Target(workload.name, tuple(workload.dtypes), device_of(start_gate))
+    cur_gate = judged(start_source, start_gate)
     attempts: Counter[tuple[str, str]] = Counter()
     seen = {source_hash(start_source)}
     feedback = ""
     proposals = 0
+    cur_file: str | None = None  # the current kernel's candidate file (None: the start kernel)
+    # a tournament needs times to pick by: a timing backend, or times measured elsewhere (forced on
+    # without them, it gates the alternatives for a later round to time, and the first one holds)
+    tournament = opts.tournament if opts.tournament is not None else (gopts.backend == "cuda" or opts.measured is not None)
+
+    def limit(m: Move) -> int:
+        return max_proposals if m.key == "free" else provider.attempts_per_move
+
+    def attempt(move: Move, index: int, ranked: list[str]) -> tuple[StepRecord, str | None, GateResult | None]:
+        """Ask for one candidate of `move` on the current kernel, gate it and judge it against the
+        current kernel: (the step, the candidate, its gate result with any measured time)."""
+        nonlocal gated
+        step = StepRecord(index, move.key, move.skill.skill_id if move.skill else None,
+                          move.operator.name if move.operator else None,
+                          [f"line {s.line}: {s.summary}" for s in move.sites], ranked=ranked)
+        rec.step_index = step.index
+        t_step = time.perf_counter()
+        request = ProposalRequest(workload, current, move, feedback, step.index, gopts.backend, run_skills)
+        say(f"step {step.index}: {move.label}: asking {provider.name}")
+        proposal = provider.propose(request)  # CostLimitReached / LLMError end the run (caller)
+        step.note, step.cost_usd = proposal.note, proposal.cost_usd
+        step.usage, step.exchange_ids = proposal.usage, proposal.exchange_ids
+        cand, r = proposal.source, None
+        if cand is None:
+            step.verdict, step.reason = "no_candidate", proposal.note
+        elif source_hash(cand) in seen:
+            step.verdict, step.reason = "duplicate", "this candidate was already gated in this run"
+            cand = None
+        else:
+            seen.add(source_hash(cand))
+            name = f"step-{step.index:02d}-{safe_name(move.label)}.cu"
+            path = rec.write_source(name, cand)
+            step.candidate_file, step.kernel_hash = name, rec.kernel(cand, "candidate", path)
+            say(f"step {step.index}: {move.label}: gating {name} ({gated + 1}/{budget})")
+            raw = gate(cand, workload, gopts, name=name)
+            rec.gate_run(cand, raw)
+            gated += 1
+            r = judged(cand, raw)
+            v = judge(current, cand, cur_gate, r, move.operator)
+            step.gated, step.accepted, step.category, step.message = True, r.accepted, r.category, r.message
+            step.gate_key, step.time_ms, step.resources = r.artifact_id, _ms(r), _resources(r)
+            step.verdict, step.reason, step.kept, step.detail = v.verdict, v.reason, v.kept, v.detail
+            if r.timing is not None and raw.timing is None:
+                step.detail["timed_by"] = r.timing.extra.get("measured")
+            if r.profile.get("ncu"):
+                step.detail["ncu"] = r.profile["ncu"]  # --ncu: the profiler's metrics of this candidate
+        step.elapsed_s = time.perf_counter() - t_step
+        return step, cand, r
+
     while True:
         if gated >= budget:
             stop_reason = f"budget of {budget} gated candidates spent"
@@ -257,70 +332,50 @@ def materialize(
         moves, report = _moves(src, run_skills, provider, target, opts.skills_mode, opts.order, rng, applied_ops)
         if not steps:
             skipped_at_start = list(report.skipped)
-
-        def limit(m: Move) -> int:
-            return max_proposals if m.key == "free" else provider.attempts_per_move
-
-        move = next((m for m in moves if attempts[(cur_hash, m.key)] < limit(m)), None)
-        if move is None:
+        open_moves = [m for m in moves if attempts[(cur_hash, m.key)] < limit(m)]
+        if not open_moves:
             stop_reason = ("no applicable skill left to try" if opts.skills_mode == "all"
                            else "no operator site left to try")
             break
-        attempts[(cur_hash, move.key)] += 1
-        proposals += 1
-        step = StepRecord(len(steps) + 1, move.key, move.skill.skill_id if move.skill else None,
-                          move.operator.name if move.operator else None,
-                          [f"line {s.line}: {s.summary}" for s in move.sites], ranked=[m.key for m in moves])
-        rec.step_index = step.index
-        t_step = time.perf_counter()
-        request = ProposalRequest(workload, current, move, feedback, step.index, gopts.backend, run_skills)
-        say(f"step {step.index}: {move.label}: asking {provider.name}")
-        try:
-            proposal = provider.propose(request)
-        except CostLimitReached as e:
-            stop_reason = str(e)
-            break
-        except LLMError as e:
-            stop_reason = f"provider error: {e}"
-            break
-        step.note, step.cost_usd = proposal.note, proposal.cost_usd
-        step.usage, step.exchange_ids = proposal.usage, proposal.exchange_ids
-        if proposal.source is None:
-            step.verdict, step.reason = "no_candidate", proposal.note
-            feedback = proposal.note
-        elif source_hash(proposal.source) in seen:
-            step.verdict, step.reason = "duplicate", "this candidate was already gated in this run"
-        else:
-            cand = proposal.source
-            seen.add(source_hash(cand))
-            name = f"step-{step.index:02d}-{safe_name(move.label)}.cu"
-            path = rec.write_source(name, cand)
-            step.candidate_file, step.kernel_hash = name, rec.kernel(cand, "candidate", path)
-            say(f"step {step.index}: {move.label}: gating {name} ({gated + 1}/{budget})")
-            r = gate(cand, workload, gopts, name=name)
-            rec.gate_run(cand, r)
-            gated += 1
-            v = judge(current, cand, cur_gate, r, move.operator)
-            step.gated, step.accepted, step.category, step.message = True, r.accepted, r.category, r.message
-            step.gate_key, step.time_ms, step.resources = r.artifact_id, _ms(r), _resources(r)
-            step.verdict, step.reason, step.kept, step.detail = v.verdict, v.reason, v.kept, v.detail
-            if r.profile.get("ncu"):
-                step.detail["ncu"] = r.profile["ncu"]  # --ncu: the profiler's metrics of this candidate
-            if v.kept:
-                current, cur_gate, best_step = cand, r, step.index
-                if move.skill is not None:
-                    applied.append(move.skill.skill_id)
-                if move.operator is not None:
-                    applied_ops.append(move.operator.name)
-                feedback = ""
-            else:
-                feedback = f"{name} was not kept ({v.verdict}): {v.reason}"
-        step.elapsed_s = time.perf_counter() - t_step
-        steps.append(step)
-        rec.step(step.to_dict() | {"time_ms": step.time_ms})
+        group = [open_moves[0]]
+        if tournament:
+            group += alternatives(src, open_moves[0], open_moves[1:])
+        ranked = [m.key for m in moves]
+        tried: list[tuple[StepRecord, str | None, GateResult | None]] = []
+        ended = False
+        for move in group:
+            if tried and (gated >= budget or proposals >= max_proposals):
+                break
+            attempts[(cur_hash, move.key)] += 1
+            proposals += 1
+            try:
+                tried.append(attempt(move, len(steps) + len(tried) + 1, ranked))
+            except CostLimitReached as e:
+                stop_reason, ended = str(e), True
+                break
+            except LLMError as e:
+                stop_reason, ended = f"provider error: {e}", True
+                break
+        winner = _tournament(tried, cur_file, len(group) > 1)
+        if winner is not None:
+            w_step, w_cand, w_gate = winner
+            current, cur_gate, best_step, cur_file = w_cand, w_gate, w_step.index, w_step.candidate_file
+            if w_step.skill_id is not None:
+                applied.append(w_step.skill_id)
+            if w_step.operator is not None:
+                applied_ops.append(w_step.operator)
+            feedback = ""
+        for step, _cand, _r in tried:
+            if winner is None and step.verdict != "duplicate":
+                feedback = (f"{step.candidate_file} was not kept ({step.verdict}): {step.reason}"
+                            if step.candidate_file else step.reason)
+            steps.append(step)
+            rec.step(step.to_dict() | {"time_ms": step.time_ms})
+            if opts.progress is not None:
+                opts.progress(step)
         rec.write_trace(result("running").to_dict())
-        if opts.progress is not None:
-            opts.progress(step)
+        if ended:
+            break
 
     status = "improved" if best_step is not None else "no_improvement"
     rec.write_source("best.cu", current)
@@ -328,3 +383,38 @@ def materialize(
     rec.finish(status, source_hash(current), {"stop_reason": stop_reason, "gated": gated, "applied": applied,
                                              "speedup": res.speedup, "cost": res.cost})
     return res
+
+
+def _faster(a: GateResult, b: GateResult) -> bool:
+    """`a` beats `b` by more than the larger of their timing spreads (False without both times)."""
+    if a.timing is None or b.timing is None:
+        return False
+    return b.timing.median_ms - a.timing.median_ms > max(spread_ms(a.timing), spread_ms(b.timing))
+
+
+def _tournament(tried: list[tuple[StepRecord, str | None, GateResult | None]], cur_file: str | None,
+                group: bool) -> tuple[StepRecord, str, GateResult] | None:
+    """The kept candidate of a group of moves gated on the same kernel, and each step's best kernel
+    after it. The first kept one holds unless a later one is faster by more than the spread; the
+    others are `outpaced` (correct and better than the kernel they started from, not kept)."""
+    winner: tuple[StepRecord, str, GateResult] | None = None
+    for step, cand, r in tried:
+        if step.kept and cand is not None and r is not None:
+            if winner is None:
+                winner = (step, cand, r)
+            elif _faster(r, winner[2]):
+                _outpaced(winner[0], step, winner[2], r)
+                winner = (step, cand, r)
+            else:
+                _outpaced(step, winner[0], r, winner[2])
+        step.best_file = winner[0].candidate_file if winner else cur_file
+        if group:
+            step.group = tried[0][0].index
+    return winner
+
+
+def _outpaced(loser: StepRecord, by: StepRecord, lr: GateResult, br: GateResult) -> None:
+    loser.kept, loser.verdict = False, "outpaced"
+    times = (f": {lr.timing.median_ms:.4f} ms against {br.timing.median_ms:.4f} ms"
+             if lr.timing is not None and br.timing is not None else " (no times: the first one holds)")
+    loser.reason = f"better than the kernel it started from, but {by.candidate_file} is faster{times}"

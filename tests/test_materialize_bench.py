@@ -123,3 +123,30 @@ def test_a_shorter_budget_is_a_prefix_of_the_longer_run(tmp_path: Path) -> None:
             outs[10] / "curve" / label / "softmax" / "budget-3.cu").read_text()
     index = json.loads((outs[10] / "curve.json").read_text())
     assert len(index["entries"]) == 10 and index["labels"] == ["random"]
+
+
+def test_budget_curve_follows_a_tournament_winner() -> None:
+    """Steps 1-2 are alternatives gated on the same kernel: step 1 led after one candidate, step 2
+    was faster and won (step 1 `outpaced`, not kept); best_file says which kernel led at each k."""
+    steps = [{**_step(1), "verdict": "outpaced", "best_file": "step-01.cu", "group": 1},
+             {**_step(2, kept=True), "best_file": "step-02.cu", "group": 1},
+             {**_step(3), "best_file": "step-02.cu"}]
+    curve = bench.budget_curve({"budget": 3, "steps": steps}, 3)
+    assert [p["candidate_file"] for p in curve] == ["step-01.cu", "step-02.cu", "step-02.cu"]
+
+
+def test_candidates_index_lists_each_correct_text_once(tmp_path: Path) -> None:
+    for label, texts in (("curriculum", ["a", "b"]), ("random-s0", ["b", "c"])):
+        run = tmp_path / "w" / label
+        run.mkdir(parents=True)
+        (run / "start.cu").write_text("naive")
+        steps = []
+        for i, text in enumerate(texts, 1):
+            (run / f"step-0{i}.cu").write_text(text)
+            steps.append({**_step(i), "accepted": text != "c", "candidate_file": f"step-0{i}.cu"})
+        (run / "trace.json").write_text(json.dumps({"steps": steps}))
+    n = bench.write_candidates(tmp_path, [("curriculum", "curriculum", 0, "w"), ("random-s0", "random", 0, "w"),
+                                          ("none", "none", 0, "w")])
+    index = json.loads((tmp_path / "candidates.json").read_text())
+    # naive, a, b (c failed its gate; b of random-s0 is curriculum's b)
+    assert n == 3 and sorted((tmp_path / f).read_text() for f in index["files"]["w"]) == ["a", "b", "naive"]

@@ -44,6 +44,7 @@ def _run(**kw: object) -> int:
         ({"budget": 0}, "--budget must be at least 1"),
         ({"provider": "anthropic", "max_cost": -1.0}, "--max-cost must be a positive"),
         ({"model": "claude-sonnet-4-5"}, "apply to an LLM provider"),
+        ({"measured": [Path("t.json")], "backend": "cuda"}, "with --backend cuda the gate times"),
     ],
 )
 def test_bad_options(kw: dict, message: str, db: Path) -> None:
@@ -67,6 +68,14 @@ def test_bad_inputs(tmp_path: Path, db: Path, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with pytest.raises(KLineageError, match="ANTHROPIC_API_KEY is not set"):
         _run(workload_dir=SCALE, db=db, provider="anthropic")
+
+
+def test_bad_measured_file_is_one_line_exit_2(db: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "times.json"
+    bad.write_text('{"rows": []}')
+    r = _cli(str(SCALE), "--db", str(db), "--measured", str(bad), "--out", str(tmp_path / "out"))
+    assert r.returncode == 2 and "not a materialized_bench.py result" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
 
 
 def test_missing_key_is_one_line_exit_2(db: Path) -> None:

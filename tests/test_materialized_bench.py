@@ -126,6 +126,7 @@ def test_dry_run_counts_the_distinct_curve_kernels(tmp_path: Path, capsys: pytes
 class _Summary:
     def __init__(self, ms: float) -> None:
         self.median_ms = ms
+        self.trial_medians_ms, self.min_ms, self.max_ms = [ms, ms * 1.01], ms * 0.99, ms * 1.02
 
 
 def _fake_gpu(monkeypatch: pytest.MonkeyPatch, bad: str = "") -> None:

@@ -1,0 +1,163 @@
+"""Alternatives and the tournament: skills that exclude each other are gated from the same kernel
+when the judge has times, and the faster one is kept (materialize/alternatives.py, loop.py).
+
+The gate is a stand-in (every candidate correct, no timing, as on the emulator) and the times are
+measured elsewhere (a MeasuredTimes stand-in that times by what the code does), so these tests
+pay for no build; the alternatives themselves are the real operators on the real rmsnorm kernel.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from klineage.deopt.registry import get_operator
+from klineage.gates.result import GateResult, Timing
+from klineage.materialize import MaterializeOptions, Move, make_provider, materialize
+from klineage.materialize import loop as loop_module
+from klineage.materialize.alternatives import alternatives
+from klineage.materialize.judge import spread_ms
+from klineage.materialize.measured import MeasuredTimes, read_measured
+from klineage.source.model import CudaSource
+from klineage.walker import source_hash
+from klineage.workload import load_workload
+from tests.conftest import REPO
+from tests.test_materialize_helpers import make_skill
+
+RMSNORM = REPO / "expert_kernels" / "rmsnorm"
+NAIVE = (RMSNORM / "naive.cu").read_text()
+
+
+def _skills(order: tuple[str, ...] = ("block_per_row", "warp_per_row", "restrict")) -> list:
+    return [make_skill(op, depth, workload="other", dtypes=["bfloat16"]) for depth, op in enumerate(order, 1)]
+
+
+def _move(op: str) -> Move:
+    return Move(f"{op}-other", None, get_operator(op))
+
+
+class ByCode(MeasuredTimes):
+    """Times by what the code does: a warp per row 1.0 ms, a block per row 1.5 ms, one thread per row
+    10 ms; __restrict__ takes 10% off. `missing`: texts containing it have no time."""
+
+    def __init__(self, missing: str | None = None) -> None:
+        super().__init__("NVIDIA H200", {}, ("stand-in.json",))
+        object.__setattr__(self, "missing", missing)
+
+    def lookup(self, workload: str, text: str) -> Timing | None:
+        if self.missing is not None and self.missing in text:
+            return None
+        ms = 1.0 if "lane" in text else 1.5 if "blockDim.x)" in text else 10.0
+        ms *= 0.9 if "__restrict__" in text else 1.0
+        return Timing(ms, ms * 0.99, ms * 1.01, 3, 0, reference_median_ms=0.5,
+                      extra={"trial_medians_ms": [ms * 0.995, ms, ms * 1.005], "measured": "stand-in.json"})
+
+
+@pytest.fixture()
+def cpu_gate(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    gated: list[str] = []
+
+    def fake_gate(text: str, workload, options, name: str = "") -> GateResult:  # noqa: ANN001
+        gated.append(name)
+        return GateResult(True, "done", "ok", backend="emu", artifact_id=source_hash(text))
+
+    monkeypatch.setattr(loop_module, "gate", fake_gate)
+    return gated
+
+
+def test_a_warp_and_a_block_per_row_exclude_each_other() -> None:
+    src = CudaSource.from_text(NAIVE, "naive.cu")
+    alts = alternatives(src, _move("block_per_row"), [_move("restrict"), _move("warp_per_row"), _move("ldg")])
+    assert [m.operator.name for m in alts] == ["warp_per_row"]
+    assert [m.operator.name for m in alternatives(src, _move("warp_per_row"), [_move("block_per_row")])] == ["block_per_row"]
+    assert alternatives(src, _move("restrict"), [_move("block_per_row"), _move("warp_per_row")]) == []
+
+
+def test_tournament_keeps_the_faster_alternative(cpu_gate: list[str], tmp_path: Path) -> None:
+    wl = load_workload(RMSNORM)
+    res = materialize(wl, NAIVE, _skills(), make_provider("offline"), 5,
+                      MaterializeOptions(out_dir=tmp_path, measured=ByCode()))
+    verdicts = [(s.operator, s.verdict) for s in res.steps]
+    assert verdicts == [("block_per_row", "outpaced"), ("warp_per_row", "kept"), ("restrict", "kept")]
+    assert [s.group for s in res.steps] == [1, 1, None]
+    # after step 1 the block kernel was the best; the warp kernel from step 2 on
+    assert [s.best_file for s in res.steps] == [res.steps[0].candidate_file, res.steps[1].candidate_file,
+                                               res.steps[2].candidate_file]
+    assert "is faster: 1.5000 ms against 1.0000 ms" in res.steps[0].reason
+    assert res.applied == ["warp_per_row-other", "restrict-other"] and res.unmeasured == []
+    assert res.speedup == pytest.approx(10 / 0.9) and res.timed_by.startswith("measured on NVIDIA H200")
+    assert res.steps[1].detail["timed_by"] == "stand-in.json"
+    assert "lane" in (tmp_path / "best.cu").read_text()
+
+
+def test_without_times_there_is_no_tournament(cpu_gate: list[str], tmp_path: Path) -> None:
+    wl = load_workload(RMSNORM)
+    res = materialize(wl, NAIVE, _skills(), make_provider("offline"), 5, MaterializeOptions(out_dir=tmp_path))
+    assert [(s.operator, s.verdict) for s in res.steps] == [("block_per_row", "kept"), ("restrict", "kept")]
+    assert res.timed_by is None and res.unmeasured == []
+
+
+def test_a_candidate_without_a_time_is_judged_on_the_cpu_and_listed(cpu_gate: list[str], tmp_path: Path) -> None:
+    """The block kernel has no measured time: it is kept by its static effect, holds the tournament
+    (nothing to compare by), and is listed for the next round to time."""
+    wl = load_workload(RMSNORM)
+    res = materialize(wl, NAIVE, _skills(("block_per_row", "warp_per_row")), make_provider("offline"), 2,
+                      MaterializeOptions(out_dir=tmp_path, measured=ByCode(missing="blockDim.x)")))
+    assert [(s.operator, s.verdict) for s in res.steps] == [("block_per_row", "kept"), ("warp_per_row", "outpaced")]
+    assert "no times: the first one holds" in res.steps[1].reason
+    assert res.unmeasured == [res.steps[0].kernel_hash] and res.best_step == 1
+
+
+def test_the_budget_cuts_a_tournament(cpu_gate: list[str], tmp_path: Path) -> None:
+    wl = load_workload(RMSNORM)
+    res = materialize(wl, NAIVE, _skills(), make_provider("offline"), 1,
+                      MaterializeOptions(out_dir=tmp_path, measured=ByCode()))
+    assert [(s.operator, s.verdict, s.best_file) for s in res.steps] == [
+        ("block_per_row", "kept", res.steps[0].candidate_file)]
+    assert res.gated == 1 and "budget of 1" in res.stop_reason
+
+
+def _bench_json(path: Path, device: str, kernels: dict[str, dict]) -> Path:
+    path.write_text(json.dumps({"date": "2026-12-03 05:00 UTC", "device": device, "rows": [
+        {"name": "rmsnorm", "bench": {"M": 16384, "N": 4096}, "torch_ms": 0.08, "kernels": kernels}]}))
+    return path
+
+
+def test_read_measured_takes_checked_times_and_their_spread(tmp_path: Path) -> None:
+    naive, other = NAIVE, NAIVE + "\n// other\n"
+    first = _bench_json(tmp_path / "a.json", "NVIDIA H200", {
+        source_hash(naive): {"check": "ok", "ms": 2.6, "trial_ms": [2.59, 2.6, 2.62], "min_ms": 2.5, "max_ms": 2.7},
+        source_hash(other): {"check": "mismatch: y[3]"}})
+    later = _bench_json(tmp_path / "b.json", "NVIDIA H200", {source_hash(naive): {"check": "ok", "ms": 2.4}})
+    m = read_measured([first])
+    t = m.lookup("rmsnorm", naive)
+    assert t is not None and t.median_ms == 2.6 and spread_ms(t) == pytest.approx(0.03)
+    assert t.reference_median_ms == 0.08 and t.shape == {"M": 16384, "N": 4096}
+    assert m.lookup("rmsnorm", other) is None and m.lookup("softmax", naive) is None and len(m) == 1
+    assert read_measured([first, later]).lookup("rmsnorm", naive).median_ms == 2.4  # the later file wins
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("{", "not JSON (line 1"),
+    ('{"device": "NVIDIA H200"}', "not a materialized_bench.py result"),
+    ('{"device": "NVIDIA H200", "rows": [{"name": 3}]}', "rows[0] needs a 'name'"),
+    ('{"device": "NVIDIA H200", "rows": [{"name": "w", "kernels": {"ab": {"check": "crash"}}}]}', "no kernel with a passed"),
+])
+def test_read_measured_refuses_bad_files_in_one_line(tmp_path: Path, text: str, why: str) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(text)
+    with pytest.raises(match=re.escape(why)) as e:
+        read_measured([bad])
+    assert str(bad) in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(match="cannot read"):
+        read_measured([tmp_path / "missing.json"])
+
+
+def test_read_measured_refuses_two_devices(tmp_path: Path) -> None:
+    ok = {source_hash(NAIVE): {"check": "ok", "ms": 1.0}}
+    with pytest.raises(match="several devices"):
+        read_measured([_bench_json(tmp_path / "a.json", "NVIDIA H200", ok),
+                       _bench_json(tmp_path / "b.json", "NVIDIA H100 80GB HBM3", ok)])
