@@ -62,7 +62,7 @@ from klineage.errors import KLineageError  # noqa: E402
 from klineage.gates.backend import GateOptions  # noqa: E402
 from klineage.materialize import MaterializeOptions, make_provider, materialize  # noqa: E402
 from klineage.materialize.judge import site_counts  # noqa: E402
-from klineage.materialize.measured import read_measured  # noqa: E402
+from klineage.materialize.measured import MeasuredTimes, read_measured  # noqa: E402
 from klineage.skills import Skill, load_skills, merge  # noqa: E402
 from klineage.store.db import Store  # noqa: E402
 from klineage.workload import load_workload  # noqa: E402
@@ -198,10 +198,11 @@ def write_curve(out: Path, runs: list[tuple[str, str, int, str]], budget: int, c
     return index
 
 
-def write_candidates(out: Path, runs: list[tuple[str, str, int, str]]) -> int:
+def write_candidates(out: Path, runs: list[tuple[str, str, int, str]], measured: MeasuredTimes | None = None) -> int:
     """OUT/candidates.json, the `materialized_bench.py --extra` index of every start kernel and
-    every correct gated candidate of the runs (one file per distinct text per workload): what the
-    next round's --measured needs timed. Returns how many files it lists."""
+    every correct gated candidate of the runs (one file per distinct text per workload) that
+    `measured` has no time for: what the next round's --measured needs timed. Returns how many
+    files it lists."""
     files: dict[str, dict[str, str]] = {}
     for label, _mode, _seed, workload in runs:
         run_dir = out / workload / label
@@ -213,7 +214,7 @@ def write_candidates(out: Path, runs: list[tuple[str, str, int, str]]) -> int:
                                 if st.get("accepted") and st.get("candidate_file")]
         for name in names:
             path = run_dir / name
-            if path.is_file():
+            if path.is_file() and (measured is None or measured.lookup(workload, path.read_text()) is None):
                 digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
                 files.setdefault(workload, {}).setdefault(digest, str(path.relative_to(out)))
     index = {"kind": "materializer-candidates", "files": {w: sorted(d.values()) for w, d in sorted(files.items())}}
@@ -380,14 +381,15 @@ def main() -> int:
     (args.out / "bench.json").write_text(json.dumps(rows, indent=1, default=str) + "\n")
     index = write_curve(args.out, curve_runs, args.budget, args.corpus)
     print(f"budget curve: {len(index['entries'])} points in {args.out / 'curve.json'}", file=sys.stderr)
-    cands = write_candidates(args.out, curve_runs)
+    cands = write_candidates(args.out, curve_runs, args.measured_times)
     if args.measured_times is not None:
         missing = sum(r.get("unmeasured") or 0 for r in rows)
         print(f"measured times: {len(args.measured_times)} kernels on {args.measured_times.device}; "
               f"{missing} correct candidates judged without one"
               + (" (time OUT/candidates.json and run again)" if missing else " (every judgement used GPU times)"),
               file=sys.stderr)
-    print(f"candidates: {cands} distinct correct candidates in {args.out / 'candidates.json'}", file=sys.stderr)
+    print(f"candidates: {cands} distinct correct kernels without a measured time in {args.out / 'candidates.json'}",
+          file=sys.stderr)
     if args.json:
         print(json.dumps(rows, indent=1, default=str))
     else:

@@ -150,3 +150,10 @@ def test_candidates_index_lists_each_correct_text_once(tmp_path: Path) -> None:
     index = json.loads((tmp_path / "candidates.json").read_text())
     # naive, a, b (c failed its gate; b of random-s0 is curriculum's b)
     assert n == 3 and sorted((tmp_path / f).read_text() for f in index["files"]["w"]) == ["a", "b", "naive"]
+    # with measured times: only the kernels still without one
+    from klineage.gates.result import Timing
+    from klineage.materialize.measured import MeasuredTimes
+    from klineage.walker import source_hash
+
+    timed = MeasuredTimes("NVIDIA H200", {("w", source_hash("a")): Timing(1.0, 1.0, 1.0, 1, 1)})
+    assert bench.write_candidates(tmp_path, [("curriculum", "curriculum", 0, "w")], timed) == 2
