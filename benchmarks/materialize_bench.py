@@ -198,6 +198,29 @@ def write_curve(out: Path, runs: list[tuple[str, str, int, str]], budget: int, c
     return index
 
 
+def measured_curve(out: Path, index: dict[str, Any], corpus: Path, measured: MeasuredTimes) -> tuple[str, dict[str, Any]]:
+    """The budget curve's tables (materialized_bench.py's format) from the measured times the
+    judge used: x naive of each budget point is the naive kernel's measured time over the point's;
+    a point without a time counts as missing ('-', and n/of in the cell)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from materialized_bench import curve_column, curve_tables, groups_of
+
+    labels: dict[str, dict[str, Any]] = {}
+    x: dict[tuple[str, str], float | None] = {}
+    names: list[str] = []
+    for e in index["entries"]:
+        w = e["workload"]
+        labels.setdefault(e["label"], {"label": e["label"], "mode": e["mode"], "seed": e.get("seed")})
+        if w not in names:
+            names.append(w)
+        naive = measured.lookup(w, (corpus / w / "naive.cu").read_text())
+        point = measured.lookup(w, (out / e["file"]).read_text())
+        x[(w, curve_column(e["label"], int(e["k"])))] = naive.median_ms / point.median_ms if naive and point else None
+    order = [lb for lb in index.get("labels", []) if lb in labels]
+    return curve_tables(x, groups_of("corpus", sorted(names)), [labels[lb] for lb in order],
+                        list(range(1, int(index["budget"]) + 1)))
+
+
 def write_candidates(out: Path, runs: list[tuple[str, str, int, str]], measured: MeasuredTimes | None = None) -> int:
     """OUT/candidates.json, the `materialized_bench.py --extra` index of every start kernel and
     every correct gated candidate of the runs (one file per distinct text per workload) that
@@ -382,6 +405,11 @@ def main() -> int:
     index = write_curve(args.out, curve_runs, args.budget, args.corpus)
     print(f"budget curve: {len(index['entries'])} points in {args.out / 'curve.json'}", file=sys.stderr)
     cands = write_candidates(args.out, curve_runs, args.measured_times)
+    if args.measured_times is not None:
+        text, summary = measured_curve(args.out, index, args.corpus, args.measured_times)
+        (args.out / "curve_measured.md").write_text(text + "\n")
+        (args.out / "curve_measured.json").write_text(json.dumps(summary, indent=1) + "\n")
+        print(f"budget curve from the measured times: {args.out / 'curve_measured.md'}", file=sys.stderr)
     if args.measured_times is not None:
         missing = sum(r.get("unmeasured") or 0 for r in rows)
         print(f"measured times: {len(args.measured_times)} kernels on {args.measured_times.device}; "

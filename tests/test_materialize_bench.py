@@ -157,3 +157,23 @@ def test_candidates_index_lists_each_correct_text_once(tmp_path: Path) -> None:
 
     timed = MeasuredTimes("NVIDIA H200", {("w", source_hash("a")): Timing(1.0, 1.0, 1.0, 1, 1)})
     assert bench.write_candidates(tmp_path, [("curriculum", "curriculum", 0, "w")], timed) == 2
+
+
+def test_measured_curve_divides_the_naive_time_by_each_points(tmp_path: Path) -> None:
+    from klineage.gates.result import Timing
+    from klineage.materialize.measured import MeasuredTimes
+    from klineage.walker import source_hash
+
+    corpus = tmp_path / "corpus"
+    (corpus / "layernorm").mkdir(parents=True)
+    (corpus / "layernorm" / "naive.cu").write_text("naive")
+    for name, text in (("a.cu", "fast"), ("b.cu", "untimed")):
+        (tmp_path / name).write_text(text)
+    entries = [{"label": "curriculum", "mode": "curriculum", "seed": 0, "workload": "layernorm", "k": k, "file": f}
+               for k, f in ((1, "a.cu"), (2, "b.cu"))]
+    times = {("layernorm", source_hash(t)): Timing(ms, ms, ms, 1, 1) for t, ms in (("naive", 3.0), ("fast", 0.15))}
+    text, summary = bench.measured_curve(tmp_path, {"budget": 2, "labels": ["curriculum"], "entries": entries}, corpus,
+                                         MeasuredTimes("NVIDIA H200", times))
+    assert "| layernorm | curriculum | 20.00 | - |" in text
+    assert summary["memory-bound"][0]["curriculum"]["geomean"] == pytest.approx(20.0)
+    assert summary["memory-bound"][1]["curriculum"]["n"] == 0
