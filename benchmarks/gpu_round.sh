@@ -25,7 +25,7 @@
 #                round (KL_JUDGE_RUN, default .gpu/r1: `materialize_bench.py --out` there, carried) checked
 #                and timed at the bench shape; with KL_JUDGE_CURVE=1 its budget curve too. The next
 #                round reads $OUT/judge/materialized_bench.json with --measured (issue 8); KL_JUDGE_ONLY=a,b
-#                limits the workloads
+#                limits the workloads, KL_JUDGE_KS=10 the curve's budget points
 #   heldout      held-out instances on cuda, one run per mode of KL_HELDOUT_MODES (curriculum,none), KL_JOBS at once
 # `.gpu/skills.duckdb` (ignored) is the skill store the materializer and the held-out check use:
 # the shipped skills rebuilt here from skills_db/skills.jsonl (`klineage.export.shipped_store`), as
@@ -78,7 +78,7 @@ for s in "$@"; do
     judge)
       run=${KL_JUDGE_RUN:-.gpu/r1}
       stage judge "${KL_JUDGE_S:-560}" python3 benchmarks/materialized_bench.py --suite corpus \
-        --extra "$run/candidates.json" ${KL_JUDGE_CURVE:+--curve "$run/curve.json"} ${KL_JUDGE_ONLY:+--only "$KL_JUDGE_ONLY"} \
+        --extra "$run/candidates.json" ${KL_JUDGE_CURVE:+--curve "$run/curve.json"} ${KL_JUDGE_ONLY:+--only "$KL_JUDGE_ONLY"} ${KL_JUDGE_KS:+--ks "$KL_JUDGE_KS"} \
         --budget-s "${KL_JUDGE_BUDGET:-0.3}" --deadline-s "${KL_JUDGE_DEADLINE:-500}" --out "$OUT/judge" ;;
     heldout)
       for mode in ${KL_HELDOUT_MODES:-curriculum none}; do
