@@ -60,11 +60,13 @@ sys.path.insert(0, str(ROOT))
 from klineage.deopt.registry import operators  # noqa: E402
 from klineage.errors import KLineageError  # noqa: E402
 from klineage.gates.backend import GateOptions  # noqa: E402
+from klineage.gates.result import Timing  # noqa: E402
 from klineage.materialize import MaterializeOptions, make_provider, materialize  # noqa: E402
 from klineage.materialize.judge import site_counts  # noqa: E402
 from klineage.materialize.measured import MeasuredTimes, read_measured  # noqa: E402
 from klineage.skills import Skill, load_skills, merge  # noqa: E402
 from klineage.store.db import Store  # noqa: E402
+from klineage.walker import source_hash  # noqa: E402
 from klineage.workload import load_workload  # noqa: E402
 
 MODES = {  # name -> (skills mode, order)
@@ -207,17 +209,17 @@ def measured_curve(out: Path, index: dict[str, Any], corpus: Path, measured: Mea
 
     labels: dict[str, dict[str, Any]] = {}
     x: dict[tuple[str, str], float | None] = {}
-    names: list[str] = []
+    naive_of: dict[str, Timing | None] = {}  # per workload, read once
     for e in index["entries"]:
         w = e["workload"]
         labels.setdefault(e["label"], {"label": e["label"], "mode": e["mode"], "seed": e.get("seed")})
-        if w not in names:
-            names.append(w)
-        naive = measured.lookup(w, (corpus / w / "naive.cu").read_text())
+        if w not in naive_of:
+            naive_of[w] = measured.lookup(w, (corpus / w / "naive.cu").read_text())
+        naive = naive_of[w]
         point = measured.lookup(w, (out / e["file"]).read_text())
         x[(w, curve_column(e["label"], int(e["k"])))] = naive.median_ms / point.median_ms if naive and point else None
     order = [lb for lb in index.get("labels", []) if lb in labels]
-    return curve_tables(x, groups_of("corpus", sorted(names)), [labels[lb] for lb in order],
+    return curve_tables(x, groups_of("corpus", sorted(naive_of)), [labels[lb] for lb in order],
                         list(range(1, int(index["budget"]) + 1)))
 
 
@@ -237,9 +239,11 @@ def write_candidates(out: Path, runs: list[tuple[str, str, int, str]], measured:
                                 if st.get("accepted") and st.get("candidate_file")]
         for name in names:
             path = run_dir / name
-            if path.is_file() and (measured is None or measured.lookup(workload, path.read_text()) is None):
-                digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-                files.setdefault(workload, {}).setdefault(digest, str(path.relative_to(out)))
+            if not path.is_file():
+                continue
+            text = path.read_text()
+            if measured is None or measured.lookup(workload, text) is None:
+                files.setdefault(workload, {}).setdefault(source_hash(text), str(path.relative_to(out)))
     index = {"kind": "materializer-candidates", "files": {w: sorted(d.values()) for w, d in sorted(files.items())}}
     (out / "candidates.json").write_text(json.dumps(index, indent=1) + "\n")
     return sum(len(d) for d in files.values())
@@ -410,7 +414,6 @@ def main() -> int:
         (args.out / "curve_measured.md").write_text(text + "\n")
         (args.out / "curve_measured.json").write_text(json.dumps(summary, indent=1) + "\n")
         print(f"budget curve from the measured times: {args.out / 'curve_measured.md'}", file=sys.stderr)
-    if args.measured_times is not None:
         missing = sum(r.get("unmeasured") or 0 for r in rows)
         print(f"measured times: {len(args.measured_times)} kernels on {args.measured_times.device}; "
               f"{missing} correct candidates judged without one"

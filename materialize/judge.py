@@ -33,6 +33,12 @@ def spread_ms(t: Timing) -> float:
     return max(0.0, t.max_ms - t.min_ms)
 
 
+def gain_and_spread(cur: Timing, cand: Timing) -> tuple[float, float]:
+    """(how much faster `cand` is than `cur`, the larger of their spreads), in ms: the GPU rule
+    keeps `cand` when the gain is over the spread."""
+    return cur.median_ms - cand.median_ms, max(spread_ms(cur), spread_ms(cand))
+
+
 def site_counts(text: str, ops: list[Operator]) -> dict[str, int]:
     """How many sites of each optimization the code holds (0 for code that does not parse)."""
     try:
@@ -56,8 +62,7 @@ def judge(current: str, candidate: str, cur_gate: GateResult, cand_gate: GateRes
         return Verdict(False, "no_effect", "the candidate is the current kernel")
     if cur_gate.timing is not None and cand_gate.timing is not None:
         cur, cand = cur_gate.timing, cand_gate.timing
-        spread = max(spread_ms(cur), spread_ms(cand))
-        gain = cur.median_ms - cand.median_ms
+        gain, spread = gain_and_spread(cur, cand)
         detail = {"current_ms": cur.median_ms, "candidate_ms": cand.median_ms, "spread_ms": spread, "gain_ms": gain}
         if gain > spread:
             return Verdict(True, "kept", f"{cur.median_ms:.4f} -> {cand.median_ms:.4f} ms (spread {spread:.4f})", detail)

@@ -28,7 +28,7 @@ from klineage.gates.result import GateResult
 from klineage.llm.base import CostLimitReached, LLMError
 from klineage.materialize.alternatives import alternatives
 from klineage.materialize.curriculum import ORDERS, rank
-from klineage.materialize.judge import judge, spread_ms
+from klineage.materialize.judge import gain_and_spread, judge
 from klineage.materialize.matching import MatchReport, Target, forward_sites, match_skills
 from klineage.materialize.measured import MeasuredTimes
 from klineage.materialize.providers.base import Move, ProposalRequest, Provider
@@ -231,10 +231,12 @@ def materialize(
             return r
         t = opts.measured.lookup(workload.name, text)
         if t is None:
-            if source_hash(text) not in unmeasured:
-                unmeasured.append(source_hash(text))
+            if (h := source_hash(text)) not in unmeasured:
+                unmeasured.append(h)
             return r
         return dataclasses.replace(r, timing=t)
+
+    start_timed = judged(start_source, start_gate)  # with its measured time, if any
 
     def result(status: str) -> MaterializeResult:
         ledger = provider.ledger
@@ -242,7 +244,7 @@ def materialize(
             run_id=run_id, workload=workload.name, status=status, stop_reason=stop_reason, provider=provider.name,
             model=provider.model, skills_mode=opts.skills_mode, order=opts.order, backend=gopts.backend, budget=budget,
             gated=gated, start_gate=start_gate.to_dict(), best_source=current, best_step=best_step,
-            start_time_ms=_ms(judged(start_source, start_gate)), best_time_ms=_ms(cur_gate),
+            start_time_ms=_ms(start_timed), best_time_ms=_ms(cur_gate),
             torch_time_ms=cur_gate.timing.reference_median_ms if cur_gate.timing else None,
             applied=applied, steps=steps, skipped_at_start=skipped_at_start,
             cost=ledger.to_dict() if ledger is not None else None, out_dir=str(out_dir),
@@ -262,7 +264,7 @@ def materialize(
         return res
 
     target = Target(workload.name, tuple(workload.dtypes), device_of(start_gate))
-    cur_gate = judged(start_source, start_gate)
+    cur_gate = start_timed
     attempts: Counter[tuple[str, str]] = Counter()
     seen = {source_hash(start_source)}
     feedback = ""
@@ -389,7 +391,8 @@ def _faster(a: GateResult, b: GateResult) -> bool:
     """`a` beats `b` by more than the larger of their timing spreads (False without both times)."""
     if a.timing is None or b.timing is None:
         return False
-    return b.timing.median_ms - a.timing.median_ms > max(spread_ms(a.timing), spread_ms(b.timing))
+    gain, spread = gain_and_spread(b.timing, a.timing)
+    return gain > spread
 
 
 def _tournament(tried: list[tuple[StepRecord, str | None, GateResult | None]], cur_file: str | None,
