@@ -6,6 +6,14 @@ is correct and better, record the step; re-rank on the new kernel after each kep
 `budget` gated candidates, when nothing applicable is left untried, or when the provider cannot go
 on (cost limit, API failure). Provider answers that are not gated (no code in a reply, the same
 candidate again) cost no budget but are recorded; at most `max_proposals` are asked for.
+
+A move that was gated and not kept is not offered again until a structural step (one that changes
+how the work is laid out, not a local rewrite) has been kept: a local step does not change what
+decided the verdict, and re-gating it spends budget on timing noise. With a tournament, the
+alternatives that lost are parked as lines of their own; when the leading line runs dry with
+budget left, the loop goes back to the fastest parked line and continues it, moves that paid on the
+line it leaves first and moves that were slower there last. The best kernel over all lines is the
+answer (a later line's kernel has to beat it by more than the timing spread).
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from klineage.deopt.registry import get_operator
 from klineage.deopt.registry import operators as all_operators
 from klineage.errors import KLineageError, SourceError
 from klineage.gates.backend import GateOptions
@@ -41,6 +50,8 @@ from klineage.workload import Workload
 
 SKILLS_MODES = ("all", "none")
 DEFAULT_BUDGET = 10
+#: operator categories whose steps are local rewrites: keeping one does not reopen moves not kept
+LOCAL_CATEGORIES = frozenset({"tuning", "specialized_instruction"})
 
 
 @dataclass
@@ -89,6 +100,7 @@ class StepRecord:
     ranked: list[str] = field(default_factory=list)
     group: int | None = None  # the tournament (index of its first step) this step was gated in
     best_file: str | None = None  # the best kernel after this step (None: the start kernel)
+    line: int | None = None  # the step whose parked candidate this step's line continues (None: the first line)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -149,6 +161,71 @@ def _ms(r: GateResult) -> float | None:
 
 def _resources(r: GateResult) -> dict[str, Any]:
     return {k: asdict(v) for k, v in r.resources.items()}
+
+
+Tried = tuple[StepRecord, str | None, GateResult | None]  # a gated (or refused) move: step, candidate, result
+Kept = tuple[StepRecord, str, GateResult]
+
+
+@dataclass
+class _Line:
+    """A line of kernels the loop extends: its head, the head's gate result (with any measured
+    time), and what was tried on the line. `extend` and `branch` return new heads; the record of
+    what was tried is shared along one line."""
+
+    source: str
+    gate: GateResult
+    file: str | None  # the head's candidate file (None: the start kernel)
+    step: int | None  # the step that made the head (None: the start kernel)
+    origin: int | None  # the step whose candidate began this line (None: the first line)
+    applied: list[str]
+    applied_ops: list[str]
+    epoch: str  # the head's hash at the line's last structural step: a move not kept waits for the next
+    tried: dict[str, int] = field(default_factory=dict)  # memo key -> outcome (see _outcome)
+    hints: dict[str, int] = field(default_factory=dict)  # the outcomes on the line this one was gone back from
+
+    def extend(self, step: StepRecord, cand: str, r: GateResult, *, structural: bool) -> _Line:
+        return dataclasses.replace(
+            self, source=cand, gate=r, file=step.candidate_file, step=step.index,
+            applied=self.applied + ([step.skill_id] if step.skill_id else []),
+            applied_ops=self.applied_ops + ([step.operator] if step.operator else []),
+            epoch=source_hash(cand) if structural else self.epoch)
+
+    def branch(self, step: StepRecord, cand: str, r: GateResult) -> _Line:
+        """A new line from a tournament loser gated on this head."""
+        new = self.extend(step, cand, r, structural=True)
+        return dataclasses.replace(new, origin=step.index, tried={}, hints={})
+
+
+def _outcome(step: StepRecord) -> int:
+    """0: the move paid (kept, or outpaced by an alternative); 2: correct but slower than the
+    kernel it started from by more than the spread; 1: anything else (neutral, rejected, no candidate)."""
+    if step.kept or step.verdict == "outpaced":
+        return 0
+    gain, spread = step.detail.get("gain_ms"), step.detail.get("spread_ms")
+    if step.verdict == "not_faster" and isinstance(gain, float) and isinstance(spread, float) and -gain > spread:
+        return 2
+    return 1
+
+
+def _structural(operator: str | None) -> bool:
+    """Whether keeping a step of `operator` changes how the work is laid out (unknown: yes)."""
+    if operator is None:
+        return True
+    try:
+        return get_operator(operator).category not in LOCAL_CATEGORIES
+    except KLineageError:
+        return True
+
+
+def _go_back(parked: list[_Line], leaving: _Line) -> _Line:
+    """Take the fastest parked line (the first one parked when any lacks a time); it is ordered by
+    the outcomes of the line being left."""
+    timed = all(p.gate.timing is not None for p in parked)
+    chosen = min(parked, key=lambda p: p.gate.timing.median_ms) if timed else parked[0]  # type: ignore[union-attr]
+    parked.remove(chosen)
+    chosen.hints = dict(leaving.tried)
+    return chosen
 
 
 def _moves(src: CudaSource, skills: Sequence[Skill], provider: Provider, target: Target, mode: str, order: str,
@@ -212,10 +289,6 @@ def materialize(
     start_gate = gate(start_source, workload, gopts, name=opts.start_name)
     rec.gate_run(start_source, start_gate)
     steps: list[StepRecord] = []
-    current, cur_gate = start_source, start_gate
-    best_step: int | None = None
-    applied: list[str] = []
-    applied_ops: list[str] = []
     skipped_at_start: list[tuple[str, str]] = []
     gated = 0
     stop_reason = ""
@@ -237,16 +310,18 @@ def materialize(
         return dataclasses.replace(r, timing=t)
 
     start_timed = judged(start_source, start_gate)  # with its measured time, if any
+    line = _Line(start_source, start_timed, None, None, None, [], [], source_hash(start_source))
+    best = line  # the best kernel over all lines (a line's head; replaced, never mutated)
 
     def result(status: str) -> MaterializeResult:
         ledger = provider.ledger
         return MaterializeResult(
             run_id=run_id, workload=workload.name, status=status, stop_reason=stop_reason, provider=provider.name,
             model=provider.model, skills_mode=opts.skills_mode, order=opts.order, backend=gopts.backend, budget=budget,
-            gated=gated, start_gate=start_gate.to_dict(), best_source=current, best_step=best_step,
-            start_time_ms=_ms(start_timed), best_time_ms=_ms(cur_gate),
-            torch_time_ms=cur_gate.timing.reference_median_ms if cur_gate.timing else None,
-            applied=applied, steps=steps, skipped_at_start=skipped_at_start,
+            gated=gated, start_gate=start_gate.to_dict(), best_source=best.source, best_step=best.step,
+            start_time_ms=_ms(start_timed), best_time_ms=_ms(best.gate),
+            torch_time_ms=best.gate.timing.reference_median_ms if best.gate.timing else None,
+            applied=list(best.applied), steps=steps, skipped_at_start=skipped_at_start,
             cost=ledger.to_dict() if ledger is not None else None, out_dir=str(out_dir),
             elapsed_s=time.perf_counter() - t0, timed_by=timed_by, unmeasured=list(unmeasured),
         )
@@ -264,12 +339,11 @@ def materialize(
         return res
 
     target = Target(workload.name, tuple(workload.dtypes), device_of(start_gate))
-    cur_gate = start_timed
     attempts: Counter[tuple[str, str]] = Counter()
     seen = {source_hash(start_source)}
     feedback = ""
     proposals = 0
-    cur_file: str | None = None  # the current kernel's candidate file (None: the start kernel)
+    parked: list[_Line] = []  # tournament losers that beat the kernel they started from: lines to go back to
     # a tournament needs times to pick by: a timing backend, or times measured elsewhere (forced on
     # without them, it gates the alternatives for a later round to time, and the first one holds)
     tournament = opts.tournament if opts.tournament is not None else (gopts.backend == "cuda" or opts.measured is not None)
@@ -277,16 +351,21 @@ def materialize(
     def limit(m: Move) -> int:
         return max_proposals if m.key == "free" else provider.attempts_per_move
 
+    def memo(m: Move) -> str:
+        """What a move's attempts are counted by: the operator for a mechanical provider (every
+        skill of one operator gives the same candidate), else the move itself."""
+        return f"op:{m.operator.name}" if provider.mechanical and m.operator is not None else m.key
+
     def attempt(move: Move, index: int, ranked: list[str]) -> tuple[StepRecord, str | None, GateResult | None]:
-        """Ask for one candidate of `move` on the current kernel, gate it and judge it against the
-        current kernel: (the step, the candidate, its gate result with any measured time)."""
+        """Ask for one candidate of `move` on the line's head, gate it and judge it against the
+        head: (the step, the candidate, its gate result with any measured time)."""
         nonlocal gated
         step = StepRecord(index, move.key, move.skill.skill_id if move.skill else None,
                           move.operator.name if move.operator else None,
-                          [f"line {s.line}: {s.summary}" for s in move.sites], ranked=ranked)
+                          [f"line {s.line}: {s.summary}" for s in move.sites], ranked=ranked, line=line.origin)
         rec.step_index = step.index
         t_step = time.perf_counter()
-        request = ProposalRequest(workload, current, move, feedback, step.index, gopts.backend, run_skills)
+        request = ProposalRequest(workload, line.source, move, feedback, step.index, gopts.backend, run_skills)
         say(f"step {step.index}: {move.label}: asking {provider.name}")
         proposal = provider.propose(request)  # CostLimitReached / LLMError end the run (caller)
         step.note, step.cost_usd = proposal.note, proposal.cost_usd
@@ -307,7 +386,7 @@ def materialize(
             rec.gate_run(cand, raw)
             gated += 1
             r = judged(cand, raw)
-            v = judge(current, cand, cur_gate, r, move.operator)
+            v = judge(line.source, cand, line.gate, r, move.operator)
             step.gated, step.accepted, step.category, step.message = True, r.accepted, r.category, r.message
             step.gate_key, step.time_ms, step.resources = r.artifact_id, _ms(r), _resources(r)
             step.verdict, step.reason, step.kept, step.detail = v.verdict, v.reason, v.kept, v.detail
@@ -325,17 +404,22 @@ def materialize(
         if proposals >= max_proposals:
             stop_reason = f"{max_proposals} proposals made without spending the budget"
             break
-        cur_hash = source_hash(current)
         try:
-            src = CudaSource.from_text(current, "current.cu")
+            src = CudaSource.from_text(line.source, "current.cu")
         except SourceError as e:  # the gate accepted it, so this is a parser gap: stop cleanly
             stop_reason = f"the current kernel cannot be analysed: {e}"
             break
-        moves, report = _moves(src, run_skills, provider, target, opts.skills_mode, opts.order, rng, applied_ops)
+        moves, report = _moves(src, run_skills, provider, target, opts.skills_mode, opts.order, rng, line.applied_ops)
         if not steps:
             skipped_at_start = list(report.skipped)
-        open_moves = [m for m in moves if attempts[(cur_hash, m.key)] < limit(m)]
+        open_moves = [m for m in moves if attempts[(line.epoch, memo(m))] < limit(m)]
+        if line.hints:  # a line gone back to: what paid on the line it came from first, what was slower last
+            open_moves.sort(key=lambda m: line.hints.get(memo(m), 1))
         if not open_moves:
+            if parked:
+                line = _go_back(parked, line)
+                say(f"going back to the line of step {line.origin}")
+                continue
             stop_reason = ("no applicable skill left to try" if opts.skills_mode == "all"
                            else "no operator site left to try")
             break
@@ -343,12 +427,14 @@ def materialize(
         if tournament:
             group += alternatives(src, open_moves[0], open_moves[1:])
         ranked = [m.key for m in moves]
-        tried: list[tuple[StepRecord, str | None, GateResult | None]] = []
+        tried: list[Tried] = []
+        keys: list[str] = []
         ended = False
         for move in group:
             if tried and (gated >= budget or proposals >= max_proposals):
                 break
-            attempts[(cur_hash, move.key)] += 1
+            attempts[(line.epoch, memo(move))] += 1
+            keys.append(memo(move))
             proposals += 1
             try:
                 tried.append(attempt(move, len(steps) + len(tried) + 1, ranked))
@@ -358,14 +444,15 @@ def materialize(
             except LLMError as e:
                 stop_reason, ended = f"provider error: {e}", True
                 break
-        winner = _tournament(tried, cur_file, len(group) > 1)
+        head_leads = best is line
+        winner, losers = _tournament(tried, len(group) > 1, head_leads, best)
+        for key, (step, _cand, _r) in zip(keys, tried, strict=False):
+            line.tried[key] = _outcome(step)
+        parked += [line.branch(*loser) for loser in losers]
         if winner is not None:
-            w_step, w_cand, w_gate = winner
-            current, cur_gate, best_step, cur_file = w_cand, w_gate, w_step.index, w_step.candidate_file
-            if w_step.skill_id is not None:
-                applied.append(w_step.skill_id)
-            if w_step.operator is not None:
-                applied_ops.append(w_step.operator)
+            line = line.extend(*winner, structural=_structural(winner[0].operator))
+            if head_leads or _faster(line.gate, best.gate):
+                best = line
             feedback = ""
         for step, _cand, _r in tried:
             if winner is None and step.verdict != "duplicate":
@@ -379,11 +466,11 @@ def materialize(
         if ended:
             break
 
-    status = "improved" if best_step is not None else "no_improvement"
-    rec.write_source("best.cu", current)
+    status = "improved" if best.step is not None else "no_improvement"
+    rec.write_source("best.cu", best.source)
     res = save(status)
-    rec.finish(status, source_hash(current), {"stop_reason": stop_reason, "gated": gated, "applied": applied,
-                                             "speedup": res.speedup, "cost": res.cost})
+    rec.finish(status, source_hash(best.source), {"stop_reason": stop_reason, "gated": gated, "applied": best.applied,
+                                                 "speedup": res.speedup, "cost": res.cost})
     return res
 
 
@@ -395,25 +482,29 @@ def _faster(a: GateResult, b: GateResult) -> bool:
     return gain > spread
 
 
-def _tournament(tried: list[tuple[StepRecord, str | None, GateResult | None]], cur_file: str | None,
-                group: bool) -> tuple[StepRecord, str, GateResult] | None:
-    """The kept candidate of a group of moves gated on the same kernel, and each step's best kernel
-    after it. The first kept one holds unless a later one is faster by more than the spread; the
-    others are `outpaced` (correct and better than the kernel they started from, not kept)."""
-    winner: tuple[StepRecord, str, GateResult] | None = None
+def _tournament(tried: list[Tried], group: bool, head_leads: bool, best: _Line) -> tuple[Kept | None, list[Kept]]:
+    """The kept candidate of a group of moves gated on the same kernel, and the ones it outpaced;
+    sets each step's best kernel after it. The first kept one holds unless a later one is faster by
+    more than the spread; the others are `outpaced` (correct and better than the kernel they
+    started from, not kept). A line behind the best leads only once it is faster than the best."""
+    winner: Kept | None = None
+    losers: list[Kept] = []
     for step, cand, r in tried:
         if step.kept and cand is not None and r is not None:
             if winner is None:
                 winner = (step, cand, r)
             elif _faster(r, winner[2]):
                 _outpaced(winner[0], step, winner[2], r)
+                losers.append(winner)
                 winner = (step, cand, r)
             else:
                 _outpaced(step, winner[0], r, winner[2])
-        step.best_file = winner[0].candidate_file if winner else cur_file
+                losers.append((step, cand, r))
+        leading = winner is not None and (head_leads or _faster(winner[2], best.gate))
+        step.best_file = winner[0].candidate_file if winner is not None and leading else best.file
         if group:
             step.group = tried[0][0].index
-    return winner
+    return winner, losers
 
 
 def _outpaced(loser: StepRecord, by: StepRecord, lr: GateResult, br: GateResult) -> None:

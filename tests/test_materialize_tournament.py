@@ -78,7 +78,7 @@ def test_a_warp_and_a_block_per_row_exclude_each_other() -> None:
 
 def test_tournament_keeps_the_faster_alternative(cpu_gate: list[str], tmp_path: Path) -> None:
     wl = load_workload(RMSNORM)
-    res = materialize(wl, NAIVE, _skills(), make_provider("offline"), 5,
+    res = materialize(wl, NAIVE, _skills(), make_provider("offline"), 3,
                       MaterializeOptions(out_dir=tmp_path, measured=ByCode()))
     verdicts = [(s.operator, s.verdict) for s in res.steps]
     assert verdicts == [("block_per_row", "outpaced"), ("warp_per_row", "kept"), ("restrict", "kept")]
@@ -91,6 +91,75 @@ def test_tournament_keeps_the_faster_alternative(cpu_gate: list[str], tmp_path: 
     assert res.speedup == pytest.approx(10 / 0.9) and res.timed_by.startswith("measured on NVIDIA H200")
     assert res.steps[1].detail["timed_by"] == "stand-in.json"
     assert "lane" in (tmp_path / "best.cu").read_text()
+
+
+class Timed(MeasuredTimes):
+    """Times from a function of the code (every kernel has one; the spread is 1% of the median)."""
+
+    def __init__(self, ms_of) -> None:  # noqa: ANN001
+        super().__init__("NVIDIA H200", {}, ("stand-in.json",))
+        object.__setattr__(self, "ms_of", ms_of)
+
+    def lookup(self, workload: str, text: str) -> Timing | None:
+        ms = self.ms_of(text)
+        return Timing(ms, ms * 0.99, ms * 1.01, 3, 0, reference_median_ms=0.5,
+                      extra={"trial_medians_ms": [ms * 0.995, ms, ms * 1.005], "measured": "stand-in.json"})
+
+
+def _layout_ms(text: str) -> float:
+    return 1.0 if "lane" in text else 1.5 if "blockDim.x)" in text else 10.0
+
+
+def test_the_loop_goes_back_to_the_alternative_that_lost(cpu_gate: list[str], tmp_path: Path) -> None:
+    """rmsnorm's case: a block per row beats a warp per row on the bare kernel, but with __restrict__
+    the block kernel is the faster one by far. The warp line runs dry with budget left, the loop goes
+    back to the block line, tries there first what paid on the warp line, and the block kernel ends
+    up the best; each step's best kernel follows."""
+    def ms(text: str) -> float:
+        base = _layout_ms(text)
+        return base * (0.3 if base == 1.5 else 0.9) if "__restrict__" in text else base
+
+    wl = load_workload(RMSNORM)
+    res = materialize(wl, NAIVE, _skills(("warp_per_row", "block_per_row", "restrict")), make_provider("offline"), 10,
+                      MaterializeOptions(out_dir=tmp_path, measured=Timed(ms)))
+    assert [(s.operator, s.verdict, s.line) for s in res.steps] == [
+        ("warp_per_row", "kept", None), ("block_per_row", "outpaced", None), ("restrict", "kept", None),
+        ("restrict", "kept", 2)]
+    files = [s.candidate_file for s in res.steps]
+    assert [s.best_file for s in res.steps] == [files[0], files[0], files[2], files[3]]
+    assert res.best_step == 4 and res.applied == ["block_per_row-other", "restrict-other"]
+    assert res.speedup == pytest.approx(10 / 0.45) and res.stop_reason == "no applicable skill left to try"
+    assert "blockDim.x)" in res.best_source and "__restrict__" in res.best_source
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    assert [s["line"] for s in trace["steps"]] == [None, None, None, 2]
+
+
+def test_a_line_gone_back_to_does_not_lead_unless_faster(cpu_gate: list[str], tmp_path: Path) -> None:
+    """The block line's kernel with __restrict__ (1.35 ms) is better than the block kernel, so it is
+    kept on its line, but the warp line's 0.9 ms stays the best."""
+    wl = load_workload(RMSNORM)
+    res = materialize(wl, NAIVE, _skills(), make_provider("offline"), 10,
+                      MaterializeOptions(out_dir=tmp_path, measured=ByCode()))
+    assert [(s.operator, s.verdict, s.line) for s in res.steps] == [
+        ("block_per_row", "outpaced", None), ("warp_per_row", "kept", None), ("restrict", "kept", None),
+        ("restrict", "kept", 1)]
+    assert res.best_step == 3 and res.steps[3].best_file == res.steps[2].candidate_file
+    assert res.speedup == pytest.approx(10 / 0.9) and "lane" in res.best_source
+
+
+def test_a_move_not_kept_waits_for_a_structural_step(cpu_gate: list[str], tmp_path: Path) -> None:
+    """__restrict__ pays only on a block per row. Not kept on the bare kernel, it is not gated again
+    after __launch_bounds__ (a local step) but is after the block per row (a structural one)."""
+    def ms(text: str) -> float:
+        base = _layout_ms(text) * (0.9 if "__launch_bounds__" in text else 1.0)
+        return base * 0.8 if "__restrict__" in text and "blockDim.x)" in text else base
+
+    wl = load_workload(RMSNORM)
+    res = materialize(wl, NAIVE, _skills(("restrict", "launch_bounds", "block_per_row")), make_provider("offline"), 10,
+                      MaterializeOptions(out_dir=tmp_path, measured=Timed(ms)))
+    assert [(s.operator, s.verdict) for s in res.steps] == [
+        ("restrict", "not_faster"), ("launch_bounds", "kept"), ("block_per_row", "kept"), ("restrict", "kept")]
+    assert res.gated == 4 and "__restrict__" in res.best_source
 
 
 def test_without_times_there_is_no_tournament(cpu_gate: list[str], tmp_path: Path) -> None:
