@@ -5,7 +5,13 @@
 matching and curriculum steps on their own.
 """
 
-from klineage.materialize.curriculum import ORDERS, expected_effect, lineage_depth, order_curriculum, rank
+from klineage.materialize.curriculum import (
+    ORDERS,
+    expected_effect,
+    naive_end_position,
+    order_curriculum,
+    rank,
+)
 from klineage.materialize.loop import (
     DEFAULT_BUDGET,
     SKILLS_MODES,
@@ -39,7 +45,7 @@ __all__ = [
     "StepRecord",
     "Target",
     "expected_effect",
-    "lineage_depth",
+    "naive_end_position",
     "make_provider",
     "match_skills",
     "materialize",

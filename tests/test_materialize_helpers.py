@@ -13,6 +13,7 @@ from tests.conftest import REPO
 SCALE = REPO / "tests/data/mining/scale"
 
 # (operator, lineage depth from the naive end, prior skills, precondition)
+LINEAGE_STEPS = 100
 _MINED = [
     ("restrict", 1, [], "no_alias_at_launch"),
     ("pragma_unroll", 2, ["restrict"], "compile_time_trip_count"),
@@ -33,7 +34,9 @@ def make_skill(operator: str, depth: int = 1, prior: list[str] | None = None, *,
         effects={"per_workload": {workload: {"time_ratio": time_ratio, "resources": resources or {}, "device": "x"}}},
         scope={"workloads": [workload], "dtypes": dtypes or ["float32"], "platforms": platforms or ["cpu-emulator"],
                "prior_skills": prior or [], "categories": ["tuning"]},
-        provenance=[{"workload": workload, "lineage_depth": depth, "backward_step": 1, "step_id": "s"}],
+        # a lineage of LINEAGE_STEPS steps: the skill sits at depth / LINEAGE_STEPS from its naive end
+        provenance=[{"workload": workload, "lineage_depth": depth, "backward_step": LINEAGE_STEPS - depth + 1,
+                     "step_id": "s"}],
     )
 
 

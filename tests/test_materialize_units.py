@@ -7,7 +7,13 @@ import random
 import pytest
 
 from klineage.gates.result import GateResult, Timing
-from klineage.materialize.curriculum import expected_effect, lineage_depth, order_curriculum, rank
+from klineage.materialize.curriculum import (
+    UNKNOWN_POSITION,
+    expected_effect,
+    naive_end_position,
+    order_curriculum,
+    rank,
+)
 from klineage.materialize.extract import NoKernel, extract_kernel
 from klineage.materialize.judge import judge
 from klineage.materialize.matching import Match, Target, match_skills
@@ -83,7 +89,22 @@ def test_curriculum_depth_then_effect() -> None:
     order = [m.skill.skill_id for m in order_curriculum([_m(a), _m(b), _m(c), _m(d)])]
     assert order == ["b", "c", "d", "a"]
     assert expected_effect(c) > expected_effect(d) > expected_effect(a) == 0.0
-    assert lineage_depth(make_skill("x", 4)) == 4
+    assert naive_end_position(make_skill("x", 4)) == pytest.approx(0.04)
+
+
+def test_curriculum_position_is_the_median_fraction_of_the_lineage() -> None:
+    """A skill early in one short lineage but late in two long ones sits late; a skill without
+    lineage steps sits after every known one."""
+    s = make_skill("pragma_unroll", 1, skill_id="u")
+    s.provenance = [{"lineage_depth": 3, "backward_step": 5},     # 3 of 7 steps: 0.43
+                    {"lineage_depth": 36, "backward_step": 5},    # 36 of 40: 0.90
+                    {"lineage_depth": 30, "backward_step": 11}]   # 30 of 40: 0.75
+    assert naive_end_position(s) == pytest.approx(0.75)
+    early = make_skill("block_per_row", 1, skill_id="b")
+    early.provenance = [{"lineage_depth": 7, "backward_step": 34}]  # 7 of 40
+    assert [m.skill.skill_id for m in order_curriculum([_m(s), _m(early)])] == ["b", "u"]
+    s.provenance = [{"lineage_depth": 2}]
+    assert naive_end_position(s) == UNKNOWN_POSITION
 
 
 def test_curriculum_prior_skills_come_first() -> None:
