@@ -106,12 +106,17 @@ def build_provider(args: MaterializeArgs) -> Provider:
     return make_provider(args.provider)
 
 
+def _move_label(s: StepRecord) -> str:
+    """The move, and the step whose kernel its line began from when the loop went back to one."""
+    return s.move if s.line is None else f"{s.move} @{s.line}"
+
+
 def _step_line(s: StepRecord) -> str:
     colour = {"kept": "green", "rejected": "red", "no_candidate": "yellow", "duplicate": "dim",
               "outpaced": "cyan"}.get(s.verdict, "yellow")
     t = f"{s.time_ms:.4f} ms" if s.time_ms is not None else "-"
     cost = f" ${s.cost_usd:.4f}" if s.cost_usd else ""
-    return (f"step {s.index:>2}  {escape(s.move):<28} [{colour}]{s.verdict:<12}[/] {t:>12}  {s.elapsed_s:5.1f} s{cost}  "
+    return (f"step {s.index:>2}  {escape(_move_label(s)):<28} [{colour}]{s.verdict:<12}[/] {t:>12}  {s.elapsed_s:5.1f} s{cost}  "
             f"{escape(s.reason[:90])}")
 
 
@@ -120,7 +125,7 @@ def report(res: MaterializeResult, console: Console) -> None:
     for col in ("step", "move", "verdict", "time ms", "reason"):
         table.add_column(col, overflow="fold")
     for s in res.steps:
-        table.add_row(str(s.index), s.move, s.verdict, f"{s.time_ms:.4f}" if s.time_ms is not None else "-", s.reason[:100])
+        table.add_row(str(s.index), _move_label(s), s.verdict, f"{s.time_ms:.4f}" if s.time_ms is not None else "-", s.reason[:100])
     console.print(table)
     best = f"step {res.best_step}" if res.best_step is not None else "the start kernel"
     line = f"{res.status}: best is {best}; {res.gated}/{res.budget} candidates gated; stopped: {res.stop_reason}"

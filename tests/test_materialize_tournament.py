@@ -19,6 +19,7 @@ from klineage.gates.result import GateResult, Timing
 from klineage.materialize import MaterializeOptions, Move, make_provider, materialize
 from klineage.materialize import loop as loop_module
 from klineage.materialize.alternatives import alternatives
+from klineage.materialize.command import _step_line
 from klineage.materialize.judge import spread_ms
 from klineage.materialize.measured import MeasuredTimes, read_measured
 from klineage.source.model import CudaSource
@@ -132,6 +133,7 @@ def test_the_loop_goes_back_to_the_alternative_that_lost(cpu_gate: list[str], tm
     assert "blockDim.x)" in res.best_source and "__restrict__" in res.best_source
     trace = json.loads((tmp_path / "trace.json").read_text())
     assert [s["line"] for s in trace["steps"]] == [None, None, None, 2]
+    assert "restrict-other @2" in _step_line(res.steps[3]) and "@" not in _step_line(res.steps[2])
 
 
 def test_a_line_gone_back_to_does_not_lead_unless_faster(cpu_gate: list[str], tmp_path: Path) -> None:
