@@ -28,7 +28,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from klineage.deopt.registry import get_operator
 from klineage.deopt.registry import operators as all_operators
 from klineage.errors import KLineageError, SourceError
 from klineage.gates.backend import GateOptions
@@ -37,7 +36,8 @@ from klineage.gates.result import GateResult
 from klineage.llm.base import CostLimitReached, LLMError
 from klineage.materialize.alternatives import alternatives
 from klineage.materialize.curriculum import ORDERS, rank
-from klineage.materialize.judge import gain_and_spread, judge
+from klineage.materialize.judge import judge
+from klineage.materialize.lines import Line, Tried, faster, go_back, hold_tournament, outcome, structural
 from klineage.materialize.matching import MatchReport, Target, forward_sites, match_skills
 from klineage.materialize.measured import MeasuredTimes
 from klineage.materialize.providers.base import Move, ProposalRequest, Provider
@@ -50,8 +50,6 @@ from klineage.workload import Workload
 
 SKILLS_MODES = ("all", "none")
 DEFAULT_BUDGET = 10
-#: operator categories whose steps are local rewrites: keeping one does not reopen moves not kept
-LOCAL_CATEGORIES = frozenset({"tuning", "specialized_instruction"})
 
 
 @dataclass
@@ -163,71 +161,6 @@ def _resources(r: GateResult) -> dict[str, Any]:
     return {k: asdict(v) for k, v in r.resources.items()}
 
 
-Tried = tuple[StepRecord, str | None, GateResult | None]  # a gated (or refused) move: step, candidate, result
-Kept = tuple[StepRecord, str, GateResult]
-
-
-@dataclass
-class _Line:
-    """A line of kernels the loop extends: its head, the head's gate result (with any measured
-    time), and what was tried on the line. `extend` and `branch` return new heads; the record of
-    what was tried is shared along one line."""
-
-    source: str
-    gate: GateResult
-    file: str | None  # the head's candidate file (None: the start kernel)
-    step: int | None  # the step that made the head (None: the start kernel)
-    origin: int | None  # the step whose candidate began this line (None: the first line)
-    applied: list[str]
-    applied_ops: list[str]
-    epoch: str  # the head's hash at the line's last structural step: a move not kept waits for the next
-    tried: dict[str, int] = field(default_factory=dict)  # memo key -> outcome (see _outcome)
-    hints: dict[str, int] = field(default_factory=dict)  # the outcomes on the line this one was gone back from
-
-    def extend(self, step: StepRecord, cand: str, r: GateResult, *, structural: bool) -> _Line:
-        return dataclasses.replace(
-            self, source=cand, gate=r, file=step.candidate_file, step=step.index,
-            applied=self.applied + ([step.skill_id] if step.skill_id else []),
-            applied_ops=self.applied_ops + ([step.operator] if step.operator else []),
-            epoch=source_hash(cand) if structural else self.epoch)
-
-    def branch(self, step: StepRecord, cand: str, r: GateResult) -> _Line:
-        """A new line from a tournament loser gated on this head."""
-        new = self.extend(step, cand, r, structural=True)
-        return dataclasses.replace(new, origin=step.index, tried={}, hints={})
-
-
-def _outcome(step: StepRecord) -> int:
-    """0: the move paid (kept, or outpaced by an alternative); 2: correct but slower than the
-    kernel it started from by more than the spread; 1: anything else (neutral, rejected, no candidate)."""
-    if step.kept or step.verdict == "outpaced":
-        return 0
-    gain, spread = step.detail.get("gain_ms"), step.detail.get("spread_ms")
-    if step.verdict == "not_faster" and isinstance(gain, float) and isinstance(spread, float) and -gain > spread:
-        return 2
-    return 1
-
-
-def _structural(operator: str | None) -> bool:
-    """Whether keeping a step of `operator` changes how the work is laid out (unknown: yes)."""
-    if operator is None:
-        return True
-    try:
-        return get_operator(operator).category not in LOCAL_CATEGORIES
-    except KLineageError:
-        return True
-
-
-def _go_back(parked: list[_Line], leaving: _Line) -> _Line:
-    """Take the fastest parked line (the first one parked when any lacks a time); it is ordered by
-    the outcomes of the line being left."""
-    timed = all(p.gate.timing is not None for p in parked)
-    chosen = min(parked, key=lambda p: p.gate.timing.median_ms) if timed else parked[0]  # type: ignore[union-attr]
-    parked.remove(chosen)
-    chosen.hints = dict(leaving.tried)
-    return chosen
-
-
 def _moves(src: CudaSource, skills: Sequence[Skill], provider: Provider, target: Target, mode: str, order: str,
            rng: random.Random, applied_ops: list[str]) -> tuple[list[Move], MatchReport]:
     """The ranked moves for the current kernel, and the matching report (skips with reasons)."""
@@ -310,7 +243,7 @@ def materialize(
         return dataclasses.replace(r, timing=t)
 
     start_timed = judged(start_source, start_gate)  # with its measured time, if any
-    line = _Line(start_source, start_timed, None, None, None, [], [], source_hash(start_source))
+    line = Line(start_source, start_timed, None, None, None, [], [], source_hash(start_source))
     best = line  # the best kernel over all lines (a line's head; replaced, never mutated)
 
     def result(status: str) -> MaterializeResult:
@@ -343,7 +276,7 @@ def materialize(
     seen = {source_hash(start_source)}
     feedback = ""
     proposals = 0
-    parked: list[_Line] = []  # tournament losers that beat the kernel they started from: lines to go back to
+    parked: list[Line] = []  # tournament losers that beat the kernel they started from: lines to go back to
     # a tournament needs times to pick by: a timing backend, or times measured elsewhere (forced on
     # without them, it gates the alternatives for a later round to time, and the first one holds)
     tournament = opts.tournament if opts.tournament is not None else (gopts.backend == "cuda" or opts.measured is not None)
@@ -417,7 +350,7 @@ def materialize(
             open_moves.sort(key=lambda m: line.hints.get(memo(m), 1))
         if not open_moves:
             if parked:
-                line = _go_back(parked, line)
+                line = go_back(parked, line)
                 say(f"going back to the line of step {line.origin}")
                 continue
             stop_reason = ("no applicable skill left to try" if opts.skills_mode == "all"
@@ -445,13 +378,13 @@ def materialize(
                 stop_reason, ended = f"provider error: {e}", True
                 break
         head_leads = best is line
-        winner, losers = _tournament(tried, len(group) > 1, head_leads, best)
+        winner, losers = hold_tournament(tried, len(group) > 1, head_leads, best)
         for key, (step, _cand, _r) in zip(keys, tried, strict=False):
-            line.tried[key] = _outcome(step)
+            line.tried[key] = outcome(step)
         parked += [line.branch(*loser) for loser in losers]
         if winner is not None:
-            line = line.extend(*winner, structural=_structural(winner[0].operator))
-            if head_leads or _faster(line.gate, best.gate):
+            line = line.extend(*winner, structural=structural(winner[0].operator))
+            if head_leads or faster(line.gate, best.gate):
                 best = line
             feedback = ""
         for step, _cand, _r in tried:
@@ -472,43 +405,3 @@ def materialize(
     rec.finish(status, source_hash(best.source), {"stop_reason": stop_reason, "gated": gated, "applied": best.applied,
                                                  "speedup": res.speedup, "cost": res.cost})
     return res
-
-
-def _faster(a: GateResult, b: GateResult) -> bool:
-    """`a` beats `b` by more than the larger of their timing spreads (False without both times)."""
-    if a.timing is None or b.timing is None:
-        return False
-    gain, spread = gain_and_spread(b.timing, a.timing)
-    return gain > spread
-
-
-def _tournament(tried: list[Tried], group: bool, head_leads: bool, best: _Line) -> tuple[Kept | None, list[Kept]]:
-    """The kept candidate of a group of moves gated on the same kernel, and the ones it outpaced;
-    sets each step's best kernel after it. The first kept one holds unless a later one is faster by
-    more than the spread; the others are `outpaced` (correct and better than the kernel they
-    started from, not kept). A line behind the best leads only once it is faster than the best."""
-    winner: Kept | None = None
-    losers: list[Kept] = []
-    for step, cand, r in tried:
-        if step.kept and cand is not None and r is not None:
-            if winner is None:
-                winner = (step, cand, r)
-            elif _faster(r, winner[2]):
-                _outpaced(winner[0], step, winner[2], r)
-                losers.append(winner)
-                winner = (step, cand, r)
-            else:
-                _outpaced(step, winner[0], r, winner[2])
-                losers.append((step, cand, r))
-        leading = winner is not None and (head_leads or _faster(winner[2], best.gate))
-        step.best_file = winner[0].candidate_file if winner is not None and leading else best.file
-        if group:
-            step.group = tried[0][0].index
-    return winner, losers
-
-
-def _outpaced(loser: StepRecord, by: StepRecord, lr: GateResult, br: GateResult) -> None:
-    loser.kept, loser.verdict = False, "outpaced"
-    times = (f": {lr.timing.median_ms:.4f} ms against {br.timing.median_ms:.4f} ms"
-             if lr.timing is not None and br.timing is not None else " (no times: the first one holds)")
-    loser.reason = f"better than the kernel it started from, but {by.candidate_file} is faster{times}"
