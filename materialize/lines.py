@@ -90,7 +90,6 @@ def go_back(parked: list[Line], leaving: Line) -> Line:
     return chosen
 
 
-
 def faster(a: GateResult, b: GateResult) -> bool:
     """`a` beats `b` by more than the larger of their timing spreads (False without both times)."""
     if a.timing is None or b.timing is None:

@@ -366,11 +366,12 @@ def materialize(
         for move in group:
             if tried and (gated >= budget or proposals >= max_proposals):
                 break
-            attempts[(line.epoch, memo(move))] += 1
-            keys.append(memo(move))
+            key = memo(move)
+            attempts[(line.epoch, key)] += 1
             proposals += 1
             try:
                 tried.append(attempt(move, len(steps) + len(tried) + 1, ranked))
+                keys.append(key)
             except CostLimitReached as e:
                 stop_reason, ended = str(e), True
                 break
@@ -379,7 +380,7 @@ def materialize(
                 break
         head_leads = best is line
         winner, losers = hold_tournament(tried, len(group) > 1, head_leads, best)
-        for key, (step, _cand, _r) in zip(keys, tried, strict=False):
+        for key, (step, _cand, _r) in zip(keys, tried, strict=True):
             line.tried[key] = outcome(step)
         parked += [line.branch(*loser) for loser in losers]
         if winner is not None:
