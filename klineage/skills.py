@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from klineage.deopt.registry import get_operator
+from klineage.source.canon import CANON_STEP
 from klineage.store.db import Store
 from klineage.timings import kernel_times
 from klineage.workload import Workload
@@ -100,8 +101,8 @@ def extract(store: Store, wl: Workload) -> list[Skill]:
     """Skills from this workload's lineage (taken steps), not yet merged with the store."""
     steps = store.rows(
         "SELECT s.*, st.depth FROM steps s JOIN states st ON st.workload = s.workload AND st.state_hash = s.from_state"
-        " WHERE s.workload = ? AND s.taken ORDER BY st.depth", [wl.name])
-    if not steps:
+        " WHERE s.workload = ? AND s.taken AND s.operator <> ? ORDER BY st.depth", [wl.name, CANON_STEP])
+    if not steps:  # the canonical step (expert -> canonical form) is part of the lineage, never a skill
         return []
     expert_hash = store.scalar("SELECT state_hash FROM states WHERE workload = ? AND is_expert", [wl.name])
     gate_of_state = {r["state_hash"]: r["gate_key"] for r in store.rows(

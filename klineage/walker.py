@@ -48,6 +48,7 @@ from klineage.errors import KLineageError, SourceError
 from klineage.executor import GateExecutor, GateJob, LocalExecutor
 from klineage.gates.backend import GateOptions
 from klineage.gates.result import GateResult
+from klineage.source.canon import CANON_STEP, canonical_form
 from klineage.source.model import CudaSource
 from klineage.source.text import normalize
 from klineage.store.db import Store
@@ -213,13 +214,14 @@ class Walker:
                 "INSERT INTO states VALUES (?, ?, 0, true, ?) ON CONFLICT DO NOTHING",
                 [wl.name, source_hash(expert_text), expert_gate.artifact_id],
             )
+        start_text, start = self._canonical(wl, expert_text, summary)
         if self.config.beam > 1:
-            self._beam(wl, expert_text, summary)
+            self._beam(wl, start_text, summary, start)
             summary.elapsed_s = time.perf_counter() - t0
             return summary
-        visited = {source_hash(expert_text)}
-        text, depth = expert_text, 0
-        while depth < self.config.max_steps:
+        visited = {source_hash(expert_text), source_hash(start_text)}
+        text, depth = start_text, start
+        while depth - start < self.config.max_steps:
             nxt = self._step(wl, folder, text, depth, visited, summary)
             if nxt is None:
                 break
@@ -229,6 +231,51 @@ class Walker:
         summary.depth = depth
         summary.elapsed_s = time.perf_counter() - t0
         return summary
+
+    def _canonical(self, wl: Workload, expert_text: str, summary: WalkSummary) -> tuple[str, int]:
+        """The lineage's state 0 past the expert: its canonical form (klineage.source.canon),
+        gated like any step and recorded as the taken step expert -> canonical under the operator
+        CANON_STEP (never a skill, no roundtrip). Returns (text, depth) the walk starts from: the
+        canonical form at depth 1, or the expert at depth 0 when the rules change nothing or the
+        gate rejects their result (that attempt is recorded too)."""
+        expert = source_hash(expert_text)
+        try:
+            canon = canonical_form(CudaSource.from_text(expert_text, f"{wl.name}/expert.cu"))
+        except SourceError:
+            return expert_text, 0
+        if not canon.changed:
+            return expert_text, 0
+        text = canon.source.text
+        root = canon.source.tree.root_node
+        site = Site(CANON_STEP, canon.source.anchor(root), 0, len(canon.source.text_bytes),
+                    "canonical form: " + ", ".join(dict.fromkeys(canon.applied)),
+                    (("kind", "canonical"), ("rules", ",".join(dict.fromkeys(canon.applied)))))
+        a = Attempt(step_id(wl.name, expert, CANON_STEP, site), CANON_STEP, site, "pending", "", False, text)
+        self._ensure_result(wl, a, 0, summary)
+        assert a.result is not None
+        a.accepted, a.category, a.message = a.result.accepted, a.result.category, a.result.message
+        rt = {"ok": None, "message": "canonical form: recorded, never a skill", "kind": "canonical"}
+        with self.store.transaction() as con:
+            self._record_kernel(con, wl, text, "state", None)
+            self._record_gate(con, wl, text, a.result)
+            con.execute(
+                "INSERT INTO steps (step_id, workload, from_state, to_state, operator, site, accepted, category, message,"
+                " gate_key, taken, roundtrip_ok, roundtrip, carrier, preconditions) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+                " NULL, ?, ?, '[]') ON CONFLICT (step_id) DO UPDATE SET taken = excluded.taken, accepted = excluded.accepted,"
+                " category = excluded.category, message = excluded.message, gate_key = excluded.gate_key",
+                [a.step_id, wl.name, expert, source_hash(text), CANON_STEP, json.dumps(site.to_dict()), a.accepted,
+                 a.category, a.message, a.result.artifact_id, a.accepted, json.dumps(rt),
+                 carrier_diff(text, expert_text)],
+            )
+            if a.accepted:
+                con.execute("INSERT INTO states VALUES (?, ?, 1, false, ?) ON CONFLICT DO NOTHING",
+                            [wl.name, source_hash(text), a.result.artifact_id])
+        if not a.accepted:
+            summary.rejected += 1
+            self.progress(f"{wl.name}: canonical form rejected ({a.category}); walking from the expert")
+            return expert_text, 0
+        self.progress(f"{wl.name}: canonical form ({site.summary})")
+        return text, 1
 
     def _candidates(self, wl: Workload, src: CudaSource, state: str) -> list[Attempt]:
         out: list[Attempt] = []
@@ -400,14 +447,14 @@ class Walker:
         return a
 
     # ---- the beam walk (WalkConfig.beam > 1; the module docstring has the rules) --------------
-    def _beam(self, wl: Workload, expert_text: str, summary: WalkSummary) -> None:
+    def _beam(self, wl: Workload, expert_text: str, summary: WalkSummary, start: int = 0) -> None:
         width = self.config.beam
-        expert = source_hash(expert_text)
-        depth_of = {expert: 0}  # every state reached, at its smallest depth
+        expert = source_hash(expert_text)  # the start: the expert, or its canonical form at depth 1
+        depth_of = {expert: start}  # every state reached, at its smallest depth
         text_of = {expert: expert_text}
         parent: dict[str, tuple[str, Attempt]] = {}  # state -> the step that first reached it, in beam order
-        frontier, depth = [expert], 0
-        while depth < self.config.max_steps:
+        frontier, depth = [expert], start
+        while depth - start < self.config.max_steps:
             found: list[str] = []
             for state in frontier:
                 for a in self._expand(wl, text_of[state], depth, depth_of, summary):
@@ -516,7 +563,7 @@ class Walker:
         already marked with its roundtrip (a re-run) is not re-derived."""
         done = {r["step_id"]: r for r in self.store.rows(
             "SELECT step_id, taken, roundtrip_ok, roundtrip, carrier, preconditions FROM steps"
-            " WHERE workload = ? AND taken", [wl.name])}
+            " WHERE workload = ? AND taken AND operator <> ?", [wl.name, CANON_STEP])}
         marks = []
         for depth, (state, a) in enumerate(path):
             row = done.get(a.step_id)

@@ -9,12 +9,18 @@ whether an operand must be parenthesized when text is substituted, and the decla
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 
 import tree_sitter as ts
 
 from klineage.source import nodes as N
 from klineage.source.model import CudaSource
+from klineage.source.syntax import (  # noqa: F401  (re-exported: the operators read them as C.<name>)
+    call_args,
+    walk,
+)
+from klineage.source.syntax import call_name as callee_name  # noqa: F401  (re-exported)
+from klineage.source.syntax import statement_ancestor as statement_of  # noqa: F401  (re-exported)
 
 #: expressions that never need parentheses when their text is substituted into another expression
 PRIMARY = frozenset({
@@ -29,19 +35,10 @@ _LOOSE_PARENTS = frozenset({
 })
 
 
-def walk(node: ts.Node) -> Iterator[ts.Node]:
-    """Every node under `node`, in source order."""
-    yield from N.walk(node)
 
 
-def callee_name(call: ts.Node) -> str:
-    name, _ = N.callee(call.child_by_field_name("function"))
-    return name
 
 
-def call_args(call: ts.Node) -> list[ts.Node]:
-    args = call.child_by_field_name("arguments")
-    return [c for c in args.named_children if c.type != "comment"] if args is not None else []
 
 
 def calls_in(node: ts.Node, names: Iterable[str] | Callable[[str], bool]) -> list[ts.Node]:
@@ -97,8 +94,9 @@ def enclosing(node: ts.Node, *types: str) -> ts.Node | None:
     return p
 
 
-def enclosing_function(node: ts.Node) -> ts.Node | None:
-    return N.enclosing_function(node)
+
+
+enclosing_function = N.enclosing_function
 
 
 def _declarator_name(d: ts.Node | None) -> tuple[str | None, bool, ts.Node | None]:
@@ -273,12 +271,6 @@ def declarations_in(node: ts.Node) -> dict[str, list[ts.Node]]:
     return out
 
 
-def statement_of(node: ts.Node) -> ts.Node:
-    """The innermost statement (expression statement, declaration, ...) containing `node`."""
-    p: ts.Node | None = node
-    while p is not None and not (p.type.endswith("_statement") or p.type == "declaration"):
-        p = p.parent
-    return p if p is not None else node
 
 
 def render(src: CudaSource, node: ts.Node, rewrite: Callable[[ts.Node], str | None]) -> str:

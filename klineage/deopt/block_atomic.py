@@ -103,7 +103,7 @@ def _producer(src: CudaSource, fn: ts.Node, guard: ts.Node, value: str) -> ts.No
     for n in T.walk(fn):
         if n.start_byte >= guard.start_byte:
             break
-        if n.type == "declaration" and value in {T._declarator_ident(d) for d in n.children_by_field_name("declarator")}:
+        if n.type == "declaration" and value in {T.declarator_ident(d) for d in n.children_by_field_name("declarator")}:
             best = n
         elif n.type == "expression_statement" and value in T.assigned_in(n):
             best = n

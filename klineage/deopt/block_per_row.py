@@ -24,21 +24,22 @@ every launch runs one thread per row in blocks of 256.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 import tree_sitter as ts
 
 from klineage.deopt import _threads as T
 from klineage.deopt.base import Precondition, Refused, Site
-from klineage.deopt.warp_per_row import (
-    WarpPerRow,
-    _base_name,
-    _fact,
-    _fn_texts,
-    _is_pointer,
-    _Reduction,
-    _write_target,
+from klineage.deopt.rows import (
+    BlockRows,
+    Reduction,
+    base_name,
+    fact,
+    fn_texts,
+    is_pointer,
+    warp_butterfly,
+    write_target,
 )
+from klineage.deopt.warp_per_row import WarpPerRow
 from klineage.source import edit
 from klineage.source.model import CudaSource
 
@@ -52,29 +53,13 @@ _INDEX = re.compile(r"(threadIdx|blockIdx|blockDim|gridDim)\.([xyz])")
 _LANE_OR_WARP = re.compile(r"\(?threadIdx\.x\)?(&|%|>>|/)\(?(\w+)(-1)?\)?")
 
 
-@dataclass
-class _Block:
-    """The analysis of a block-per-row kernel: its facts and, when they hold, the edit's parts."""
-
-    kernel: str
-    facts: list[Precondition]
-    bound: str = ""  # the kernel parameter that counts rows (each launch's grid)
-    block_syms: tuple[str, ...] = ()
-    deleted: list[ts.Node] = field(default_factory=list)
-    reducer_calls: list[ts.Node] = field(default_factory=list)
-    self_assigns: list[ts.Node] = field(default_factory=list)  # `v = reduce(v, ...)`: deleted too
-    unused_ranks: list[ts.Node] = field(default_factory=list)  # lane/warp declarations nothing reads afterwards
-
-    @property
-    def ok(self) -> bool:
-        return all(f.holds for f in self.facts)
 
 
 def _exchange_helpers(src: CudaSource) -> tuple[set[str], set[str]]:
     """(reducers, exchangers): device functions of this file that reach shared memory, barriers or
     warp collectives (directly or through the functions they call); reducers return a value and
     take it first, exchangers are the rest."""
-    texts = _fn_texts(src)
+    texts = fn_texts(src)
     reach: dict[str, bool] = {name: bool(_EXCHANGE.search(t)) for name, t in texts.items()}
     changed = True
     while changed:
@@ -99,7 +84,7 @@ def _shared_names(body: ts.Node) -> set[str]:
     for d in T.walk(body):
         if d.type == "declaration" and any(c.type in ("type_qualifier", "storage_class_specifier", "attribute_specifier")
                                            and c.text == b"__shared__" for c in d.children):
-            out |= {nm for dd in d.children_by_field_name("declarator") if (nm := T._declarator_ident(dd))}
+            out |= {nm for dd in d.children_by_field_name("declarator") if (nm := T.declarator_ident(dd))}
     return out
 
 
@@ -137,7 +122,7 @@ class BlockPerRow(WarpPerRow):
 
     # ---- analysis: block per row (backward) --------------------------------------------------
     def _classify(self, src: CudaSource, node: ts.Node, shared: set[str], reducers: set[str],
-                  exchangers: set[str], out: _Block, problems: list[str]) -> bool:
+                  exchangers: set[str], out: BlockRows, problems: list[str]) -> bool:
         """Mark the exchange statements under `node` for deletion; True when all of `node` goes."""
 
         def touches(n: ts.Node) -> bool:
@@ -157,7 +142,7 @@ class BlockPerRow(WarpPerRow):
             gone = [self._classify(src, c, shared, reducers, exchangers, out, problems) for c in kids]
             return bool(kids) and all(gone)
         if t == "declaration":
-            if any(T._declarator_ident(d) in shared for d in node.children_by_field_name("declarator")):
+            if any(T.declarator_ident(d) in shared for d in node.children_by_field_name("declarator")):
                 out.deleted.append(node)
                 return True
             if touches(node):
@@ -198,8 +183,8 @@ class BlockPerRow(WarpPerRow):
                 return False
             fn = T.fn_node_of(node)
             stores = [w for w in T.walk(node) if w.type in ("assignment_expression", "update_expression")
-                      and (left := _write_target(w)) is not None and left.type != "identifier"
-                      and (base := _base_name(left) or "") not in shared and fn is not None and _is_pointer(fn, base)]
+                      and (left := write_target(w)) is not None and left.type != "identifier"
+                      and (base := base_name(left) or "") not in shared and fn is not None and is_pointer(fn, base)]
             if not stores:  # the loop only moves values between threads (a tree, a fold of the slots)
                 out.deleted.append(node)
                 return True
@@ -213,7 +198,7 @@ class BlockPerRow(WarpPerRow):
             problems.append(f"line {line}: an exchange between threads in a {t}")
         return False
 
-    def _exchanges(self, src: CudaSource, body: ts.Node, out: _Block, between: str) -> Precondition:
+    def _exchanges(self, src: CudaSource, body: ts.Node, out: BlockRows, between: str) -> Precondition:
         """Classify the statements of a kernel body (`_classify`): the fact that the threads share
         nothing but reductions."""
         shared = _shared_names(body)
@@ -221,18 +206,18 @@ class BlockPerRow(WarpPerRow):
         problems: list[str] = []
         for c in [c for c in body.named_children if c.type != "comment"]:
             self._classify(src, c, shared, reducers, exchangers, out, problems)
-        return _fact("exchange_only_reductions", not problems,
+        return fact("exchange_only_reductions", not problems,
                      f"{len(out.deleted)} exchange statement(s) and {len(out.reducer_calls)} all-reduce call(s) "
                      f"between {between}, nothing else shared" if not problems else problems[0], "Pipeline")
 
-    def _reducer_calls(self, src: CudaSource, node: ts.Node, reducers: set[str], out: _Block) -> list[ts.Node]:
+    def _reducer_calls(self, src: CudaSource, node: ts.Node, reducers: set[str], out: BlockRows) -> list[ts.Node]:
         calls = [c for c in T.calls_named(node, r".*") if T.call_name(c).split("::")[-1] in reducers and T.call_args(c)
                  and not any(o.start_byte <= c.start_byte < o.end_byte for o in out.reducer_calls)]
         calls = [c for c in calls if not any(o is not c and o.start_byte <= c.start_byte < o.end_byte for o in calls)]
         out.reducer_calls += calls
         return calls
 
-    def _block_per_row(self, src: CudaSource, fn: ts.Node, kernel: str) -> _Block | None:
+    def _block_per_row(self, src: CudaSource, fn: ts.Node, kernel: str) -> BlockRows | None:
         body = fn.child_by_field_name("body")
         if body is None:
             return None
@@ -240,9 +225,9 @@ class BlockPerRow(WarpPerRow):
         uses = {m.group(0) for m in _INDEX.finditer(T.squash(text))}
         if "blockIdx.x" not in uses or "threadIdx.x" not in uses:
             return None
-        out = _Block(kernel, [])
+        out = BlockRows(kernel, [])
         others = sorted(uses - {"blockIdx.x", "threadIdx.x", "blockDim.x"})
-        out.facts.append(_fact("one_dimensional_rows", not others,
+        out.facts.append(fact("one_dimensional_rows", not others,
                                "the row is blockIdx.x and the thread's rank threadIdx.x: no other index" if not others
                                else f"the kernel uses {', '.join(others)} (a 2-D tile or a grid loop, not a row per block)",
                                "Layout"))
@@ -268,19 +253,19 @@ class BlockPerRow(WarpPerRow):
                 bounds.add(params[0])
         out.block_syms = tuple(sorted(syms))
         if not launches:
-            out.facts.append(_fact("launch_in_file", False, f"no launch of {kernel} in this file", "Layout"))
+            out.facts.append(fact("launch_in_file", False, f"no launch of {kernel} in this file", "Layout"))
         elif bad or len(bounds) != 1 or next(iter(bounds)) in assigned:
-            out.facts.append(_fact("grid_is_row_count", False, "; ".join(bad) or "the launches pass different row counts",
+            out.facts.append(fact("grid_is_row_count", False, "; ".join(bad) or "the launches pass different row counts",
                                    "Layout"))
         else:
             out.bound = next(iter(bounds))
-            out.facts.append(_fact("grid_is_row_count", True,
+            out.facts.append(fact("grid_is_row_count", True,
                                    f"every launch's grid is the kernel's `{out.bound}`: one block per row", "Layout"))
         out.facts.append(self._exchanges(src, body, out, "the threads of a row"))
         out.facts.append(self._thread_roles(src, body, out, assigned))
         return out
 
-    def _thread_roles(self, src: CudaSource, body: ts.Node, out: _Block, assigned: set[str]) -> Precondition:
+    def _thread_roles(self, src: CudaSource, body: ts.Node, out: BlockRows, assigned: set[str]) -> Precondition:
         """threadIdx.x may only start block-strided loops (their variable steps by a multiple of the
         block size) or name a lane/warp that picks thread 0; anything else means each thread owns
         more than a stride of the row (a register-cached row) and a single thread would miss it."""
@@ -303,7 +288,7 @@ class BlockPerRow(WarpPerRow):
             if p is None or p.type != "init_declarator":
                 bad.append(n.start_point.row + 1)
                 continue
-            var = T._declarator_ident(p) or ""
+            var = T.declarator_ident(p) or ""
             value = T.squash(src.text_of(p.child_by_field_name("value")))
             if _LANE_OR_WARP.fullmatch(value) and var not in assigned:
                 kept = [u for u in T.walk(body) if u.type == "identifier" and u.text == var.encode()
@@ -330,7 +315,7 @@ class BlockPerRow(WarpPerRow):
             else:
                 bad.append(n.start_point.row + 1)
         holds = not bad and strided > 0
-        return _fact("thread_only_strides", holds,
+        return fact("thread_only_strides", holds,
                      f"threadIdx.x only starts {strided} loop(s) striding the row by the block and picks thread 0"
                      if holds else (f"threadIdx.x indexes data beyond a block-strided loop (line {bad[0]}): each thread "
                                     "owns more than a stride of the row (a register-cached row)" if bad
@@ -349,7 +334,7 @@ class BlockPerRow(WarpPerRow):
         fn = src.node_at(site.anchor)
         f = self._block_per_row(src, fn, site.details["kernel"]) if fn is not None else None
         if f is None:
-            return [_fact("one_block_per_row", False, "no block and thread index of a block-per-row kernel here",
+            return [fact("one_block_per_row", False, "no block and thread index of a block-per-row kernel here",
                           "Layout")]
         return f.facts
 
@@ -434,7 +419,7 @@ class BlockPerRow(WarpPerRow):
         args = [T.param_map(info, ls).get(bound or "") for ls in T.launches_of(src, site.details["kernel"])] \
             if info is not None else []
         holds = bound is not None and bool(args) and all(a is not None for a in args)
-        facts.append(_fact("row_count_at_launch", holds,
+        facts.append(fact("row_count_at_launch", holds,
                            f"the row guard's bound `{bound}` is a kernel argument: each launch's grid becomes it"
                            if holds else "no `if (row >= M) return;` with M a kernel argument: the grid cannot "
                            "become the row count", "Layout"))
@@ -444,7 +429,7 @@ class BlockPerRow(WarpPerRow):
         body = fn.child_by_field_name("body")
         rows = [d for d in T.walk(body) if d.type == "init_declarator" and d.child_by_field_name("value") is not None
                 and T.global_tid(src.text_of(d.child_by_field_name("value"))) == "blockDim.x"] if body else []
-        return T._declarator_ident(rows[0]) if len(rows) == 1 else None
+        return T.declarator_ident(rows[0]) if len(rows) == 1 else None
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
         fn = src.node_at(site.anchor)
@@ -468,7 +453,7 @@ class BlockPerRow(WarpPerRow):
         return edit.apply_edits(src, edits)
 
     @staticmethod
-    def _all_reduce(src: CudaSource, red: _Reduction, decls: dict[str, ts.Node]) -> list[str]:
+    def _all_reduce(src: CudaSource, red: Reduction, decls: dict[str, ts.Node]) -> list[str]:
         """A block all-reduce of `red`: a warp butterfly, one shared slot per warp, every thread
         folds the warps' slots in order (so all threads hold the same bits)."""
         def type_of(name: str) -> str:
@@ -482,7 +467,7 @@ class BlockPerRow(WarpPerRow):
         nwarps = "static_cast<int>(blockDim.x >> 5)"
         if red.kind in ("argmax", "argmin"):
             i, cmp = red.index, (">" if red.kind == "argmax" else "<")
-            return WarpPerRow._butterfly(red) + [
+            return warp_butterfly(red) + [
                 "{  // across the warps: one slot per warp, folded in order by every thread",
                 f"    __shared__ {type_of(v)} kl_sv[32];",
                 f"    __shared__ {type_of(i)} kl_si[32];",
@@ -496,7 +481,7 @@ class BlockPerRow(WarpPerRow):
                 "}",
             ]
         merge_slot = f"{v} += kl_s[kl_w]" if red.kind == "sum" else f"{v} = {red.fn}({v}, kl_s[kl_w])"
-        return WarpPerRow._butterfly(red) + [
+        return warp_butterfly(red) + [
             "{  // across the warps: one slot per warp, folded in order by every thread",
             f"    __shared__ {type_of(v)} kl_s[32];",
             f"    {slot} kl_s[threadIdx.x >> 5] = {v};",

@@ -35,18 +35,19 @@ import tree_sitter as ts
 
 from klineage.deopt import _threads as T
 from klineage.deopt.base import Precondition, Refused, Site
-from klineage.deopt.block_per_row import BlockPerRow, _Block
-from klineage.deopt.warp_per_row import (
-    _BLOCK_COOP,
-    _COLLECTIVE,
-    _LOOPS,
-    _base_name,
-    _fact,
-    _fn_texts,
-    _is_pointer,
-    _outer_loops,
-    _reaches,
-    _write_target,
+from klineage.deopt.block_per_row import BlockPerRow
+from klineage.deopt.rows import (
+    BLOCK_COOP,
+    COLLECTIVE,
+    LOOPS,
+    BlockRows,
+    base_name,
+    fact,
+    fn_texts,
+    is_pointer,
+    outer_loops,
+    reaches,
+    write_target,
 )
 from klineage.source import edit
 from klineage.source.model import CudaSource
@@ -58,7 +59,7 @@ _PURE = re.compile(r"[\w.\s+\-*/%<>&|^]*")  # no calls, no assignments
 
 
 @dataclass
-class _Grid(_Block):
+class _Grid(BlockRows):
     """A reduction kernel run by many threads: block_per_row's exchange analysis plus the thread
     roles of a grid-stride (or block-stride) reduction and its one stored value."""
 
@@ -158,7 +159,7 @@ class GridReduce(BlockPerRow):
         consts = T.file_constants(src)
         out = _Grid(kernel, [])
         others = sorted(uses - {"blockIdx.x", "threadIdx.x", "blockDim.x", "gridDim.x"})
-        out.facts.append(_fact("one_dimensional", not others, "threads and blocks are numbered along x only"
+        out.facts.append(fact("one_dimensional", not others, "threads and blocks are numbered along x only"
                                if not others else f"the kernel uses {', '.join(others)}", "Layout"))
         launches = T.launches_of(src, kernel)
         syms, grids = {"blockDim.x"}, []
@@ -172,7 +173,7 @@ class GridReduce(BlockPerRow):
         out.block_syms = tuple(sorted(syms))
         out.multi = bool({"blockIdx.x", "gridDim.x"} & uses) or any(T.eval_int(g, consts) != 1 for g in grids)
         if not launches or len(grids) != len(launches):
-            out.facts.append(_fact("launch_in_file", False, f"no launch of {kernel} with a configuration in this file",
+            out.facts.append(fact("launch_in_file", False, f"no launch of {kernel} with a configuration in this file",
                                    "Layout"))
         out.facts.append(self._exchanges(src, body, out, "the threads"))  # block_per_row's classification
         _emptied_blocks(body, out.deleted)
@@ -182,7 +183,7 @@ class GridReduce(BlockPerRow):
             return not any(a <= n.start_byte < b for a, b in gone)
 
         atomics = [c for c in T.calls_named(body, r"atomic\w+") if alive(c)]
-        out.facts.append(_fact("no_atomics", not atomics,
+        out.facts.append(fact("no_atomics", not atomics,
                                "no atomics: each block's value is stored once, the fold order is fixed" if not atomics
                                else f"`{T.call_name(atomics[0])}` on line {atomics[0].start_point.row + 1}: the "
                                "threads combine through atomics, not one stored value per block", "Storage"))
@@ -203,7 +204,7 @@ class GridReduce(BlockPerRow):
         for d in T.walk(body):
             if d.type != "init_declarator" or d.child_by_field_name("value") is None or not alive(d):
                 continue
-            name, value = T._declarator_ident(d) or "", d.child_by_field_name("value")
+            name, value = T.declarator_ident(d) or "", d.child_by_field_name("value")
             if name in assigned:
                 continue
             if T.global_tid(src.text_of(value)) in syms:
@@ -262,7 +263,7 @@ class GridReduce(BlockPerRow):
         holds = not bad and bool(loops)
         what = "grid-strided (tid = blockIdx.x * B + threadIdx.x, stride gridDim.x * B)" if out.multi \
             else "block-strided (threadIdx.x, step the block size)"
-        return _fact("thread_only_strides", holds,
+        return fact("thread_only_strides", holds,
                      f"thread indices only start {len(loops)} {what} loop(s) of sum/max/min reductions and pick "
                      "thread 0" if holds else (bad[0] if bad else f"no {what} loop"), "Layout")
 
@@ -270,38 +271,38 @@ class GridReduce(BlockPerRow):
                 alive: Callable[[ts.Node], bool]) -> Precondition:
         """Exactly one value leaves each block, stored by thread 0: `partials[blockIdx.x]` on a
         grid, a fixed element in one block."""
-        loops = [n for n in T.walk(body) if n.type in _LOOPS and alive(n)]
+        loops = [n for n in T.walk(body) if n.type in LOOPS and alive(n)]
         stores = {}
         for n in T.walk(body):
             if n.type not in ("assignment_expression", "update_expression") or not alive(n):
                 continue
-            left = _write_target(n)
-            if left is None or left.type == "identifier" or not _is_pointer(fn, _base_name(left) or ""):
+            left = write_target(n)
+            if left is None or left.type == "identifier" or not is_pointer(fn, base_name(left) or ""):
                 continue
             stores[n.start_byte] = n
         if len(stores) != 1:
-            return _fact("one_value_per_block", False, f"the block stores {len(stores)} values (one partial per "
+            return fact("one_value_per_block", False, f"the block stores {len(stores)} values (one partial per "
                          "block is the grid reduction's output)" if stores else "the kernel stores nothing", "Storage")
         (n,) = stores.values()
-        left = _write_target(n)
+        left = write_target(n)
         line = n.start_point.row + 1
         if any(lp.start_byte <= n.start_byte < lp.end_byte for lp in loops):
-            return _fact("one_value_per_block", False, f"the store on line {line} is inside a loop", "Storage")
+            return fact("one_value_per_block", False, f"the store on line {line} is inside a loop", "Storage")
         picked = any(re.fullmatch(r"\(threadIdx\.x==0\)|\(0==threadIdx\.x\)", T.squash(cond))
                      for _, cond in T.guards(src, n))
         if not picked:
-            return _fact("one_value_per_block", False, f"the store on line {line} is not done by thread 0 alone",
+            return fact("one_value_per_block", False, f"the store on line {line} is not done by thread 0 alone",
                          "Storage")
         if left.type != "subscript_expression" and not (left.type == "pointer_expression"):
-            return _fact("one_value_per_block", False, f"the store on line {line} is not an element", "Storage")
+            return fact("one_value_per_block", False, f"the store on line {line} is not an element", "Storage")
         idx = T.squash(src.text_of(left)[len(src.text_of(left.child_by_field_name("argument") or left)):])
         if out.multi and idx != "[blockIdx.x]":
-            return _fact("one_value_per_block", False, f"the partials on line {line} are indexed by {idx.strip('[]')}, "
+            return fact("one_value_per_block", False, f"the partials on line {line} are indexed by {idx.strip('[]')}, "
                          "not blockIdx.x", "Layout")
         if not out.multi and _INDEX.search(idx):
-            return _fact("one_value_per_block", False, f"the store on line {line} depends on the thread", "Layout")
-        out.partials = _base_name(left) or ""
-        return _fact("one_value_per_block", True, "thread 0 stores the block's one value" + (
+            return fact("one_value_per_block", False, f"the store on line {line} depends on the thread", "Layout")
+        out.partials = base_name(left) or ""
+        return fact("one_value_per_block", True, "thread 0 stores the block's one value" + (
             f" at `{out.partials}[blockIdx.x]`" if out.multi else ""), "Storage")
 
     def _final_of(self, src: CudaSource, out: _Grid) -> tuple[str, Precondition, list[tuple[object, int]]]:
@@ -330,15 +331,15 @@ class GridReduce(BlockPerRow):
             found.add(fin.name)
             counts.append((fin, idx[0]))
         if why or len(found) != 1:
-            return "", _fact("final_single_block", False, why or "the partials go to different kernels", "Layout"), []
+            return "", fact("final_single_block", False, why or "the partials go to different kernels", "Layout"), []
         name = found.pop()
         fk = next((k for k in src.kernels if k.name == name), None)
         f = self._grid(src, src.node_for(fk), name) if fk is not None else None
         if f is None or f.multi or not f.ok:
             reason = next((x.reason for x in (f.facts if f is not None else []) if not x.holds),
                           "it is not a block-strided reduction")
-            return "", _fact("final_single_block", False, f"the final pass {name}: {reason}", "Layout"), []
-        return name, _fact("final_single_block", True, f"one block of {name} folds the partials (count = the grid)",
+            return "", fact("final_single_block", False, f"the final pass {name}: {reason}", "Layout"), []
+        return name, fact("final_single_block", True, f"one block of {name} folds the partials (count = the grid)",
                            "Layout"), counts
 
     # ---- operator interface ------------------------------------------------------------------
@@ -351,13 +352,13 @@ class GridReduce(BlockPerRow):
         final, counts = "", []
         if g is not None and g.multi:
             if g.partials:
-                final, fact, counts = self._final_of(pr, g)
+                final, final_fact, counts = self._final_of(pr, g)
             else:
-                fact = _fact("final_single_block", False, "no partial per block to fold", "Layout")
-            g.facts.append(fact)
+                final_fact = fact("final_single_block", False, "no partial per block to fold", "Layout")
+            g.facts.append(final_fact)
         dead = [self._dead_branches(src, src.node_for(k), k.name) for k in src.kernels if k.name in (kernel, final)]
         if g is not None and any(dead):
-            g.facts.append(_fact("launched_branch_only", True, "an `if constexpr` on a template flag every launch "
+            g.facts.append(fact("launched_branch_only", True, "an `if constexpr` on a template flag every launch "
                                  "binds alike keeps its launched branch", "Layout"))
         return pr, g, final, counts
 
@@ -388,7 +389,7 @@ class GridReduce(BlockPerRow):
     def removal_preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         _, g, _, _ = self._analyse(src, site.details["kernel"])
         if g is None:
-            return [_fact("parallel_reduction", False, "no thread-parallel reduction kernel here", "Layout")]
+            return [fact("parallel_reduction", False, "no thread-parallel reduction kernel here", "Layout")]
         return g.facts
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
@@ -461,7 +462,7 @@ class GridReduce(BlockPerRow):
         for k in [k for k in src.kernels if k.name in kernels]:
             fn = src.node_for(k)
             for d in T.walk(fn):
-                if d.type != "init_declarator" or (name := T._declarator_ident(d) or "") not in names:
+                if d.type != "init_declarator" or (name := T.declarator_ident(d) or "") not in names:
                     continue
                 value = d.child_by_field_name("value")
                 decl = d.parent
@@ -479,7 +480,7 @@ class GridReduce(BlockPerRow):
         for k in src.kernels:
             fn = src.node_for(k)
             body = fn.child_by_field_name("body")
-            if body is None or not _outer_loops(body) or _INDEX.search(src.text_of(body)):
+            if body is None or not outer_loops(body) or _INDEX.search(src.text_of(body)):
                 continue
             if _one_thread_launches(src, k.name):
                 sites.append(self.site(src, fn, f"kernel {k.name}: one thread reduces", kernel=k.name))
@@ -488,7 +489,7 @@ class GridReduce(BlockPerRow):
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         fn = src.node_at(site.anchor)
         if fn is None:
-            return [_fact("one_thread", False, "the kernel is not at this anchor", "Layout")]
+            return [fact("one_thread", False, "the kernel is not at this anchor", "Layout")]
         return self._one_thread_facts(src, fn, site.details["kernel"])[0]
 
     def _one_thread_facts(self, src: CudaSource, fn: ts.Node, kernel: str) -> tuple[list[Precondition], list, list]:
@@ -497,19 +498,19 @@ class GridReduce(BlockPerRow):
         facts: list[Precondition] = []
         one = _one_thread_launches(src, kernel)
         idx = _INDEX.search(src.text_of(body)) if body is not None else None
-        facts.append(_fact("one_thread", one and idx is None, "every launch is <<<1, 1>>> and the kernel uses no thread "
+        facts.append(fact("one_thread", one and idx is None, "every launch is <<<1, 1>>> and the kernel uses no thread "
                            "or block index" if one and idx is None else (f"the kernel uses {idx.group(0)}" if idx
                            else "a launch runs more than one thread"), "Layout"))
         if body is None:
             return facts, [], []
-        helpers = _fn_texts(src)
-        coop = _reaches(src, body, _BLOCK_COOP, helpers) or _reaches(src, body, _COLLECTIVE, helpers)
-        facts.append(_fact("no_block_cooperation", not coop, "no shared memory, barriers, atomics or warp collectives"
+        helpers = fn_texts(src)
+        coop = reaches(src, body, BLOCK_COOP, helpers) or reaches(src, body, COLLECTIVE, helpers)
+        facts.append(fact("no_block_cooperation", not coop, "no shared memory, barriers, atomics or warp collectives"
                            if not coop else "the kernel already cooperates (shared memory, barriers, atomics or warp "
                            "collectives)", "Storage"))
         loops, problems = self._row_loops(src, fn, body, None)
         reds = sum(len(r.reductions) for r in loops)
-        facts.append(_fact("sum_max_min_reductions", not problems and reds > 0,
+        facts.append(fact("sum_max_min_reductions", not problems and reds > 0,
                            f"{len(loops)} loop(s) over the data carrying {reds} sum/max/min reduction(s)"
                            if not problems and reds else ("; ".join(problems) or "no loop carries a reduction"),
                            "Pipeline"))

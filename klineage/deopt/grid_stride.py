@@ -366,7 +366,7 @@ def _name_redeclared_after(src: CudaSource, node: ts.Node, name: str) -> bool:
 
 
 def _declared(decl: ts.Node) -> set[str]:
-    return {T._declarator_ident(d) or "" for d in decl.children_by_field_name("declarator")}
+    return {T.declarator_ident(d) or "" for d in decl.children_by_field_name("declarator")}
 
 
 def _inner_loop_jump(n: ts.Node, top: ts.Node) -> bool:

@@ -19,10 +19,10 @@ import tree_sitter as ts
 
 from klineage.deopt import _threads as T
 from klineage.deopt.base import Operator, Precondition, Refused, Site
-from klineage.deopt.tile_size import _Const, _constants
 from klineage.source import edit
 from klineage.source.constructs import Function
 from klineage.source.model import CudaSource
+from klineage.source.syntax import IntConstant, int_constants
 
 DEFAULT_FACTOR = 4
 
@@ -92,9 +92,9 @@ class RegisterBlocking(Operator):
         return sites
 
     # ---- constants ---------------------------------------------------------------------------
-    def _const(self, src: CudaSource, kernel: Function, name: str) -> tuple[_Const | None, str]:
+    def _const(self, src: CudaSource, kernel: Function, name: str) -> tuple[IntConstant | None, str]:
         """The constant definition behind `name` in `kernel` (directly or via launch template args)."""
-        consts = {c.name: c for c in _constants(src)}
+        consts = {c.name: c for c in int_constants(src)}
         if name in consts:
             return consts[name], ""
         tparams = [tp.name for tp in kernel.template_params]
@@ -114,13 +114,13 @@ class RegisterBlocking(Operator):
         c, _ = self._const(src, kernel, name)
         return c.value if c is not None else None
 
-    def _plan(self, src: CudaSource, site: Site, forward: bool) -> tuple[list[Precondition], list[tuple[_Const, int]]]:
+    def _plan(self, src: CudaSource, site: Site, forward: bool) -> tuple[list[Precondition], list[tuple[IntConstant, int]]]:
         d = site.details
         kernel = next((k for k in src.kernels if k.name == d.get("kernel")), None)
         if kernel is None:
             raise Refused(f"{self.name}: kernel {d.get('kernel')} not found")
         facts: list[Precondition] = []
-        changes: dict[str, tuple[_Const, int]] = {}
+        changes: dict[str, tuple[IntConstant, int]] = {}
         factor = int(d.get("factor") or DEFAULT_FACTOR)
         micro = []
         for dim in dict.fromkeys((d["tm"], d["tn"])):

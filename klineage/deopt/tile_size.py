@@ -12,14 +12,12 @@ that passes it, together with the same literal (and literal - 1) in those launch
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-
-import tree_sitter as ts
 
 from klineage.deopt import _threads as T
 from klineage.deopt.base import Operator, Precondition, Refused, Site
 from klineage.source import edit
 from klineage.source.model import CudaSource
+from klineage.source.syntax import int_constants
 
 #: names that read as a block/tile size; counts of scratch slots, bytes or limits are left alone
 _SIZE_NAME = re.compile(r"(?i)(thread|block|tile|warps|rows|cols|items|chunk|^k?b[mnk]$|^k?t[mnk]$|^[mnk]_?tile)")
@@ -27,40 +25,6 @@ _NOT_SIZE = re.compile(r"(?i)(max|partial|smem|bytes|shared|stage|pad|align|^k?n
 _THREADS_NAME = re.compile(r"(?i)(thread|block(?!_?(m|n|k)$))")
 MIN_SIZE = 32
 MAX_THREADS = 1024
-
-
-@dataclass(frozen=True)
-class _Const:
-    name: str
-    value: int
-    start: int  # the literal's byte range
-    end: int
-    node: ts.Node | None  # the declaration (None for #define)
-    kind: str  # constexpr | define | template
-
-
-def _constants(src: CudaSource) -> list[_Const]:
-    out = []
-    for d in src.nodes_of_type("declaration"):
-        quals = {src.text_of(c) for c in d.children if c.type in ("type_qualifier", "storage_class_specifier")}
-        if not quals & {"constexpr", "const"}:
-            continue
-        ty = d.child_by_field_name("type")
-        if ty is None or not re.fullmatch(r"(unsigned\s+)?(int|long|unsigned|size_t|int32_t|uint32_t)", src.text_of(ty)):
-            continue
-        for dd in d.children_by_field_name("declarator"):
-            if dd.type != "init_declarator":
-                continue
-            name = T._declarator_ident(dd)
-            v = dd.child_by_field_name("value")
-            if not name or v is None or v.type != "number_literal":
-                continue
-            val = T.eval_int(src.text_of(v), {})
-            if val is not None:
-                out.append(_Const(name, val, v.start_byte, v.end_byte, d, "constexpr"))
-    for m in re.finditer(rb"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+\(?(\d+)\)?[ \t]*$", src.text_bytes, re.M):
-        out.append(_Const(m.group(1).decode(), int(m.group(2)), m.start(2), m.end(2), None, "define"))
-    return sorted(out, key=lambda c: c.start)
 
 
 def _is_size(name: str) -> bool:
@@ -103,7 +67,7 @@ class TileSize(Operator):
 
     def _sites(self, src: CudaSource, forward: bool) -> list[Site]:
         sites = []
-        for c in _constants(src):
+        for c in int_constants(src):
             if not _is_size(c.name) or not T.is_pow2(c.value):
                 continue
             new = c.value * 2 if forward else smaller(c.value)
@@ -160,7 +124,7 @@ class TileSize(Operator):
         d = site.details
         old, new = int(d["original"]), int(d["chosen"])
         if d["kind"] in ("constexpr", "define"):
-            c = next((c for c in _constants(src) if c.name == d["name"] and c.value == old), None)
+            c = next((c for c in int_constants(src) if c.name == d["name"] and c.value == old), None)
             if c is None:
                 raise Refused(f"{self.name}: {d['name']} = {old} not found")
             return edit.apply_edits(src, [edit.Edit(c.start, c.end, str(new))])

@@ -30,24 +30,27 @@ import tree_sitter as ts
 
 from klineage.deopt import _threads as T
 from klineage.deopt.base import Operator, Precondition, Refused, Site
+from klineage.deopt.rows import (
+    BLOCK_COOP,
+    COLLECTIVE,
+    WARP,
+    Reduction,
+    base_name,
+    fact,
+    fn_texts,
+    is_pointer,
+    outer_loops,
+    reaches,
+    warp_butterfly,
+    write_target,
+)
 from klineage.source import edit
 from klineage.source.model import CudaSource
 
-WARP = 32
-_FULL_MASK = "0xffffffffu"
-_COLLECTIVE = re.compile(r"__shfl\w*_sync|__syncwarp|__reduce_\w+_sync|__ballot_sync|__any_sync|__all_sync")
-_BLOCK_COOP = re.compile(r"__syncthreads\w*|\batomic\w+|__shared__|cooperative_groups|\bcg::|\bgridDim\b")
-_LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
 #: combining functions of max/min reductions, and which kind each is
 _MAXMIN = {"fmaxf": "max", "fmax": "max", "max": "max", "fminf": "min", "fmin": "min", "min": "min"}
 
 
-@dataclass(frozen=True)
-class _Reduction:
-    var: str
-    kind: str  # sum | max | min | argmax | argmin
-    fn: str  # the combining function for max/min ("" for sums)
-    index: str = ""  # argmax/argmin: the variable holding the winner's position
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,7 @@ class _RowLoop:
     var: str
     init: ts.Node  # the loop variable's start value
     update: ts.Node
-    reductions: tuple[_Reduction, ...]
+    reductions: tuple[Reduction, ...]
     step: str = "1"  # what the loop adds per iteration (a name or number; "1" for ++j)
 
 
@@ -80,33 +83,16 @@ class _Facts:
         return all(f.holds for f in self.facts)
 
 
-def _fact(name: str, holds: bool, reason: str, kind: str) -> Precondition:
-    return Precondition(name, holds, reason, kind)
 
 
-def _fn_texts(src: CudaSource) -> dict[str, str]:
-    """Device function name -> its text (to see through helper calls)."""
-    return {f.name: src.text_of(f) for f in src.functions if f.kind == "device"}
 
 
-def _reaches(src: CudaSource, node: ts.Node, rx: re.Pattern[str], helpers: dict[str, str]) -> bool:
-    """Whether `node` uses `rx` directly or through calls to device functions of this file (and
-    the functions those call)."""
-    if rx.search(src.text_of(node)):
-        return True
-    for call in T.calls_named(node, r".*"):
-        name = T.call_name(call).split("::")[-1]
-        body = helpers.get(name)
-        if body is not None and (rx.search(body) or any(
-                rx.search(helpers.get(m, "")) for m in re.findall(r"\b(\w+)\s*[<(]", body) if m != name)):
-            return True
-    return False
 
 
 def _launch_facts(src: CudaSource, kernel: str) -> list[Precondition]:
     launches = T.launches_of(src, kernel)
     if not launches:
-        return [_fact("launch_in_file", False, f"no launch of {kernel} in this file: its grid cannot be rescaled",
+        return [fact("launch_in_file", False, f"no launch of {kernel} in this file: its grid cannot be rescaled",
                       "Layout")]
     consts = T.file_constants(src)
     bad_block, bad_grid = [], []
@@ -123,11 +109,11 @@ def _launch_facts(src: CudaSource, kernel: str) -> list[Precondition]:
         if "dim3" in grid or "{" in grid or "," in T.squash(src.text_of(cfg[0])):
             bad_grid.append(f"line {ls.line}: grid '{src.text_of(cfg[0])}'")
     return [
-        _fact("launch_in_file", True, f"{len(launches)} launch(es) of {kernel} in this file", "Layout"),
-        _fact("block_multiple_of_warp", not bad_block,
+        fact("launch_in_file", True, f"{len(launches)} launch(es) of {kernel} in this file", "Layout"),
+        fact("block_multiple_of_warp", not bad_block,
               "every launch's block is a whole number of warps" if not bad_block
               else "block size not a known multiple of 32 (" + "; ".join(bad_block) + ")", "Layout"),
-        _fact("grid_1d", not bad_grid, "every launch uses a one-dimensional grid" if not bad_grid
+        fact("grid_1d", not bad_grid, "every launch uses a one-dimensional grid" if not bad_grid
               else "grid is not a plain 1-D count (" + "; ".join(bad_grid) + ")", "Layout"),
     ]
 
@@ -139,14 +125,8 @@ def _index_uses(src: CudaSource, body: ts.Node, allowed: tuple[ts.Node, ...]) ->
             and not any(a.start_byte <= n.start_byte < a.end_byte for a in allowed)]
 
 
-def _write_target(n: ts.Node) -> ts.Node | None:
-    """What an assignment or ++/-- writes."""
-    return n.child_by_field_name("left") or n.child_by_field_name("argument")
 
 
-def _outer_loops(body: ts.Node) -> list[ts.Node]:
-    return [n for n in T.walk(body) if n.type in _LOOPS and n != body
-            and not any(a.type in _LOOPS for a in T.ancestors(n, body))]
 
 
 def _is_plus(n: ts.Node | None) -> bool:
@@ -165,7 +145,7 @@ def _is_zero(text: str) -> bool:
     return re.fullmatch(r"0*\.?0*[fFlL]?|0x0+", t) is not None and any(c == "0" for c in t)
 
 
-def _reduction_of(src: CudaSource, stmt: ts.Node, var: str) -> _Reduction | None:
+def _reduction_of(src: CudaSource, stmt: ts.Node, var: str) -> Reduction | None:
     """The reduction an update statement performs on `var`, if it has one of the known forms."""
     t = T.squash(src.text_of(stmt)).rstrip(";")
     v = re.escape(var)
@@ -184,12 +164,12 @@ def _reduction_of(src: CudaSource, stmt: ts.Node, var: str) -> _Reduction | None
             rest, kind, fn = m.group(2), _MAXMIN[m.group(1)], m.group(1)
     if rest is None or re.search(rf"(?<![\w.]){v}(?!\w)", rest):
         return None
-    return _Reduction(var, kind, fn)
+    return Reduction(var, kind, fn)
 
 
 def _decl_node(fn: ts.Node, name: str) -> ts.Node | None:
     return next((d for d in T.walk(fn) if d.type in ("init_declarator", "identifier") and d.parent is not None
-                 and d.parent.type == "declaration" and T._declarator_ident(d) == name), None)
+                 and d.parent.type == "declaration" and T.declarator_ident(d) == name), None)
 
 
 class WarpPerRow(Operator):
@@ -207,14 +187,14 @@ class WarpPerRow(Operator):
         body = fn.child_by_field_name("body")
         out = _Facts(kernel, [])
         if body is None:
-            out.facts.append(_fact("one_thread_per_row", False, "kernel has no body", "Layout"))
+            out.facts.append(fact("one_thread_per_row", False, "kernel has no body", "Layout"))
             return out
         text = src.text_of(body)
         rows = [d for d in T.walk(body) if d.type == "init_declarator" and d.child_by_field_name("value") is not None
                 and T.global_tid(src.text_of(d.child_by_field_name("value"))) == "blockDim.x"]
-        row = T._declarator_ident(rows[0]) if len(rows) == 1 else None
+        row = T.declarator_ident(rows[0]) if len(rows) == 1 else None
         if row is None or row in T.assigned_in(fn):
-            out.facts.append(_fact("one_thread_per_row", False,
+            out.facts.append(fact("one_thread_per_row", False,
                                    "no single never-reassigned `row = blockIdx.x * blockDim.x + threadIdx.x`", "Layout"))
             return out
         value = rows[0].child_by_field_name("value")
@@ -223,34 +203,34 @@ class WarpPerRow(Operator):
                       and T.uses_ident(s.child_by_field_name("condition"), row)
                       and T.squash(src.text_of(s.child_by_field_name("consequence"))) in ("return;", "{return;}")), None)
         out.row_value, out.row_stmt = value, T.statement_ancestor(rows[0])
-        out.facts.append(_fact(
+        out.facts.append(fact(
             "one_thread_per_row", not others and guard is not None,
             f"`{row}` is the global thread index, the only use of thread/block indices, and threads past the last "
             "row return" if not others and guard is not None else
             (f"thread or block index used beyond `{row}` (line {others[0].start_point.row + 1})" if others
              else f"no `if (... {row} ...) return;` guard for threads past the last row"), "Layout"))
-        helpers = _fn_texts(src)
-        coop = _reaches(src, body, _BLOCK_COOP, helpers) or _reaches(src, body, _COLLECTIVE, helpers)
-        out.facts.append(_fact("no_block_cooperation", not coop,
+        helpers = fn_texts(src)
+        coop = reaches(src, body, BLOCK_COOP, helpers) or reaches(src, body, COLLECTIVE, helpers)
+        out.facts.append(fact("no_block_cooperation", not coop,
                                "no shared memory, barriers, atomics or warp collectives: each row is one thread's"
                                if not coop else "the kernel already cooperates (shared memory, barriers, atomics "
                                "or warp collectives)", "Storage"))
         loops, problems = self._row_loops(src, fn, body, guard)
         out.loops = tuple(loops)
-        out.facts.append(_fact("rows_independent", not problems and bool(loops),
+        out.facts.append(fact("rows_independent", not problems and bool(loops),
                                f"{len(loops)} row loop(s); loop-carried state only in sum/max/min reductions"
                                if not problems and loops else ("; ".join(problems) or "no loop over the row"),
                                "Pipeline"))
         out.stores = tuple(self._stores_outside(src, fn, body, loops))
         if re.search(r"\blane\b", text) and "kl_lane" in text:
-            out.facts.append(_fact("lane_name_free", False, "both `lane` and `kl_lane` are taken", "Layout"))
+            out.facts.append(fact("lane_name_free", False, "both `lane` and `kl_lane` are taken", "Layout"))
         out.facts += _launch_facts(src, kernel)
         return out
 
     def _row_loops(self, src: CudaSource, fn: ts.Node, body: ts.Node,
                    guard: ts.Node | None) -> tuple[list[_RowLoop], list[str]]:
         loops, problems = [], []
-        for loop in _outer_loops(body):
+        for loop in outer_loops(body):
             line = loop.start_point.row + 1
             parts = T.counting_loop(src, loop, self.strides_steps)
             path = T.ancestors(loop, body)
@@ -284,7 +264,7 @@ class WarpPerRow(Operator):
         return loops, problems
 
     def _reductions(self, src: CudaSource, fn: ts.Node, loop: ts.Node, lbody: ts.Node,
-                    inner: set[str]) -> tuple[list[_Reduction], list[str]]:
+                    inner: set[str]) -> tuple[list[Reduction], list[str]]:
         reds, why = [], []
         pairs = _arg_pairs(src, lbody)
         for red, _ in pairs.values():
@@ -292,7 +272,7 @@ class WarpPerRow(Operator):
         paired = {n for red, _ in pairs.values() for n in (red.var, red.index)}
         for name in sorted(T.assigned_in(lbody) - inner - paired):
             writes = [n for n in T.walk(lbody) if n.type in ("assignment_expression", "update_expression")
-                      and T.squash(src.text_of(_write_target(n))) == name]
+                      and T.squash(src.text_of(write_target(n))) == name]
             stmts = {T.statement_ancestor(w).start_byte: T.statement_ancestor(w) for w in writes}
             red = _reduction_of(src, next(iter(stmts.values())), name) if len(stmts) == 1 else None
             if red is None:
@@ -310,7 +290,7 @@ class WarpPerRow(Operator):
                 value = decl.child_by_field_name("value") if decl is not None and decl.type == "init_declarator" else None
                 earlier = [n for n in T.walk(fn) if n.type in ("assignment_expression", "update_expression")
                            and decl is not None and decl.end_byte < n.start_byte < loop.start_byte
-                           and T.squash(src.text_of(_write_target(n))) == name and not _exclusive(n, loop)]
+                           and T.squash(src.text_of(write_target(n))) == name and not _exclusive(n, loop)]
                 if value is None or not _is_zero(src.text_of(value)) or earlier:
                     why.append(f"the sum `{name}` does not start from zero at the loop: the per-lane partials would "
                                "count its start value 32 times")
@@ -324,7 +304,7 @@ class WarpPerRow(Operator):
         is already coalesced across threads; lanes striding it would scatter the warp.)"""
         unit, strided = 0, []
         for n in T.walk(lbody):
-            if n.type != "subscript_expression" or not _is_pointer(fn, _base_name(n) or ""):
+            if n.type != "subscript_expression" or not is_pointer(fn, base_name(n) or ""):
                 continue
             idx = T.squash(src.text_of(n)[len(src.text_of(n.child_by_field_name("argument") or n)):])
             if not re.search(rf"(?<![\w.]){re.escape(var)}(?!\w)", idx):
@@ -340,7 +320,7 @@ class WarpPerRow(Operator):
             for n in T.walk(lbody):
                 parts = (_sum_terms(n) if _is_plus(n) and not _is_plus(n.parent)
                          else T.call_args(n) if n.type == "call_expression" else [])
-                ptrs = [a for a in parts if a is not None and a.type == "identifier" and _is_pointer(fn, src.text_of(a))]
+                ptrs = [a for a in parts if a is not None and a.type == "identifier" and is_pointer(fn, src.text_of(a))]
                 rest = [T.squash(src.text_of(a)) for a in parts if a is not None and a not in ptrs]
                 if ptrs and any(re.fullmatch(rf"(?:.*[+(])?{re.escape(var)}(?:[+)].*)?", r) for r in rest):
                     unit += 1
@@ -355,11 +335,11 @@ class WarpPerRow(Operator):
         for n in T.walk(lbody):
             if n.type not in ("assignment_expression", "update_expression"):
                 continue
-            left = _write_target(n)
+            left = write_target(n)
             if left is None or left.type == "identifier":
                 continue
-            base = _base_name(left) or ""
-            pointer = _is_pointer(fn, base)
+            base = base_name(left) or ""
+            pointer = is_pointer(fn, base)
             if base in inner and not pointer:
                 continue  # a value of this iteration
             if left.type == "subscript_expression" and pointer:
@@ -379,10 +359,10 @@ class WarpPerRow(Operator):
         for n in T.walk(body):
             if n.type not in ("assignment_expression", "update_expression"):
                 continue
-            left = _write_target(n)
+            left = write_target(n)
             if left is None or left.type == "identifier" or any(a <= n.start_byte < b for a, b in spans):
                 continue
-            if not _is_pointer(fn, _base_name(left) or ""):
+            if not is_pointer(fn, base_name(left) or ""):
                 continue
             stmt = T.statement_ancestor(n)
             out[stmt.start_byte] = stmt
@@ -403,16 +383,16 @@ class WarpPerRow(Operator):
             if (m := re.fullmatch(r"\(?threadIdx\.x([&%])\(?(.+?)\)?\)?", t)) and lane is None:
                 val = T.eval_int(m.group(2), consts)
                 if val == (WARP - 1 if m.group(1) == "&" else WARP):
-                    lane = (T._declarator_ident(d), v)
+                    lane = (T.declarator_ident(d), v)
             elif row is None and _warp_row(t, consts):
-                row = (T._declarator_ident(d), v)
+                row = (T.declarator_ident(d), v)
         if lane is None or row is None:
             return None
         out = _Facts(kernel, [], row_value=row[1], lane_value=lane[1], lane=lane[0] or "")
         assigned = T.assigned_in(fn)
         others = _index_uses(src, body, (lane[1], row[1]))
         fixed = lane[0] not in assigned and row[0] not in assigned and not others
-        out.facts.append(_fact("one_warp_per_row", fixed,
+        out.facts.append(fact("one_warp_per_row", fixed,
                                f"`{row[0]}` is the warp's global index and `{lane[0]}` its lane, the only uses of "
                                "thread/block indices" if fixed else
                                "the lane or row index is reassigned, or thread/block indices are used elsewhere",
@@ -422,7 +402,7 @@ class WarpPerRow(Operator):
             if n.type != "identifier" or n.text != lane[0].encode() or lane[1].start_byte <= n.start_byte < lane[1].end_byte:
                 continue
             p = n.parent
-            if p is not None and p.type == "init_declarator" and T._declarator_ident(p) == lane[0]:
+            if p is not None and p.type == "init_declarator" and T.declarator_ident(p) == lane[0]:
                 continue
             loop = _strided_loop_of(src, n, consts)
             if loop is not None:
@@ -430,12 +410,12 @@ class WarpPerRow(Operator):
             elif not _lane_zero_test(src, n):
                 bad.append(n.start_point.row + 1)
         out.strided = tuple(strided)
-        out.facts.append(_fact("lane_only_strides", not bad and bool(strided),
+        out.facts.append(fact("lane_only_strides", not bad and bool(strided),
                                f"`{lane[0]}` only starts {len(strided)} loop(s) striding the row by 32 and picks "
                                "lane 0 for stores" if not bad and strided else
                                (f"`{lane[0]}` also indexes data (line {bad[0]}): each lane owns more than a stride"
                                 if bad else "no loop strides the row by the warp"), "Layout"))
-        helpers = _fn_texts(src)
+        helpers = fn_texts(src)
         colls, stray = [], []
         for stmt in [s for s in T.walk(body) if s.type in ("expression_statement", "for_statement")]:
             if any(a.start_byte <= stmt.start_byte < a.end_byte for a in colls):
@@ -443,17 +423,17 @@ class WarpPerRow(Operator):
             if _warp_reduction_stmt(src, stmt, helpers):
                 colls.append(stmt)
         for n in T.walk(body):
-            if n.type in ("expression_statement", "declaration", "return_statement") and _reaches(
-                    src, n, _COLLECTIVE, helpers) and not any(c.start_byte <= n.start_byte < c.end_byte for c in colls):
+            if n.type in ("expression_statement", "declaration", "return_statement") and reaches(
+                    src, n, COLLECTIVE, helpers) and not any(c.start_byte <= n.start_byte < c.end_byte for c in colls):
                 stray.append(n.start_point.row + 1)
         out.collectives = tuple(colls)
-        out.facts.append(_fact("reductions_only_collectives", not stray,
+        out.facts.append(fact("reductions_only_collectives", not stray,
                                f"{len(colls)} warp reduction(s) `v = reduce(v)`, no other warp collective" if not stray
                                else f"a warp collective other than a reduction `v = reduce(v)` (line {stray[0]})",
                                "Pipeline"))
-        coop = _reaches(src, body, _BLOCK_COOP, {k: v for k, v in helpers.items()
+        coop = reaches(src, body, BLOCK_COOP, {k: v for k, v in helpers.items()
                                                   if not any(k in src.text_of(c) for c in colls)})
-        out.facts.append(_fact("no_block_cooperation", not coop,
+        out.facts.append(fact("no_block_cooperation", not coop,
                                "no shared memory, barriers or atomics beyond the warp" if not coop
                                else "the block cooperates beyond the warp (shared memory, barriers or atomics)",
                                "Storage"))
@@ -476,7 +456,7 @@ class WarpPerRow(Operator):
         fn = src.node_at(site.anchor)
         f = self._warp_per_row(src, fn, site.details["kernel"]) if fn is not None else None
         if f is None:
-            return [_fact("one_warp_per_row", False, "no lane/row index of a warp-per-row kernel here", "Layout")]
+            return [fact("one_warp_per_row", False, "no lane/row index of a warp-per-row kernel here", "Layout")]
         return f.facts
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
@@ -508,7 +488,7 @@ class WarpPerRow(Operator):
         sites = []
         for name, fn in self._kernels(src):
             body = fn.child_by_field_name("body")
-            if body is None or not _outer_loops(body):
+            if body is None or not outer_loops(body):
                 continue
             if any(T.global_tid(src.text_of(d.child_by_field_name("value"))) == "blockDim.x"
                    for d in T.walk(body) if d.type == "init_declarator" and d.child_by_field_name("value") is not None):
@@ -518,7 +498,7 @@ class WarpPerRow(Operator):
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         fn = src.node_at(site.anchor)
         if fn is None:
-            return [_fact("one_thread_per_row", False, "the kernel is not at this anchor", "Layout")]
+            return [fact("one_thread_per_row", False, "the kernel is not at this anchor", "Layout")]
         return self._thread_per_row(src, fn, site.details["kernel"]).facts
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
@@ -541,25 +521,11 @@ class WarpPerRow(Operator):
         return edit.apply_edits(src, edits)
 
     def _strided_loop(self, src: CudaSource, r: _RowLoop, lane: str) -> str:
-        return self._restride(src, r, lane, str(WARP), self._butterfly)
-
-    @staticmethod
-    def _butterfly(red: _Reduction) -> list[str]:
-        """A warp all-reduce of `red`: xor shuffles, every lane ends with the same value."""
-        shfl = f"__shfl_xor_sync({_FULL_MASK}, {red.var}, kl_off)"
-        head = f"for (int kl_off = {WARP // 2}; kl_off > 0; kl_off >>= 1)"
-        if red.kind in ("argmax", "argmin"):  # the better value wins; a tie goes to the earlier position
-            cmp = ">" if red.kind == "argmax" else "<"
-            return [f"{head} {{ const auto kl_v = {shfl}; "
-                    f"const auto kl_i = __shfl_xor_sync({_FULL_MASK}, {red.index}, kl_off); "
-                    f"if (kl_v {cmp} {red.var} || (kl_v == {red.var} && kl_i < {red.index})) "
-                    f"{{ {red.var} = kl_v; {red.index} = kl_i; }} }}"]
-        merge = f"{red.var} += {shfl}" if red.kind == "sum" else f"{red.var} = {red.fn}({red.var}, {shfl})"
-        return [f"{head} {merge};"]
+        return self._restride(src, r, lane, str(WARP), warp_butterfly)
 
     @staticmethod
     def _restride(src: CudaSource, r: _RowLoop, rank: str, step: str,
-                  reduce: Callable[[_Reduction], list[str]]) -> str:
+                  reduce: Callable[[Reduction], list[str]]) -> str:
         """Row loop `r` started at `A + rank` and stepped by `step`, followed by the all-reduce
         lines of each reduction it carries (braced when the loop was a lone statement)."""
         init, upd = r.init, r.update
@@ -592,10 +558,10 @@ _ARG_BUTTERFLY = re.compile(
     r"if\(kl_v[<>]\1\|\|\(kl_v==\1&&kl_i<\2\)\)\{\1=kl_v;\2=kl_i;\}\}")
 
 
-def _arg_pairs(src: CudaSource, lbody: ts.Node) -> dict[str, tuple[_Reduction, ts.Node]]:
+def _arg_pairs(src: CudaSource, lbody: ts.Node) -> dict[str, tuple[Reduction, ts.Node]]:
     """Arg-max/arg-min scans in a loop body: `if (E > best) { best = E; where = j; }` (strict, so
     the first position wins), with `best` and `where` used nowhere else in the loop."""
-    out: dict[str, tuple[_Reduction, ts.Node]] = {}
+    out: dict[str, tuple[Reduction, ts.Node]] = {}
     loop = lbody.parent
     var = T.decl_name(loop.child_by_field_name("initializer")) if loop is not None and loop.type == "for_statement" \
         and loop.child_by_field_name("initializer") is not None else None
@@ -617,7 +583,7 @@ def _arg_pairs(src: CudaSource, lbody: ts.Node) -> dict[str, tuple[_Reduction, t
                   and not (st.start_byte <= n.start_byte < st.end_byte)]
         if others:
             continue
-        out[best] = (_Reduction(best, "argmax" if op == ">" else "argmin", "", where), st)
+        out[best] = (Reduction(best, "argmax" if op == ">" else "argmin", "", where), st)
     return out
 
 
@@ -630,21 +596,8 @@ def _exclusive(a: ts.Node, b: ts.Node) -> bool:
     return p is not None and p.type == "if_statement"
 
 
-def _base_name(left: ts.Node) -> str | None:
-    """The variable a store target is based on: `y` in `y[i]`, `*(y + i)`, `y->f`, `s.x`."""
-    n: ts.Node | None = left
-    while n is not None and n.type != "identifier":
-        nxt = n.child_by_field_name("argument") or n.child_by_field_name("value")
-        if nxt is None and n.named_children:
-            nxt = n.named_children[0]
-        n = nxt
-    return n.text.decode() if n is not None and n.text else None
 
 
-def _is_pointer(fn: ts.Node, name: str) -> bool:
-    """Whether `name` is declared in `fn` (parameter or local) as a pointer."""
-    d = T.local_decls(fn).get(name)
-    return d is not None and any(n.type == "pointer_declarator" for n in T.walk(d))
 
 
 def _warp_row(text: str, consts: dict[str, int]) -> bool:
@@ -712,4 +665,4 @@ def _warp_reduction_stmt(src: CudaSource, stmt: ts.Node, helpers: dict[str, str]
     if name.startswith("__shfl"):
         return name == "__shfl_sync"
     body = helpers.get(name)
-    return body is not None and _COLLECTIVE.search(body) is not None
+    return body is not None and COLLECTIVE.search(body) is not None

@@ -1,0 +1,39 @@
+"""The canonicalizer: before any operator looks at a kernel, bring it to one spelling.
+
+Each rule is a small semantics-preserving rewrite (base.Rule); `canonical_form` runs them all to
+a fixed point. The walker gates the result like any step and records expert -> canonical as the
+lineage's first step, never as a skill: operators then read canonical forms only.
+"""
+
+from klineage.source.canon.barriers import BarrierSpelling
+from klineage.source.canon.base import Canonical, Rule, canonicalize
+from klineage.source.canon.constants import ConstToConstexpr, DefineToConstexpr, EnumToConstexpr
+from klineage.source.canon.guards import GuardToReturn
+from klineage.source.canon.loops import InlineStride, WhileToFor
+from klineage.source.canon.shadow import HostShadowRename
+from klineage.source.canon.thread_index import ThreadIndexSpelling
+from klineage.source.model import CudaSource
+
+#: the operator name the walker records the canonical step under (never a skill)
+CANON_STEP = "canonicalize"
+
+#: every rule, in the order each round runs them
+RULES: tuple[Rule, ...] = (
+    HostShadowRename(),
+    DefineToConstexpr(),
+    EnumToConstexpr(),
+    ConstToConstexpr(),
+    BarrierSpelling(),
+    ThreadIndexSpelling(),
+    WhileToFor(),
+    InlineStride(),
+    GuardToReturn(),
+)
+
+
+def canonical_form(src: CudaSource) -> Canonical:
+    """`src` with every rule run to a fixed point."""
+    return canonicalize(src, RULES)
+
+
+__all__ = ["CANON_STEP", "RULES", "Canonical", "Rule", "canonical_form", "canonicalize"]

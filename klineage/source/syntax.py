@@ -1,0 +1,297 @@
+"""Syntax helpers every rewrite shares: small facts about expressions and statements of a parsed
+CUDA file (the declared names, what a block assigns, compile-time integers, identifier
+substitution). The source model answers questions about constructs (kernels, loops, launches);
+the canonicalizer (`klineage.source.canon`) and the operators (`klineage.deopt`) ask these.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import tree_sitter as ts
+
+from klineage.source import nodes as N
+from klineage.source.model import CudaSource
+
+# --- text helpers ---------------------------------------------------------------------------------
+
+_CONSTEXPR = re.compile(
+    r"(?:static\s+)?(?:constexpr|const)\s+(?:static\s+)?(?:unsigned\s+|signed\s+)?(?:int|long|size_t|unsigned|auto|"
+    r"int32_t|uint32_t|int64_t)\s+(\w+)\s*=\s*([^;{}]+);"
+)
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+([^\n\\]+)$", re.M)
+_INT_LIT = re.compile(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\b")
+
+
+def squash(text: str) -> str:
+    """Whitespace removed: a stable key for comparing small expressions."""
+    return re.sub(r"\s+", "", text)
+
+
+def subst_idents(text: str, mapping: Mapping[str, str]) -> str:
+    """Replace whole identifiers (not field names after `.` or `->`) by their mapped text."""
+    if not mapping:
+        return text
+    names = sorted(mapping, key=len, reverse=True)
+    rx = re.compile(r"(?<![\w.])(?<!->)(" + "|".join(re.escape(n) for n in names) + r")(?!\w)")
+    return rx.sub(lambda m: mapping[m.group(1)], text)
+
+
+def paren(text: str) -> str:
+    """Parenthesize an expression unless it is a name, number or call."""
+    s = text.strip()
+    if re.fullmatch(r"[\w.]+", s) or re.fullmatch(r"[\w:.]+\((?:[^()]|\([^()]*\))*\)", s):
+        return s
+    if s.startswith("(") and s.endswith(")") and _balanced_inside(s):
+        return s
+    return f"({s})"
+
+
+def _balanced_inside(s: str) -> bool:
+    depth = 0
+    for i, ch in enumerate(s):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and i < len(s) - 1:
+            return False
+    return True
+
+
+def file_constants(src: CudaSource) -> dict[str, int]:
+    """Integer `constexpr`/`const` names and `#define`s of the file whose values are computable."""
+    out: dict[str, int] = {"warpSize": 32}
+    items = [(m.start(), m.group(1), m.group(2)) for m in _CONSTEXPR.finditer(src.text)]
+    items += [(m.start(), m.group(1), m.group(2)) for m in _DEFINE.finditer(src.text)]
+    for _, name, expr in sorted(items):
+        v = eval_int(expr, out)
+        if v is not None and name not in out:
+            out[name] = v
+    return out
+
+
+def eval_int(text: str, env: Mapping[str, int]) -> int | None:
+    """The integer value of small C arithmetic over literals and known names, or None."""
+    t = text.strip()
+    t = re.sub(r"static_cast<\s*\w+\s*>", "", t)
+    t = _INT_LIT.sub(lambda m: str(int(m.group(1), 0)), t)
+    t = subst_idents(t, {k: str(v) for k, v in env.items()})
+    t = t.replace("/", "//").replace("////", "//")
+    try:
+        tree = ast.parse(t, mode="eval")
+    except SyntaxError:
+        return None
+    ok = (
+        ast.Expression,
+        ast.BinOp,
+        ast.UnaryOp,
+        ast.Constant,
+        ast.Add,
+        ast.Sub,
+        ast.Mult,
+        ast.FloorDiv,
+        ast.Mod,
+        ast.LShift,
+        ast.RShift,
+        ast.USub,
+        ast.BitAnd,
+        ast.BitOr,
+        ast.BitXor,
+    )
+    if not all(isinstance(n, ok) for n in ast.walk(tree)):
+        return None
+    try:
+        v = eval(compile(tree, "<int>", "eval"), {"__builtins__": {}}, {})  # noqa: S307
+    except (ZeroDivisionError, ValueError, OverflowError):
+        return None
+    return v if isinstance(v, int) else None
+
+
+def is_pow2(v: int | None) -> bool:
+    return v is not None and v > 0 and v & (v - 1) == 0
+
+
+# --- tree helpers ---------------------------------------------------------------------------------
+
+
+def walk(node: ts.Node) -> Iterator[ts.Node]:
+    return N.walk(node)
+
+
+def call_name(call: ts.Node) -> str:
+    name, _ = N.callee(call.child_by_field_name("function"))
+    return name
+
+
+def call_args(call: ts.Node) -> list[ts.Node]:
+    args = call.child_by_field_name("arguments")
+    return [c for c in args.named_children if c.type != "comment"] if args is not None else []
+
+
+def calls_named(node: ts.Node, pattern: str) -> list[ts.Node]:
+    rx = re.compile(pattern)
+    return [
+        n
+        for n in walk(node)
+        if n.type == "call_expression" and N.kernel_call_syntax(n) is None and rx.fullmatch(call_name(n))
+    ]
+
+
+def fn_node_of(node: ts.Node) -> ts.Node | None:
+    return node if node.type == "function_definition" else N.enclosing_function(node)
+
+
+def decl_name(decl: ts.Node) -> str | None:
+    d = decl.child_by_field_name("declarator")
+    while d is not None and d.type not in ("identifier", "field_identifier"):
+        d = d.child_by_field_name("declarator") or (d.named_children[0] if d.named_children else None)
+    return d.text.decode() if d is not None and d.text else None
+
+
+def local_decls(fn: ts.Node) -> dict[str, ts.Node]:
+    """name -> the declarator node (init_declarator, plain declarator or parameter) in `fn`."""
+    out: dict[str, ts.Node] = {}
+    for n in walk(fn):
+        if n.type in ("declaration", "parameter_declaration"):
+            for d in n.children_by_field_name("declarator"):
+                nm = declarator_ident(d)
+                if nm and nm not in out:
+                    out[nm] = d
+    return out
+
+
+def declarator_ident(d: ts.Node) -> str | None:
+    cur: ts.Node | None = d
+    while cur is not None and cur.type not in ("identifier", "field_identifier"):
+        cur = cur.child_by_field_name("declarator") or (cur.named_children[0] if cur.named_children else None)
+    return cur.text.decode() if cur is not None and cur.text else None
+
+
+def init_text(src: CudaSource, fn: ts.Node, name: str) -> str | None:
+    """The initializer text of local `name` in `fn` when it is declared once and never reassigned."""
+    decls = [d for d in walk(fn) if d.type == "init_declarator" and declarator_ident(d) == name]
+    if len(decls) != 1:
+        return None
+    if name in assigned_in(fn):
+        return None
+    v = decls[0].child_by_field_name("value")
+    return src.text_of(v) if v is not None else None
+
+
+def assigned_in(node: ts.Node) -> set[str]:
+    """Identifiers written under `node` (assignment targets, ++/--)."""
+    out: set[str] = set()
+    for n in walk(node):
+        target = None
+        if n.type == "assignment_expression":
+            target = n.child_by_field_name("left")
+        elif n.type == "update_expression":
+            target = n.child_by_field_name("argument")
+        if target is not None and target.type == "identifier" and target.text:
+            out.add(target.text.decode())
+    return out
+
+
+def ancestors(node: ts.Node, stop: ts.Node | None = None) -> list[ts.Node]:
+    """The nodes above `node`, nearest first, up to (not including) `stop`."""
+    out, p = [], node.parent
+    while p is not None and p != stop:
+        out.append(p)
+        p = p.parent
+    return out
+
+
+def statement_ancestor(node: ts.Node) -> ts.Node:
+    p: ts.Node | None = node
+    while p is not None and not (p.type.endswith("_statement") or p.type == "declaration"):
+        p = p.parent
+    return p or node
+
+
+def uses_ident(node: ts.Node, name: str) -> bool:
+    return any(n.type == "identifier" and n.text == name.encode() for n in walk(node))
+
+
+def has_call(node: ts.Node, pattern: str) -> bool:
+    return bool(calls_named(node, pattern))
+
+
+def jumps_out(loop: ts.Node) -> list[ts.Node]:
+    """`break`/`continue` bound to `loop`, and every `return` under it."""
+    out = []
+    for n in walk(loop.child_by_field_name("body") or loop):
+        if n.type == "return_statement":
+            out.append(n)
+        elif n.type in ("break_statement", "continue_statement"):
+            p = n.parent
+            while (
+                p is not None
+                and p != loop
+                and p.type
+                not in (
+                    "for_statement",
+                    "while_statement",
+                    "do_statement",
+                    "for_range_loop",
+                    "switch_statement",
+                )
+            ):
+                p = p.parent
+            if p == loop or (
+                p is not None
+                and p.type == "switch_statement"
+                and n.type == "continue_statement"
+                and bound_loop(p) == loop
+            ):
+                out.append(n)
+    return out
+
+
+def bound_loop(node: ts.Node) -> ts.Node | None:
+    p = node.parent
+    while p is not None and p.type not in (
+        "for_statement",
+        "while_statement",
+        "do_statement",
+        "for_range_loop",
+    ):
+        p = p.parent
+    return p
+
+
+@dataclass(frozen=True)
+class IntConstant:
+    name: str
+    value: int
+    start: int  # the literal's byte range
+    end: int
+    node: ts.Node | None  # the declaration (None for #define)
+    kind: str  # constexpr | define | template
+
+
+def int_constants(src: CudaSource) -> list[IntConstant]:
+    """Integer `constexpr`/`const` literals and `#define`s of the file, with the literal's byte range
+    (where a size is changed) and its declaration (the tuning operators' sizes)."""
+    out = []
+    for d in src.nodes_of_type("declaration"):
+        quals = {src.text_of(c) for c in d.children if c.type in ("type_qualifier", "storage_class_specifier")}
+        if not quals & {"constexpr", "const"}:
+            continue
+        ty = d.child_by_field_name("type")
+        if ty is None or not re.fullmatch(r"(unsigned\s+)?(int|long|unsigned|size_t|int32_t|uint32_t)", src.text_of(ty)):
+            continue
+        for dd in d.children_by_field_name("declarator"):
+            if dd.type != "init_declarator":
+                continue
+            name = declarator_ident(dd)
+            v = dd.child_by_field_name("value")
+            if not name or v is None or v.type != "number_literal":
+                continue
+            val = eval_int(src.text_of(v), {})
+            if val is not None:
+                out.append(IntConstant(name, val, v.start_byte, v.end_byte, d, "constexpr"))
+    for m in re.finditer(rb"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+\(?(\d+)\)?[ \t]*$", src.text_bytes, re.M):
+        out.append(IntConstant(m.group(1).decode(), int(m.group(2)), m.start(2), m.end(2), None, "define"))
+    return sorted(out, key=lambda c: c.start)
