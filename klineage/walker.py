@@ -625,6 +625,8 @@ class Walker:
                     "preconditions": self._facts(before, step)}
         target = normalize(before.text)
         best: dict[str, Any] | None = None
+        here = step.site.anchor.function
+        forward.sort(key=lambda s: s.anchor.function != here)  # the step's own function first (stable)
         for site in forward:
             facts = [f.to_dict() for f in op.preconditions(simpler, site)]
             try:
@@ -636,13 +638,24 @@ class Walker:
                 return {"ok": True, "message": "apply(remove(x)) == x after normalization", "preconditions": facts,
                         "forward_site": site.to_dict()}
             r = self._gate(wl, again.text, f"{wl.name}/roundtrip-{op.name}.cu")
-            present = len(op.find(again)) > len(op.find(simpler))
+            present = restored_at(op, simpler, again, here)
             if r.accepted and present:
                 return {"ok": True, "message": "apply passes the gate and the optimization is present again",
                         "preconditions": facts, "gate_key": r.artifact_id, "forward_site": site.to_dict()}
             best = {"ok": False, "message": f"apply gave {r.category}: {r.message}" if not r.accepted
-                    else "apply passed but the optimization was not found again", "preconditions": facts}
+                    else f"apply passed but the optimization was not found again in {here or 'the file scope'}",
+                    "preconditions": facts}
         return best or {"ok": False, "message": "no forward site could be applied", "preconditions": facts}
+
+
+def restored_at(op: Operator, simpler: CudaSource, again: CudaSource, function: str) -> bool:
+    """Whether the forward step put the optimization back where the backward step took it out: the
+    operator finds more of its sites in `function` (the removed site's function) than before. A
+    site gained in another function (a `#pragma unroll` added to a different kernel) is not a
+    roundtrip of this step."""
+    def count(src: CudaSource) -> int:
+        return sum(1 for s in op.find(src) if s.anchor.function == function)
+    return count(again) > count(simpler)
 
 
 def carrier_diff(simpler: str, optimized: str, context: int = 2, max_lines: int = 60,

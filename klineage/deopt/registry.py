@@ -24,6 +24,7 @@ from klineage.deopt.smem_padding import SmemPadding
 from klineage.deopt.smem_staging import SmemStaging
 from klineage.deopt.tensor_core import TensorCore
 from klineage.deopt.tile_size import TileSize
+from klineage.deopt.tree_addressing import TreeAddressing
 from klineage.deopt.vectorize import Vectorize
 from klineage.deopt.warp_per_row import WarpPerRow
 from klineage.deopt.warp_shuffle_reduce import WarpShuffleReduce
@@ -42,6 +43,7 @@ _OPERATORS: list[Operator] = [
     WarpShuffleReduce(),
     CgReduce(),
     SmemPadding(),  # smem_layout
+    TreeAddressing(),
     SmemStaging(),  # staging
     Vectorize(),  # vectorization
     PackedHalf2(),

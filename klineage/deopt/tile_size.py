@@ -104,7 +104,38 @@ class TileSize(Operator):
                                       "Hardware"))
         else:
             facts.append(Precondition("tile_at_least_warp", new >= MIN_SIZE, f"tile {new} >= {MIN_SIZE}", "Layout"))
+        if threads and d["kind"] == "template":
+            facts += self._covers_block(src, site, old, new)
         return facts
+
+    def _covers_block(self, src: CudaSource, site: Site, old: int, new: int) -> list[Precondition]:
+        """A template block size must not fall below the block the launch starts: the kernel would
+        size its shared arrays and strides for fewer threads than run it. The launch's block is
+        read after the edit (the same literal in it changes along) through the launcher's locals
+        and the file's constants; one that cannot be computed is not judged."""
+        consts = T.file_constants(src)
+        blocks = []
+        for ls in T.launches_of(src, site.details["kernel"]):
+            targs = T.template_arg_nodes(src, ls)
+            idx = int(site.details["index"])
+            cfg = T.config_nodes(src, ls)
+            if idx >= len(targs) or T.squash(src.text_of(targs[idx])) != str(old) or len(cfg) < 2:
+                continue
+            launcher = T.enclosing_launcher(src, ls)
+            text = re.sub(rf"(?<![\w.]){old}(?![\w.])", str(new), src.text_of(cfg[1]))
+            if launcher is not None:
+                text = T.resolve_local(src, launcher, text)
+                text = re.sub(r"^(?:dim3\s*)?[({]\s*([^,(){}]+?)\s*(?:,\s*1U?\s*)*[)}]$", r"\1", text.strip())
+            b = T.eval_int(text, consts)
+            if b is not None:
+                blocks.append(b)
+        if not blocks:
+            return []
+        ok = max(blocks) <= new
+        return [Precondition("template_size_covers_block", ok,
+                             f"{site.details['name']} = {new} covers the launch's block of {max(blocks)} threads" if ok
+                             else f"{site.details['name']} = {new} would fall below the launch's block of "
+                             f"{max(blocks)} threads", "Hardware")]
 
     def _is_block_dim(self, src: CudaSource, site: Site) -> bool:
         d = site.details
