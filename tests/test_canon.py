@@ -189,9 +189,23 @@ def test_walker_records_the_canonical_step_and_never_a_skill(tmp_path: Path, bea
         " ON st.workload = s.workload AND st.state_hash = s.from_state WHERE s.taken ORDER BY st.depth"
     )
     skills = extract(store, load_workload(DATA / "row_sum"))
-    canon_state = store.rows("SELECT k.source FROM states s JOIN kernels k ON k.kernel_hash = s.state_hash WHERE s.depth = 1")
+    canon_state = store.rows(
+        "SELECT k.source FROM states s JOIN kernels k ON k.kernel_hash = s.state_hash WHERE s.depth = 1"
+    )
     store.close()
     assert [(s["operator"], s["depth"]) for s in steps] == [("canonicalize", 0), ("tile_size", 1)]
     assert "if (row >= M) return;" in canon_state[0]["source"]
     assert [s.operator for s in skills] == ["tile_size"]
     assert summary.depth == 2
+
+
+def test_initializer_spellings() -> None:
+    from klineage.source.canon.initializers import BraceInitializer, FunctorCall
+
+    assert _rw(
+        BraceInitializer(), K.format("constexpr unsigned int T{8U}; size_t const i{threadIdx.x}; x[i] = T;")
+    ) == normalize(K.format("constexpr unsigned int T = 8U; size_t const i = threadIdx.x; x[i] = T;"))
+    assert _rw(BraceInitializer(), K.format("dim3 const b{4U, 1U}; x[0] = b.x;")) == "UNCHANGED"
+    assert _rw(FunctorCall(), K.format("x[0] = cg::reduce(w, x[1], cg::plus<float>{});")) == normalize(
+        K.format("x[0] = cg::reduce(w, x[1], cg::plus<float>());")
+    )

@@ -9,6 +9,7 @@ from klineage.source.canon.barriers import BarrierSpelling
 from klineage.source.canon.base import Canonical, Rule, canonicalize
 from klineage.source.canon.constants import ConstToConstexpr, DefineToConstexpr, EnumToConstexpr
 from klineage.source.canon.guards import GuardToReturn
+from klineage.source.canon.initializers import BraceInitializer, FunctorCall
 from klineage.source.canon.loops import InlineStride, WhileToFor
 from klineage.source.canon.shadow import HostShadowRename
 from klineage.source.canon.thread_index import ThreadIndexSpelling
@@ -20,6 +21,8 @@ CANON_STEP = "canonicalize"
 #: every rule, in the order each round runs them
 RULES: tuple[Rule, ...] = (
     HostShadowRename(),
+    BraceInitializer(),
+    FunctorCall(),
     DefineToConstexpr(),
     EnumToConstexpr(),
     ConstToConstexpr(),
