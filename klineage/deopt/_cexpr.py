@@ -18,6 +18,7 @@ from klineage.source.model import CudaSource
 from klineage.source.syntax import (  # noqa: F401  (re-exported: the operators read them as C.<name>)
     call_args,
     walk,
+    written_names,
 )
 from klineage.source.syntax import call_name as callee_name  # noqa: F401  (re-exported)
 from klineage.source.syntax import statement_ancestor as statement_of  # noqa: F401  (re-exported)
@@ -240,21 +241,7 @@ def has_side_effects(node: ts.Node) -> bool:
 
 def assigned_names(node: ts.Node) -> set[str]:
     """Names written under `node`: assignment targets, ++/--, and names whose address is taken."""
-    out: set[str] = set()
-    for n in walk(node):
-        target = None
-        if n.type == "assignment_expression":
-            target = n.child_by_field_name("left")
-        elif n.type == "update_expression":
-            target = n.child_by_field_name("argument")
-        elif n.type == "pointer_expression" and n.children and n.children[0].type == "&":
-            target = n.child_by_field_name("argument")
-        while target is not None and target.type in ("subscript_expression", "field_expression",
-                                                     "parenthesized_expression"):
-            target = target.child_by_field_name("argument") or (target.named_children[0] if target.named_children else None)
-        if target is not None and target.type == "identifier":
-            out.add(target.text.decode() if target.text else "")
-    return out
+    return written_names(node, through_access=True)
 
 
 def declarations_in(node: ts.Node) -> dict[str, list[ts.Node]]:

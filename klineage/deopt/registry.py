@@ -25,6 +25,7 @@ from klineage.deopt.smem_staging import SmemStaging
 from klineage.deopt.tensor_core import TensorCore
 from klineage.deopt.tile_size import TileSize
 from klineage.deopt.tree_addressing import TreeAddressing
+from klineage.deopt.unrolled_tree import UnrolledTree
 from klineage.deopt.vectorize import Vectorize
 from klineage.deopt.warp_per_row import WarpPerRow
 from klineage.deopt.warp_shuffle_reduce import WarpShuffleReduce
@@ -36,6 +37,7 @@ _OPERATORS: list[Operator] = [
     PragmaUnroll(),
     Restrict(),
     TileSize(),
+    UnrolledTree(),  # template
     Pipeline(),  # pipeline
     Ldg(),  # specialized_instruction
     FastMath(),

@@ -180,8 +180,10 @@ def init_text(src: CudaSource, fn: ts.Node, name: str) -> str | None:
     return src.text_of(v) if v is not None else None
 
 
-def assigned_in(node: ts.Node) -> set[str]:
-    """Identifiers written under `node` (assignment targets, ++/--)."""
+def written_names(node: ts.Node, *, through_access: bool = False) -> set[str]:
+    """Identifiers written under `node`: assignment targets and ++/--. With `through_access`, also
+    the variable a written element or field belongs to (`a` in `a[i] = v`, `s.x++`) and names
+    whose address is taken (`&x`: the callee may write it)."""
     out: set[str] = set()
     for n in walk(node):
         target = None
@@ -189,9 +191,19 @@ def assigned_in(node: ts.Node) -> set[str]:
             target = n.child_by_field_name("left")
         elif n.type == "update_expression":
             target = n.child_by_field_name("argument")
+        elif through_access and n.type == "pointer_expression" and n.children and n.children[0].type == "&":
+            target = n.child_by_field_name("argument")
+        while through_access and target is not None and target.type in (
+                "subscript_expression", "field_expression", "parenthesized_expression"):
+            target = target.child_by_field_name("argument") or (target.named_children[0] if target.named_children else None)
         if target is not None and target.type == "identifier" and target.text:
             out.add(target.text.decode())
     return out
+
+
+def assigned_in(node: ts.Node) -> set[str]:
+    """Identifiers written under `node` (assignment targets, ++/--)."""
+    return written_names(node)
 
 
 def ancestors(node: ts.Node, stop: ts.Node | None = None) -> list[ts.Node]:
