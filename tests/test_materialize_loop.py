@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from klineage.llm.record import full_prompt
 from klineage.llm.stub import Reply, StubServer, overloaded
 from klineage.materialize import MaterializeOptions, make_provider, materialize
 from klineage.store.db import Store
@@ -118,7 +119,7 @@ def test_anthropic_provider_in_the_loop(wl, curriculum_run, tmp_path: Path) -> N
     rows = store.rows("SELECT * FROM llm_exchanges WHERE run_id = ? ORDER BY created_at", [res.run_id])
     assert len(rows) == 3 and sum(r["error"] is not None for r in rows) == 1
     assert {r["step_index"] for r in rows} == {1, 2}
-    assert rows[-1]["cache_read_tokens"] > 0 and rows[-1]["prompt"]["system"][0]["cache_control"]
+    assert rows[-1]["cache_read_tokens"] > 0 and full_prompt(store, rows[-1]["exchange_id"])["system"][0]["cache_control"]
     store.close()
     assert KEY.encode() not in (tmp_path / "runs.duckdb").read_bytes()
     assert KEY not in (tmp_path / "out" / "trace.json").read_text()
