@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -107,9 +106,8 @@ def test_start_failing_its_gate_exit_1(db: Path, tmp_path: Path) -> None:
     assert json.loads((tmp_path / "out" / "trace.json").read_text())["status"] == "start_rejected"
 
 
-def test_provider_failure_exits_3_with_one_line_and_a_closed_run(db: Path, tmp_path: Path) -> None:
-    runs = tmp_path / "runs.duckdb"
-    shutil.copy(db, runs)
+def test_provider_failure_exits_3_with_one_line_and_a_closed_run(tmp_path: Path) -> None:
+    runs = skill_store(tmp_path / "runs.duckdb")
     with StubServer([Reply(status=401)]) as stub:
         r = _cli(str(SCALE), "--db", str(runs), "--provider", "anthropic", "--base-url", stub.base_url,
                  "--llm-timeout", "5", "--out", str(tmp_path / "out"), env={"ANTHROPIC_API_KEY": "sk-test-cli"})
