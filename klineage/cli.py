@@ -1,7 +1,8 @@
 """The `klineage` command line (DESIGN.md, 'CLI').
 
 Exit codes: 0 success (gate: accepted), 1 the work ran and the answer is no (gate: rejected),
-2 usage or bad input with one clear line and no traceback. `--json` prints one JSON document on
+2 usage or bad input with one clear line and no traceback, 3 an LLM provider failed (retries
+spent, request refused, unreadable replies; the run's row is closed with the reason). `--json` prints one JSON document on
 stdout and nothing else there.
 """
 
@@ -72,8 +73,7 @@ def gate_cmd(
     """Gate kernels: parse, compile, run, check against the workload's reference, profile."""
     from klineage.gates.backend import GateOptions
     from klineage.gates.backends import BACKENDS
-    from klineage.gates.gate import gate
-    from klineage.workload import load_workload
+    from klineage.gates.gate import gate, quick_answer, read_source
 
     if backend not in BACKENDS:
         raise KLineageError(f"unknown backend '{backend}' (known: {', '.join(BACKENDS)})")
@@ -87,14 +87,23 @@ def gate_cmd(
         if not (folder / "workload.py").is_file():
             raise KLineageError(f"{folder}: no workload.py (give --workload DIR)")
         jobs.append((k, folder))
-    loaded = {folder: load_workload(folder) for _, folder in jobs}
     options = GateOptions(
         backend=backend, shape_set=shape_set, arch=arch, timeout_s=timeout, sanitize=sanitize, ncu=ncu, energy=energy
     )
+    # cached verdicts first, without loading any workload (no torch: a cache hit answers at once);
+    # every other workload is loaded, so checked, before anything is gated
+    quick = {} if no_cache else {i: quick_answer(read_source(k), folder, options) for i, (k, folder) in enumerate(jobs)}
+    loaded = {}
+    if any(quick.get(i) is None for i in range(len(jobs))):
+        from klineage.workload import load_workload
+
+        loaded = {folder: load_workload(folder) for i, (_, folder) in enumerate(jobs) if quick.get(i) is None}
     results = []
-    for k, folder in jobs:
-        with err.status(f"gating {k}", spinner="dots") if not as_json and err.is_terminal else _nullctx():
-            r = gate(k, loaded[folder], options, use_cache=not no_cache)
+    for i, (k, folder) in enumerate(jobs):
+        r = quick.get(i)
+        if r is None:
+            with err.status(f"gating {k}", spinner="dots") if not as_json and err.is_terminal else _nullctx():
+                r = gate(k, loaded[folder], options, use_cache=not no_cache)
         results.append((k, r))
         if not as_json:
             _print_result(k, r)
@@ -150,6 +159,8 @@ def mine(
     llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model for --llm.")] = None,
     llm_max_cost: Annotated[float | None, typer.Option("--llm-max-cost", help="Stop asking the LLM past this many USD.")] = None,
     llm_attempts: Annotated[int, typer.Option("--llm-attempts", help="LLM proposals per step when no rule passes.")] = 2,
+    llm_timeout: Annotated[float | None, typer.Option("--llm-timeout", help="Seconds of silence allowed per LLM attempt "
+                                                      "(default 60).")] = None,
     beam: Annotated[int, typer.Option("--beam", help="States kept per depth: 1 walks greedily, N > 1 is a beam search "
                                       "whose lineage is a DAG (alternative orders).")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
@@ -174,7 +185,7 @@ def mine(
         report = mine_corpus(dirs, db=db, backend=backend, max_steps=max_steps, workers=workers, roundtrip=roundtrip,
                              timeout_s=timeout, console=None if as_json else err, executor=executor, address=address,
                              llm=llm, llm_model=llm_model, llm_max_cost=llm_max_cost, llm_attempts=llm_attempts,
-                             beam=beam)
+                             beam=beam, llm_timeout_s=llm_timeout)
     if as_json:
         emit_json(report)
     else:
@@ -586,6 +597,8 @@ def materialize_cmd(
     model: Annotated[str | None, typer.Option("--model", help="LLM model (anthropic).")] = None,
     max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop once this many USD are spent.")] = None,
     base_url: Annotated[str | None, typer.Option("--base-url", help="API base URL (default: $ANTHROPIC_BASE_URL).")] = None,
+    llm_timeout: Annotated[float | None, typer.Option("--llm-timeout", help="Seconds of silence allowed per LLM "
+                                                      "attempt (default 60).")] = None,
     ncu: Annotated[bool, typer.Option(help="cuda: Nsight Compute metrics for each candidate.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per gate stage.")] = 120.0,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
@@ -597,7 +610,7 @@ def materialize_cmd(
     from klineage.materialize.command import MaterializeArgs, run
 
     args = MaterializeArgs(workload_dir, start, budget, provider, skills, order, seed, backend, db, out_dir, model,
-                           max_cost, base_url, ncu, timeout, as_json, measured or None)
+                           max_cost, base_url, ncu, timeout, as_json, measured or None, llm_timeout)
     rc = run(args, out, err)
     if rc:
         raise typer.Exit(rc)
@@ -639,18 +652,30 @@ def heldout_cmd(
         emit_json(rep.to_dict())
     else:
         print_report(rep, out)
+    failed = [r.name for r in rep.instances if r.status == "provider_failed"]
+    if failed:
+        from klineage.llm.base import EXIT_PROVIDER_FAILED
+
+        err.print(f"error: the LLM provider failed on {', '.join(failed)}", highlight=False, markup=False)
+        raise typer.Exit(EXIT_PROVIDER_FAILED)
     if rep.failures():
         raise typer.Exit(1)
 
 
 def main() -> None:
-    """Console-script entry: KLineageError -> one line on stderr, exit 2."""
+    """Console-script entry: KLineageError -> one line on stderr, exit 2; a provider failure
+    (LLMError) -> one line, exit 3."""
+    from klineage.llm.base import EXIT_PROVIDER_FAILED, LLMError
+
     try:
         rc = app(standalone_mode=False)  # click returns an Exit's code instead of raising here
         sys.exit(rc if isinstance(rc, int) else 0)
     except KLineageError as e:
         err.print(f"error: {e}", highlight=False, soft_wrap=True)
         sys.exit(2)
+    except LLMError as e:
+        err.print(f"error: LLM provider failed: {e}", highlight=False, soft_wrap=True, markup=False)
+        sys.exit(EXIT_PROVIDER_FAILED)
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except typer.Abort:

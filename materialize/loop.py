@@ -4,7 +4,10 @@ Profile the current kernel (gate it: ptxas resources always, timing on the GPU),
 that match it, ask the provider for a candidate for the first untried one, gate it, keep it if it
 is correct and better, record the step; re-rank on the new kernel after each kept step. Stops at
 `budget` gated candidates, when nothing applicable is left untried, or when the provider cannot go
-on (cost limit, API failure). Provider answers that are not gated (no code in a reply, the same
+on (cost limit; an API failure ends the run with status `provider_failed`). Whatever ends a run,
+an exception included, its row is closed with a status and the reason, never left `running`.
+An LLM provider is given the skills that match the current kernel, in curriculum order (its
+prompt carries their cards). Provider answers that are not gated (no code in a reply, the same
 candidate again) cost no budget but are recorded; at most `max_proposals` are asked for.
 
 A move that was gated and not kept is not offered again until a structural step (one that changes
@@ -108,7 +111,7 @@ class StepRecord:
 class MaterializeResult:
     run_id: str
     workload: str
-    status: str  # improved | no_improvement | start_rejected
+    status: str  # improved | no_improvement | start_rejected | provider_failed
     stop_reason: str
     provider: str
     model: str | None
@@ -276,6 +279,7 @@ def materialize(
     seen = {source_hash(start_source)}
     feedback = ""
     proposals = 0
+    provider_failed = False
     parked: list[Line] = []  # tournament losers that beat the kernel they started from: lines to go back to
     # a tournament needs times to pick by: a timing backend, or times measured elsewhere (forced on
     # without them, it gates the alternatives for a later round to time, and the first one holds)
@@ -298,7 +302,8 @@ def materialize(
                           [f"line {s.line}: {s.summary}" for s in move.sites], ranked=ranked, line=line.origin)
         rec.step_index = step.index
         t_step = time.perf_counter()
-        request = ProposalRequest(workload, line.source, move, feedback, step.index, gopts.backend, run_skills)
+        matched = [m.skill for m in moves if m.skill is not None]  # the current kernel's, in curriculum order
+        request = ProposalRequest(workload, line.source, move, feedback, step.index, gopts.backend, matched)
         say(f"step {step.index}: {move.label}: asking {provider.name}")
         proposal = provider.propose(request)  # CostLimitReached / LLMError end the run (caller)
         step.note, step.cost_usd = proposal.note, proposal.cost_usd
@@ -376,8 +381,14 @@ def materialize(
                 stop_reason, ended = str(e), True
                 break
             except LLMError as e:
-                stop_reason, ended = f"provider error: {e}", True
+                stop_reason, ended, provider_failed = f"provider error: {e}", True, True
                 break
+            except BaseException as e:  # a bug, Ctrl-C: the run's row and trace are closed, then it propagates
+                stop_reason = f"{type(e).__name__}: {e}"
+                status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+                save(status)
+                rec.finish(status, None, {"stop_reason": stop_reason, "gated": gated})
+                raise
         head_leads = best is line
         winner, losers = hold_tournament(tried, len(group) > 1, head_leads, best)
         for key, (step, _cand, _r) in zip(keys, tried, strict=True):
@@ -400,7 +411,7 @@ def materialize(
         if ended:
             break
 
-    status = "improved" if best.step is not None else "no_improvement"
+    status = "provider_failed" if provider_failed else "improved" if best.step is not None else "no_improvement"
     rec.write_source("best.cu", best.source)
     res = save(status)
     rec.finish(status, source_hash(best.source), {"stop_reason": stop_reason, "gated": gated, "applied": best.applied,
