@@ -209,3 +209,19 @@ def test_initializer_spellings() -> None:
     assert _rw(FunctorCall(), K.format("x[0] = cg::reduce(w, x[1], cg::plus<float>{});")) == normalize(
         K.format("x[0] = cg::reduce(w, x[1], cg::plus<float>());")
     )
+
+
+def test_one_dimensional_dim3_is_written_at_the_launch() -> None:
+    from klineage.source.canon.launch import InlineDim3
+
+    host = 'extern "C" void launch(float* x, int n) {{ {} }}'
+    assert _rw(InlineDim3(), host.format("dim3 g(n / 4, 1); dim3 b(4); k<<<g, b>>>(x);")) == normalize(
+        host.format("k<<<(n / 4), 4>>>(x);")
+    )
+    assert _rw(InlineDim3(), host.format("dim3 g(n, 2); k<<<g, 4>>>(x);")) == "UNCHANGED"  # two-dimensional
+    assert (
+        _rw(InlineDim3(), host.format("dim3 g(n); k<<<g, 4>>>(x); x[0] = g.x;")) == "UNCHANGED"
+    )  # read elsewhere
+    assert (
+        _rw(InlineDim3(), host.format("dim3 g(n); n = 2; k<<<g, 4>>>(x);")) == "UNCHANGED"
+    )  # n changes first

@@ -10,6 +10,7 @@ from klineage.source.canon.base import Canonical, Rule, canonicalize
 from klineage.source.canon.constants import ConstToConstexpr, DefineToConstexpr, EnumToConstexpr
 from klineage.source.canon.guards import GuardToReturn
 from klineage.source.canon.initializers import BraceInitializer, FunctorCall
+from klineage.source.canon.launch import InlineDim3
 from klineage.source.canon.loops import InlineStride, WhileToFor
 from klineage.source.canon.shadow import HostShadowRename
 from klineage.source.canon.thread_index import ThreadIndexSpelling
@@ -23,6 +24,7 @@ RULES: tuple[Rule, ...] = (
     HostShadowRename(),
     BraceInitializer(),
     FunctorCall(),
+    InlineDim3(),
     DefineToConstexpr(),
     EnumToConstexpr(),
     ConstToConstexpr(),
