@@ -21,6 +21,7 @@ from klineage.gates.child import run_worker
 from klineage.gates.compile import CompileResult, compile_cubin, nvcc_version
 from klineage.gates.cuda.device_lock import device_slot
 from klineage.gates.result import GateResult, ShapeCheck, Timing
+from klineage.gates.signature import signature_problem
 from klineage.source.model import CudaSource
 from klineage.workload import Workload, load_workload
 
@@ -38,8 +39,10 @@ def read_source(path: str | Path) -> str:
         raise SourceError(f"{p}:{line}: not UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start})") from None
 
 
-def check_parse(source: str, name: str) -> GateResult | None:
-    """Parse stage: a parse error or a missing `extern "C" launch` rejects before compiling."""
+def check_parse(source: str, name: str, workload: Workload | None = None) -> GateResult | None:
+    """Parse stage: a parse error, a missing `extern "C" launch`, or (given the workload) a
+    launcher whose parameters are not the workload's arguments and a stream rejects before
+    compiling."""
     try:
         src = CudaSource.from_text(source, name)
     except SourceError as e:
@@ -49,6 +52,11 @@ def check_parse(source: str, name: str) -> GateResult | None:
         return GateResult.reject(
             "parse", "parse_error", f'{name}: no extern "C" launch(...) launcher (found: {", ".join(names) or "none"})'
         )
+    if workload is not None:
+        launcher = next(f for f in src.launchers if f.name == "launch")
+        problem = signature_problem(launcher, workload)
+        if problem is not None:
+            return GateResult.reject("parse", "parse_error", f"{name}:{launcher.line}: {problem}")
     return None
 
 
@@ -86,7 +94,7 @@ def gate(
     if wl.source_dir is None:
         raise KLineageError(f"workload '{wl.name}' has no folder: the gate's child process loads it from workload.py")
 
-    early = check_parse(text, name)
+    early = check_parse(text, name, wl)
     if early is not None:
         early.backend = options.backend
         early.elapsed_s = time.perf_counter() - t0
@@ -148,7 +156,7 @@ def _run_stages(text: str, name: str, wl: Workload, options: GateOptions, backen
         if classified is None:
             sig = child.signal_name or f"exit code {child.returncode}"
             tail = [ln for ln in child.stderr.splitlines() if ln.strip()][-1:]
-            classified = ("crash", f"{name}: the kernel process died ({sig}){': ' + tail[0] if tail else ''}")
+            classified = ("crash", f"{name}: {cache.UNEXPLAINED_DEATH} ({sig}){': ' + tail[0] if tail else ''}")
         category, message = classified
         return GateResult.reject("run", category, _map_file(message, name), resources=resources)
     r = child.result

@@ -22,7 +22,7 @@ from klineage.gates.backend import BuildOutcome, GateOptions, ProfileOutcome
 from klineage.gates.emu import compile as emu_compile
 from klineage.gates.emu.failures import classify
 from klineage.gates.emu.rewrite import Unsupported, translate
-from klineage.gates.protocol import ctypes_args
+from klineage.gates.protocol import LaunchRejected, ctypes_args
 from klineage.workload import Workload
 
 NAME = "emu"
@@ -106,7 +106,9 @@ class _AsanRegions:
 
 
 class EmuRunner:
-    """Calls `launch` of a built library; `schedule` picks the thread order of the run."""
+    """Calls `launch` of a built library; `schedule` picks the thread order of the run. The
+    launcher gets a stream handle of its own; a launch (or async copy) on any other stream,
+    the default stream included, is a `side_stream` rejection, as on the GPU."""
 
     device = torch.device("cpu")
     schedules: Sequence[int] = (0, 1)
@@ -118,21 +120,40 @@ class EmuRunner:
         self._set = self.lib.klemu_set_schedule
         self._set.argtypes = [ctypes.c_int]
         self._set.restype = None
+        self._watch = self.lib.klemu_watch_stream
+        self._watch.argtypes = [ctypes.c_void_p]
+        self._watch.restype = None
+        self._foreign = self.lib.klemu_foreign_launches
+        self._foreign.restype = ctypes.c_int
+        self._first = self.lib.klemu_foreign_first
+        self._first.restype = ctypes.c_char_p
+        self._stream_obj = ctypes.create_string_buffer(16)  # an address no runtime stream has
+        self.stream = ctypes.addressof(self._stream_obj)
         self.workload = workload
         self.asan = _AsanRegions() if sanitize else None
 
     def launch(self, args: Sequence[Any], schedule: int) -> None:
         self._set(int(schedule))
-        cargs = ctypes_args(self.workload, args, None)
+        self._watch(self.stream)
+        cargs = ctypes_args(self.workload, args, self.stream)
         if self.asan is None:
             self.fn(*cargs)
-            return
-        regions = self.asan.regions(args)
-        self.asan.apply(regions, True)
-        try:
-            self.fn(*cargs)
-        finally:
-            self.asan.apply(regions, False)
+        else:
+            regions = self.asan.regions(args)
+            self.asan.apply(regions, True)
+            try:
+                self.fn(*cargs)
+            finally:
+                self.asan.apply(regions, False)
+        foreign = int(self._foreign())
+        if foreign:
+            first = (self._first() or b"").decode(errors="replace")
+            raise LaunchRejected(
+                "side_stream",
+                f"{foreign} launch{'' if foreign == 1 else 'es'} on a stream other than the launch stream "
+                f"({first}, launch stream {self.stream:#x}): work on a side stream, or a launcher that ignores "
+                "its cudaStream_t argument",
+            )
 
 
 def make_runner(library: Path, workload: Workload, options: GateOptions) -> EmuRunner:
