@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from klineage.cards import CardError, from_json, from_markdown, to_json, to_markdown
@@ -65,6 +66,30 @@ def shipped_store(db: Path, export_dir: Path | None = None) -> Path:
             with Store(db) as store:
                 upsert(store, skills)
     return db
+
+
+def shipped_store_in_home() -> tuple[Path | None, Path]:
+    """(the repository's shipped skills built into a store under $KLINEAGE_HOME, or None when the
+    export is missing, the export's path). One store per export content, so an updated export
+    is a new store and a used one is reused."""
+    import hashlib
+
+    from klineage.paths import home, repo_root
+
+    jsonl = repo_root() / "skills_db" / "skills.jsonl"
+    if not jsonl.is_file():
+        return None, jsonl
+    digest = hashlib.sha256(jsonl.read_bytes()).hexdigest()[:16]
+    db = home() / "shipped" / f"skills-{digest}.duckdb"
+    if not db.exists():
+        db.parent.mkdir(parents=True, exist_ok=True)
+        staging = db.with_suffix(f".{os.getpid()}.tmp")
+        staging.unlink(missing_ok=True)
+        shipped_store(staging)
+        if not staging.exists():
+            return None, jsonl
+        os.replace(staging, db)
+    return db, jsonl
 
 
 def read_cards(paths: list[Path]) -> list[Skill]:
