@@ -1,7 +1,7 @@
 """Verdicts that do not depend on luck (issue 27): a kernel that returns a result kept from an
 earlier call, keyed by its input pointer, is rejected on every run of the emu gate, whatever
 addresses the allocator hands out; a launcher whose signature is not the workload's is refused
-at the parse stage."""
+at the parse stage; a skill's resource effect counts the kernel instantiations launched."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from klineage.gates.backend import GateOptions
 from klineage.gates.child import run_worker
 from klineage.gates.emu import backend as emu
 from klineage.gates.gate import check_parse, gate
+from klineage.gates.result import instance_key, launched_resources
+from klineage.skills import resource_delta
 from klineage.workload import load_workload
 
 K = Path(__file__).parent / "kernels" / "emu"
@@ -69,3 +71,30 @@ def test_matching_signatures_pass_the_parse_stage() -> None:
     for params in (GOOD, "const float* __restrict__ a, float const* b, float* __restrict__ c, int32_t n, cudaStream_t s",
                    "float* a, const float* b, float* c, int N, CUstream stream"):
         assert check_parse(SIG.format(params), "k.cu", wl) is None, params
+
+
+def test_effects_count_the_instantiations_the_launches_used(tmp_path: Path) -> None:
+    """A size dispatch compiles vadd_t<128> and vadd_t<1024>; the emu shapes launch only <128>:
+    the gate names it, and the resources a skill's effect is computed from are its alone."""
+    r = gate(VADD / "size_dispatch.cu", VADD, GateOptions(backend="emu"), use_cache=False, cache_root=tmp_path)
+    assert r.accepted, r.message
+    assert r.profile["launched"] == ["vadd_t<128>"]
+    if not r.resources:
+        pytest.skip("nvcc not found: no ptxas resources to pick from")
+    assert len(r.resources) == 2
+    used = launched_resources(r.to_dict())
+    assert [instance_key(k) for k in used] == ["vadd_t<128>"]
+    assert next(iter(used.values()))["shared_bytes"] == 128 * 8 * 4
+
+
+def test_instance_key_and_launched_resources() -> None:
+    assert instance_key("void (anonymous namespace)::k<32, false>(__half const*, int)") == "k<32, false>"
+    assert instance_key("{anonymous}::k<32, false>") == "k<32, false>"
+    assert instance_key("vadd(float const*, float const*, float*, int)") == "vadd"
+    assert instance_key("void ns::q<4>(int)") == instance_key("ns::q<4>") == "q<4>"
+    res = {"void k<1>(float*)": {"registers": 10}, "void k<2>(float*)": {"registers": 84}}
+    assert launched_resources({"resources": res, "profile": {"launched": ["k<1>"]}}) == {"void k<1>(float*)": {"registers": 10}}
+    assert launched_resources({"resources": res, "profile": {}}) == res  # nothing recorded: every kernel
+    assert launched_resources({"resources": res, "profile": {"launched": ["other"]}}) == res
+    assert resource_delta(launched_resources({"resources": res, "profile": {"launched": ["k<2>"]}}),
+                          {"k": {"registers": 40}})["registers"] == 44

@@ -127,6 +127,12 @@ class EmuRunner:
         self._foreign.restype = ctypes.c_int
         self._first = self.lib.klemu_foreign_first
         self._first.restype = ctypes.c_char_p
+        self._n_launched = self.lib.klemu_launched_count
+        self._n_launched.restype = ctypes.c_int
+        self._launched_name = self.lib.klemu_launched_name
+        self._launched_name.argtypes = [ctypes.c_int]
+        self._launched_name.restype = ctypes.c_char_p
+        self.launched: set[str] = set()  # kernel instantiations launched, over every launch
         self._stream_obj = ctypes.create_string_buffer(16)  # an address no runtime stream has
         self.stream = ctypes.addressof(self._stream_obj)
         self.workload = workload
@@ -145,6 +151,8 @@ class EmuRunner:
                 self.fn(*cargs)
             finally:
                 self.asan.apply(regions, False)
+        for i in range(int(self._n_launched())):
+            self.launched.add(instance_of((self._launched_name(i) or b"").decode(errors="replace")))
         foreign = int(self._foreign())
         if foreign:
             first = (self._first() or b"").decode(errors="replace")
@@ -160,9 +168,17 @@ def make_runner(library: Path, workload: Workload, options: GateOptions) -> EmuR
     return EmuRunner(Path(library), workload, sanitize=options.sanitize)
 
 
+def instance_of(pretty: str) -> str:
+    """`k<32, false>` out of g++'s "const char* klemu::instance_name() [with auto F = k<32, false>]"
+    (a kernel name as written when the launch did not name the instantiation)."""
+    head, sep, rest = pretty.partition("[with auto F = ")
+    return rest[:-1] if sep and rest.endswith("]") else pretty
+
+
 def profile(runner: Any, workload: Workload, options: GateOptions) -> ProfileOutcome | None:
-    """The emulator reports no timing (DESIGN.md)."""
-    return None
+    """The emulator reports no timing (DESIGN.md); it names the kernel instantiations launched."""
+    launched = sorted(getattr(runner, "launched", ()))
+    return ProfileOutcome(profile={"launched": launched}) if launched else None
 
 
 def classify_failure(returncode: int, stderr: str) -> tuple[str, str] | None:

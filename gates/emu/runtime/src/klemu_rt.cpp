@@ -669,7 +669,13 @@ static void note_foreign(const char* what, const void* s) {
   else
     std::snprintf(g_foreign_first, sizeof g_foreign_first, "%s on stream %p", what, s);
 }
+static const char* g_launched[64];  // distinct instantiations launched since klemu_watch_stream
+static int g_n_launched = 0;
 void note_stream(const KInfo& k, const void* s) {
+  const char* inst = k.instance ? k.instance : k.name;
+  bool seen = false;
+  for (int i = 0; i < g_n_launched && !seen; ++i) seen = g_launched[i] == inst || std::strcmp(g_launched[i], inst) == 0;
+  if (!seen && g_n_launched < 64) g_launched[g_n_launched++] = inst;
   if (!g_watch_streams || s == g_given_stream) return;
   char what[400];
   std::snprintf(what, sizeof what, "kernel '%s' (%s:%d)", k.name, k.file ? k.file : "?", k.line);
@@ -686,9 +692,12 @@ extern "C" void klemu_watch_stream(const void* s) {
   klemu::g_given_stream = s;
   klemu::g_foreign = 0;
   klemu::g_foreign_first[0] = 0;
+  klemu::g_n_launched = 0;
 }
 extern "C" int klemu_foreign_launches() { return klemu::g_foreign; }
 extern "C" const char* klemu_foreign_first() { return klemu::g_foreign_first; }
+extern "C" int klemu_launched_count() { return klemu::g_n_launched; }
+extern "C" const char* klemu_launched_name(int i) { return i >= 0 && i < klemu::g_n_launched ? klemu::g_launched[i] : ""; }
 
 // ---- host runtime API -------------------------------------------------------------------------------------------
 using klemu::g_last_error;

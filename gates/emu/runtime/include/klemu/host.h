@@ -121,10 +121,16 @@ struct KInfo {
   const char* file;
   int line;           // line of the launch
   const void* fn;     // kernel address when known (for cudaFuncSetAttribute), else nullptr
+  const char* instance = nullptr;  // `instance_name<&kernel<...>>()` when known: which instantiation
 };
+// The instantiation a function pointer names, as g++ spells it: "... [with auto F = k<32, false>]".
+template <auto F>
+const char* instance_name() { return __PRETTY_FUNCTION__; }
 void run_grid(const KInfo& k, dim3 grid, dim3 block, size_t smem, void (*body)(void*), void* ctx);
 // Every launch's stream is seen: one on another stream than the launcher was given is counted
-// (klemu_foreign_launches), and the gate rejects it as `side_stream`, as the GPU gate does.
+// (klemu_foreign_launches), and the gate rejects it as `side_stream`, as the GPU gate does. The
+// kernel instantiation of every launch is recorded too (klemu_launched_name): the effects of a
+// skill count the instantiations the launches used, not every one the file compiles.
 void note_stream(const KInfo& k, const void* stream);
 template <class S>
 static inline const void* stream_of(S s) {
