@@ -201,10 +201,11 @@ app.add_typer(skills_app, name="skills")
 @skills_app.command("list")
 def skills_list(db: DbOption = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """The skills in the store."""
+    from klineage.export import reading_store
     from klineage.skills import load_skills, roundtrip_failed
     from klineage.store.db import Store
 
-    with Store(db, read_only=True) as store:
+    with Store(reading_store(db), read_only=True) as store:
         skills = load_skills(store)
     if as_json:
         emit_json([s.to_dict() for s in skills], sort_keys=True)  # byte-identical whatever the merge order
@@ -251,10 +252,11 @@ def _nonzero(res: object) -> str:
 def skills_show(skill_id: str, db: DbOption = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """One skill: its card, with evidence."""
     from klineage.cards import to_markdown
+    from klineage.export import reading_store
     from klineage.skills import load_skills
     from klineage.store.db import Store
 
-    with Store(db, read_only=True) as store:
+    with Store(reading_store(db), read_only=True) as store:
         found = [s for s in load_skills(store) if s.skill_id == skill_id]
     if not found:
         raise KLineageError(f"no skill '{skill_id}' in the store")
@@ -295,9 +297,10 @@ def report(
     output: Annotated[Path, typer.Option("--out", help="The HTML file to write.")] = Path("report.html"),
 ) -> None:
     """One self-contained HTML page: lineages drawn, skill cards with evidence, materialization traces."""
+    from klineage.export import reading_store
     from klineage.report import write_report
 
-    path = write_report(db, output)
+    path = write_report(reading_store(db), output)
     out.print(f"wrote {path.resolve()}", highlight=False)
 
 

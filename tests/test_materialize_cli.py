@@ -136,9 +136,15 @@ def test_without_db_no_store_appears_in_the_working_folder(tmp_path: Path, monke
     assert skills and not (tmp_path / "skills_db").exists()
     assert store.path.parent == tmp_path / "home" / "shipped"
     assert f"built into {store.path}" in said.getvalue()
+    built = store.path
     store, skills = open_skills(MaterializeArgs(SCALE, skills="none"))
     store.close()
     assert skills == [] and store.path.is_relative_to(tmp_path / "home") and not (tmp_path / "skills_db").exists()
+    # skills list and the report without --db read that store: the admissions recorded there show
+    from klineage.export import reading_store
+
+    assert reading_store(None) == built
+    assert reading_store(tmp_path / "x.duckdb") == tmp_path / "x.duckdb"
 
 
 def test_skill_whose_roundtrip_failed_is_not_offered(tmp_path: Path) -> None:
