@@ -645,7 +645,7 @@ def heldout_cmd(
                            backend=backend, db=db, out=out_dir, timeout_s=timeout, as_json=as_json)
     check_args(args)
     build_provider(args)  # a missing API key stops here, before any gating
-    store, skill_list = open_skills(args)
+    store, skill_list = open_skills(args, err)  # says where a store it built is
     try:
         rep = run_heldout(skill_list, lambda: build_provider(args), backend=backend, budget=budget, skills_mode=skills,
                           order=order, seed=seed, names=only, out_dir=out_dir, store=store, timeout_s=timeout,
