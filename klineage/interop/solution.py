@@ -205,11 +205,15 @@ def export_model_new(kernel_text: str, wl: Workload, problem: Path) -> str:
     kernel_text = kernel_text.replace(shim_header(), torch_adapter_header())
     binding = _EXPORT_HEAD + kernel_text + _EXPORT_TAIL + f"    launch({cast});\n}}\n"
     decl = "void klineage_run(std::vector<torch::Tensor> ts, std::vector<int64_t> dims);"
-    from klineage.interop.kernelbench import _Problem
+    from klineage.interop.kernelbench import KernelBenchWorkload, _Problem
 
-    state_names = list(_Problem(problem).state)  # original (dotted) names, in launcher order
-    if len(state_names) != len(params):
+    if not isinstance(wl, KernelBenchWorkload):
+        raise KLineageError(f"{problem}: the workload was not imported from a KernelBench problem")
+    state_names = list(wl.params.values())  # original (dotted) names, in launcher order
+    if list(_Problem(problem).build({}, meta=True).state) != state_names:
         raise KLineageError(f"{problem}: the model's parameters changed since the workload was imported")
+    index = {t.name: i for i, t in enumerate(tensors)}
+    dims = [(index[s.name.rsplit("_d", 1)[0]], int(s.name.rsplit("_d", 1)[1])) for s in scalars]
     return f'''"""KernelBench solution exported by KLineage for {wl.name}: ModelNew calls the gated kernel."""
 
 import torch
@@ -222,6 +226,7 @@ _CPP_SRC = {decl!r}
 _ext = load_inline(name="klineage_{re.sub(r"[^0-9A-Za-z_]", "_", wl.name)}", cpp_sources=_CPP_SRC,
                    cuda_sources=_CUDA_SRC, functions=["klineage_run"], verbose=False)
 _STATE = {state_names!r}
+_DIMS = {dims!r}  # (tensor, axis) of each launcher size argument
 
 
 class ModelNew(Model):
@@ -245,7 +250,7 @@ class ModelNew(Model):
         tensors = [x.contiguous() for x in inputs if isinstance(x, torch.Tensor)]
         params = [state[k].contiguous() for k in _STATE]
         results = [torch.empty(o.shape, dtype=o.dtype, device=tensors[0].device) for o in outs]
-        dims = [d for t in tensors for d in t.shape] + [d for r in results for d in r.shape]
-        _ext.klineage_run(tensors + params + results, [int(d) for d in dims])
+        every = tensors + params + results
+        _ext.klineage_run(every, [int(every[i].shape[j]) for i, j in _DIMS])
         return results[0] if len(results) == 1 else tuple(results)
 '''
