@@ -195,12 +195,14 @@ def check_workload(
     checks: list[ShapeCheck] = []
     device = runner.device
     bindings_list = list(shapes) if shapes is not None else workload.shape_set(shape_set)
+    note = f" ({workload.verdict_note})" if workload.verdict_note else ""
     for bindings in bindings_list:
         for seed in seeds:
             verdict = _check_one(workload, runner, dict(bindings), seed, device, checks)
             if verdict is not None:
+                verdict.message += note
                 return verdict
-    return Verdict("ok", f"{len(bindings_list)} shapes x {len(seeds)} seeds x {len(runner.schedules)} runs", checks)
+    return Verdict("ok", f"{len(bindings_list)} shapes x {len(seeds)} seeds x {len(runner.schedules)} runs{note}", checks)
 
 
 def _check_one(

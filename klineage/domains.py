@@ -25,7 +25,8 @@ KINDS = {
     "uniform": "floats uniform in [low, high) (torch.rand: [0, 1))",
     "integers": "integers uniform in [low, high) (torch.randint; class or index ranges)",
     "softmax": "rows of probabilities along `dim` (softmax of `of` draws): positive, summing to 1",
-    "indptr": "1-D offsets: 0 first, never decreasing, `total` last (CSR / paged-KV indptr)",
+    "indptr": "1-D offsets: 0 first, never decreasing, `total` last (CSR / paged-KV indptr); segments are "
+              "non-empty when `total` allows",
     "constant": "every element equals `low`",
 }
 
@@ -102,5 +103,8 @@ def _indptr(shape: tuple[int, ...], total: int, gen: torch.Generator) -> torch.T
         if total:
             raise ValueError(f"an indptr of one element cannot end at {total}")
         return torch.zeros(1, dtype=torch.int64)
-    cuts = torch.sort(torch.randint(0, total + 1, (n - 2,), generator=gen, dtype=torch.int64)).values
+    if total >= n - 1:  # every segment non-empty: n - 2 distinct cut points strictly inside (0, total)
+        cuts = torch.sort(torch.randperm(total - 1, generator=gen, dtype=torch.int64)[: n - 2] + 1).values
+    else:  # more segments than elements: some are empty
+        cuts = torch.sort(torch.randint(0, total + 1, (n - 2,), generator=gen, dtype=torch.int64)).values
     return torch.cat([torch.zeros(1, dtype=torch.int64), cuts, torch.full((1,), total, dtype=torch.int64)])

@@ -177,6 +177,8 @@ class Workload:
     flops: Callable[[Mapping[str, int]], float] | None = None
     nondeterminism_tolerated: bool = False
     source_dir: Path | None = None
+    #: said in every verdict on this workload (e.g. "judged at the problem's own sizes only")
+    verdict_note: str = ""
 
     # ---- argument views -------------------------------------------------------------------
     @property

@@ -47,12 +47,21 @@ def read_source(text: str, where: str) -> ProblemSource:
         if not isinstance(stmt, ast.Assign | ast.AnnAssign):
             continue
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-        if len(targets) != 1 or not isinstance(targets[0], ast.Name) or stmt.value is None:
+        if len(targets) != 1 or stmt.value is None:
+            continue
+        target = targets[0]
+        if isinstance(target, ast.Tuple) and all(isinstance(t, ast.Name) for t in target.elts):
+            value = _literal(stmt.value)  # `depth, height, width = 16, 32, 32`
+            if isinstance(value, tuple) and len(value) == len(target.elts):
+                assignments.append(stmt)
+                knobs |= {t.id: v for t, v in zip(target.elts, value, strict=True)}  # type: ignore[union-attr]
+            continue
+        if not isinstance(target, ast.Name):
             continue
         assignments.append(stmt)
         value = _literal(stmt.value)
         if value is not None:
-            knobs[targets[0].id] = value
+            knobs[target.id] = value
     fn = next((s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == "get_inputs"), None)
     return ProblemSource(knobs, assignments, _input_domains(fn, set(knobs)) if fn else None)
 
@@ -75,10 +84,26 @@ def _literal(node: ast.expr) -> Knob | None:
     return None
 
 
-def scaled(knobs: Mapping[str, Knob], cap: int) -> dict[str, Knob]:
-    """Every knob capped at `cap` (tuples elementwise); small knobs (kernel sizes, strides, axes)
-    stay as they are."""
-    return {k: (tuple(min(x, cap) for x in v) if isinstance(v, tuple) else min(v, cap)) for k, v in knobs.items()}
+#: knobs at or below this are kept as they are (kernel sizes, strides, axes, small group counts)
+SMALL = 8
+
+
+def scaled(knobs: Mapping[str, Knob], cap: int, divide: bool = True) -> dict[str, Knob]:
+    """The knobs at a smaller size. `divide`: every knob above SMALL divided by one power of two,
+    the smallest that brings the largest knob to `cap` or below, and kept at SMALL or above
+    (ratios between sizes survive: `out_channels == 2 * width` still holds); else every knob
+    capped at `cap`. Knobs at or below SMALL stay as they are."""
+    values = [x for v in knobs.values() for x in (v if isinstance(v, tuple) else (v,))]
+    f = 1
+    while divide and max(values, default=0) // f > cap:
+        f *= 2
+
+    def one(x: int) -> int:
+        if x <= SMALL:
+            return x
+        return max(x // f, SMALL) if divide else min(x, cap)
+
+    return {k: (tuple(one(x) for x in v) if isinstance(v, tuple) else one(v)) for k, v in knobs.items()}
 
 
 def flat(knobs: Mapping[str, Knob]) -> dict[str, int]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import re
 import shutil
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -23,7 +24,8 @@ import torch
 
 from klineage.domains import Domain
 from klineage.errors import WorkloadError
-from klineage.interop.kb_source import Knob, flat, read_source, scaled, unflat
+from klineage.interop.checks import reference_problems
+from klineage.interop.kb_source import SMALL, Knob, flat, read_source, scaled, unflat
 from klineage.workload import Scalar, Tensor, Tolerance, Workload, import_user_file
 
 #: KernelBench's own evaluator accepts atol = rtol = 1e-2; imported problems use it unless --strict.
@@ -110,9 +112,9 @@ class _Problem:
         g = self.module.__dict__
         for stmt in self.source.assignments:
             target = stmt.targets[0] if isinstance(stmt, ast.Assign) else stmt.target
-            name = target.id  # type: ignore[union-attr]
-            if name in knobs:
-                g[name] = knobs[name]
+            names = [t.id for t in target.elts] if isinstance(target, ast.Tuple) else [target.id]  # type: ignore[attr-defined]
+            if all(n in knobs for n in names):
+                g.update({n: knobs[n] for n in names})
             else:
                 exec(compile(ast.Module([stmt], []), str(self.path), "exec"), g)  # noqa: S102 - the problem's own line
 
@@ -173,22 +175,29 @@ def _derive(p: _Problem, caps: Sequence[int], budget: int) -> tuple[list[_Instan
     (sized on the meta device first, so nothing large is allocated) and whose reference runs with
     finite results; else the smallest that runs; and why the others did not."""
     why: list[str] = []
-    fits: list[tuple[int, int]] = []
-    for cap in dict.fromkeys(c for c in caps if c >= 1):
+    fits: list[tuple[int, dict[str, Knob]]] = []
+    tried: set[tuple] = set()
+    for cap in (c for c in caps if c >= 1):
+        for divide in (True, False):
+            knobs = scaled(p.source.knobs, cap, divide)
+            key = tuple(sorted(flat(knobs).items()))
+            if key in tried:
+                continue
+            tried.add(key)
+            try:
+                fits.append((p.build(knobs, meta=True).elements(), knobs))
+            except WorkloadError as e:
+                why.append(f"cap {cap}: {str(e).split(': ', 1)[-1]}")
+    order = [k for n, k in fits if n <= budget] + [k for n, k in sorted(fits, key=lambda f: f[0]) if n > budget][:1]
+    for knobs in order:
         try:
-            fits.append((p.build(scaled(p.source.knobs, cap), meta=True).elements(), cap))
+            inst = p.build(knobs)
         except WorkloadError as e:
-            why.append(f"cap {cap}: {str(e).split(': ', 1)[-1]}")
-    order = [cap for n, cap in fits if n <= budget] + [cap for n, cap in sorted(fits) if n > budget][:1]
-    for cap in order:
-        try:
-            inst = p.build(scaled(p.source.knobs, cap))
-        except WorkloadError as e:
-            why.append(f"cap {cap}: {str(e).split(': ', 1)[-1]}")
+            why.append(f"at {knobs}: {str(e).split(': ', 1)[-1]}")
             continue
         bad = next((i for i, o in enumerate(inst.outputs) if o.is_floating_point() and not bool(torch.isfinite(o).all())), None)
         if bad is not None:
-            why.append(f"cap {cap}: output {bad} of the reference is not finite on its own inputs")
+            why.append(f"at {knobs}: output {bad} of the reference is not finite on its own inputs")
             continue
         return [inst], why
     return [], why
@@ -196,7 +205,7 @@ def _derive(p: _Problem, caps: Sequence[int], budget: int) -> tuple[list[_Instan
 
 def workload_from_problem(path: Path, strict: bool = False, name: str | None = None, scale: Scale = Scale(),
                           sizes: Mapping[str, Sequence[Mapping[str, Knob]]] | None = None,
-                          domains: Mapping[str, Domain | None] | None = None) -> Workload:
+                          domains: Mapping[str, Domain | None] | None = None, verdict_note: str = "") -> Workload:
     """The problem as a workload: emu/test shapes at capped knobs (the reference run there),
     bench at the problem's own sizes (shapes from the meta device, nothing allocated).
     `sizes` (knob values per shape set) and `domains` (per input) are what the import found and
@@ -216,7 +225,9 @@ def workload_from_problem(path: Path, strict: bool = False, name: str | None = N
             raise WorkloadError(f"{path}: workload problem, not a kernel one: {reasons}")
         try:
             bench = p.build(knobs, meta=True)
-        except WorkloadError:
+        except WorkloadError as e:
+            if "meta" not in str(e).lower():
+                raise  # the reference fails at the problem's own sizes
             bench = None  # an operator without a meta kernel: bench at the largest derived size
         sets = {"emu": emu, "test": _uniq(test + odd + emu), "bench": [bench or test[0]]}
     else:
@@ -226,7 +237,9 @@ def workload_from_problem(path: Path, strict: bool = False, name: str | None = N
                                 "constants to scale) and too large to run on the CPU")
         inst = p.build({})
         sets = {"emu": [inst], "test": [inst], "bench": [inst]}
-    return _workload(p, sets, strict, name or path.stem, domains)
+    wl = _workload(p, sets, strict, name or path.stem, domains)
+    wl.verdict_note = verdict_note
+    return wl
 
 
 def _uniq(xs: list[_Instance]) -> list[_Instance]:
@@ -302,6 +315,26 @@ class KernelBenchWorkload(Workload):
         self.reference = self._reference
         self.vendor = self._vendor
 
+    def _instances(self) -> list[_Instance]:
+        return [self.problem.build(self._knobs(b), meta=sset == "bench") for sset, lst in self.shapes.items() for b in lst]
+
+    def constant_init_inputs(self) -> list[Any]:
+        """get_init_inputs() where an entry is the same number at every size, else None there
+        (a solution's `self.dim = dim` is a constant of the kernel only then)."""
+        p = self.problem
+        rows = []
+        with p.lock:
+            for inst in self._instances():
+                p.configure(inst.knobs)
+                rows.append(list(_call(p.module.get_init_inputs, "get_init_inputs()", p.path)))
+        return [col[0] if all(c == col[0] for c in col) else None for col in zip(*rows, strict=False)]
+
+    def input_scalar(self, i: int) -> Any:
+        """get_inputs()[i] when it is the same number at every size (a constant of the workload)."""
+        vals = [inst.inputs[i] for inst in self._instances()]
+        ok = all(isinstance(v, int | float) and not isinstance(v, bool) and v == vals[0] for v in vals)
+        return vals[0] if ok else None
+
     def _knobs(self, bindings: Mapping[str, int]) -> dict[str, Knob]:
         return unflat(bindings, self.problem.source.knobs)
 
@@ -356,7 +389,7 @@ from klineage.interop.kernelbench import workload_from_problem
 SIZES = {sizes}
 DOMAINS = {domains}
 WORKLOAD = workload_from_problem(Path(__file__).resolve().parent / "problem.py", strict={strict}, name={name!r},
-                                 sizes=SIZES, domains=DOMAINS)
+                                 sizes=SIZES, domains=DOMAINS, verdict_note={note!r})
 '''
 
 
@@ -365,32 +398,36 @@ def default_name(problem: Path) -> str:
     return problem.parent.name if problem.stem == "problem" else problem.stem
 
 
-def reference_problems(wl: Workload) -> list[str]:
-    """Whether the reference runs, with finite results, on the inputs the gate draws for every
-    emu and test shape: a reference that fails on its own inputs is a workload problem."""
-    out = []
-    for sset in ("emu", "test"):
-        for b in wl.shape_set(sset):
-            try:
-                got = wl.run_reference(wl.make_inputs(b, seed=0))
-            except Exception as e:
-                out.append(f"the reference fails on its own inputs at {sset} {_short(b)}: {_why(e)}")
-                continue
-            bad = [k for k, v in got.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
-            if bad:
-                out.append(f"the reference gives non-finite {', '.join(bad)} on its own inputs at {sset} {_short(b)}")
-    return out
+#: a size written into a solution's CUDA as a constant: `#define N 4096`, `const int dim = 16384;`
+_FIXED_SIZE = re.compile(r"#\s*define\s+(\w+)\s+\(?(\d+)\)?|\b(?:const|constexpr)\s+(?:int|long|int64_t|size_t|unsigned)\s+"
+                         r"(\w+)\s*=\s*(\d+)\s*;")
 
 
-def _short(b: Mapping[str, int]) -> str:
-    return "{" + ", ".join(f"{k}={v}" for k, v in b.items() if not k.startswith(("x", "out", "p_"))) + "}"
+def fixed_sizes(cuda: str, wl: KernelBenchWorkload) -> list[str]:
+    """`NAME = value` for every constant of the solution's CUDA that equals one of the problem's
+    size knobs where the derived shapes change it: the solution is specialised to the problem's
+    own sizes and can only be judged there (as KernelBench judges every solution)."""
+    own = flat(wl.problem.source.knobs)
+    derived = [b for sset in ("emu", "test") for b in wl.shapes[sset]]
+    moving = {v for k, v in own.items() if v > SMALL and any(b.get(k) != v for b in derived)}
+    found = []
+    for m in _FIXED_SIZE.finditer(cuda):
+        name, value = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+        if int(value) in moving:
+            found.append(f"{name} = {value}")
+    return list(dict.fromkeys(found))
 
 
 def import_problem(problem: Path, out_dir: Path, strict: bool = False, name: str | None = None,
-                   scale: Scale = Scale()) -> Workload:
-    """Write the workload folder (problem.py, workload.py with its sizes and domains) once the
-    workload is valid and its reference runs on every derived shape; nothing is written otherwise."""
-    wl = workload_from_problem(problem, strict, name=name or default_name(problem), scale=scale)
+                   scale: Scale = Scale(), solution: Path | None = None) -> Workload:
+    """Write the workload folder (problem.py, workload.py with its sizes and domains, and the
+    wrapped solution.cu when a solution is given) once the workload is valid, its reference runs
+    on every derived shape and the solution wraps; nothing is written otherwise. A solution
+    specialised to the problem's own sizes gets a workload judged at those sizes only."""
+    from klineage.interop.solution import wrap_solution
+
+    name = name or default_name(problem)
+    wl = workload_from_problem(problem, strict, name=name, scale=scale)
     problems = wl.problems() or reference_problems(wl)
     if problems:
         raise WorkloadError(f"{problem}: " + "; ".join(problems))
@@ -398,8 +435,18 @@ def import_problem(problem: Path, out_dir: Path, strict: bool = False, name: str
     knobs = wl.problem.source.knobs
     sizes = {sset: [unflat(b, knobs) for b in wl.shapes[sset]] for sset in ("emu", "test", "bench")}
     domains = {t.name: t.domain for t in wl.tensors if t.name.startswith("x")}
-    text = WORKLOAD_PY.format(name=wl.name, strict=strict, sizes=repr(sizes), domains=repr(domains))
+    kernel = wrap_solution(solution, wl) if solution is not None else None
+    note = ""
+    fixed = fixed_sizes(kernel, wl) if kernel is not None else []
+    if fixed:
+        note = (f"shape-specialised solution ({', '.join(fixed)} in its CUDA): judged at the problem's own sizes "
+                "only, as KernelBench judges it")
+        sizes = {sset: sizes["bench"] for sset in sizes}
+        wl = workload_from_problem(problem, strict, name=name, sizes=sizes, domains=domains, verdict_note=note)
+    text = WORKLOAD_PY.format(name=wl.name, strict=strict, sizes=repr(sizes), domains=repr(domains), note=note)
     out_dir.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(problem, out_dir / "problem.py")
     (out_dir / "workload.py").write_text(text)
+    if kernel is not None:
+        (out_dir / "solution.cu").write_text(kernel)
     return wl

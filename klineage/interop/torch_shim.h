@@ -7,6 +7,8 @@
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#include <cassert>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -57,6 +59,18 @@ struct Tensor {
         return shape[static_cast<size_t>(d)];
     }
     std::vector<int64_t> sizes() const { return shape; }
+    int64_t stride(int64_t d) const {  // the gate's buffers are contiguous
+        size(d);
+        if (d < 0) d += dim();
+        int64_t s = 1;
+        for (int64_t i = d + 1; i < dim(); ++i) s *= shape[static_cast<size_t>(i)];
+        return s;
+    }
+    template <typename T> T* data() const { return static_cast<T*>(ptr); }
+    ScalarType type() const { return st; }
+    Tensor view(std::vector<int64_t> to) const;
+    Tensor reshape(std::vector<int64_t> to) const { return view(to); }
+    Tensor flatten() const { return view({numel()}); }
     ScalarType scalar_type() const { return st; }
     ScalarType dtype() const { return st; }
     TensorOptions options() const { TensorOptions o; o.st = st; return o; }
@@ -81,6 +95,21 @@ inline State& state() { static State s; return s; }
 inline Tensor& Tensor::zero_() {
     cudaMemsetAsync(ptr, 0, static_cast<size_t>(numel()) * element_size(), state().stream);
     return *this;
+}
+
+inline Tensor Tensor::view(std::vector<int64_t> to) const {
+    int64_t known = 1, infer = -1;
+    for (size_t i = 0; i < to.size(); ++i) {
+        if (to[i] == -1) { if (infer >= 0) fail("view(): more than one -1"); infer = static_cast<int64_t>(i); }
+        else known *= to[i];
+    }
+    if (infer >= 0 && known > 0) to[static_cast<size_t>(infer)] = numel() / known;
+    int64_t n = 1;
+    for (auto d : to) n *= d;
+    if (n != numel()) fail("view()/reshape(): the new shape has another number of elements");
+    Tensor t = *this;
+    t.shape = to;
+    return t;
 }
 
 inline Tensor wrap(void* p, std::initializer_list<int64_t> shape, ScalarType st) {
@@ -128,6 +157,7 @@ using BFloat16 = __nv_bfloat16;
 
 namespace torch {
 using Tensor = klshim::Tensor;
+using ScalarType = klshim::ScalarType;
 using TensorOptions = klshim::TensorOptions;
 using klshim::empty;
 using klshim::empty_like;
@@ -146,6 +176,14 @@ constexpr int kCUDA = 1;
 
 namespace at {
 using Tensor = klshim::Tensor;
+using ScalarType = klshim::ScalarType;
+constexpr klshim::ScalarType kFloat = klshim::ScalarType::Float;
+constexpr klshim::ScalarType kHalf = klshim::ScalarType::Half;
+constexpr klshim::ScalarType kBFloat16 = klshim::ScalarType::BFloat16;
+using klshim::empty;
+using klshim::empty_like;
+using klshim::zeros;
+using klshim::zeros_like;
 using Half = __half;
 using BFloat16 = __nv_bfloat16;
 namespace cuda {
@@ -153,6 +191,21 @@ inline cudaStream_t getCurrentCUDAStream() { return klshim::state().stream; }
 inline cudaStream_t getDefaultCUDAStream() { return klshim::state().stream; }
 }  // namespace cuda
 }  // namespace at
+
+// AT_DISPATCH_*: the lambda runs with scalar_t set to the C type of the tensor's dtype; a dtype
+// the macro does not list is a hard error, as in torch.
+#define KLSHIM_CASE(ENUM, CTYPE, ...) case klshim::ScalarType::ENUM: { using scalar_t = CTYPE; return __VA_ARGS__(); }
+#define KLSHIM_DISPATCH(TYPE, NAME, CASES) [&] { switch (TYPE) { CASES default: klshim::fail(NAME ": AT_DISPATCH on an unlisted dtype"); } }()
+#define KLSHIM_FLOATS(...) KLSHIM_CASE(Float, float, __VA_ARGS__) KLSHIM_CASE(Double, double, __VA_ARGS__)
+#define AT_DISPATCH_FLOATING_TYPES(TYPE, NAME, ...) KLSHIM_DISPATCH(TYPE, NAME, KLSHIM_FLOATS(__VA_ARGS__))
+#define AT_DISPATCH_FLOATING_TYPES_AND_HALF(TYPE, NAME, ...) \
+    KLSHIM_DISPATCH(TYPE, NAME, KLSHIM_FLOATS(__VA_ARGS__) KLSHIM_CASE(Half, __half, __VA_ARGS__))
+#define AT_DISPATCH_FLOATING_TYPES_AND2(A, B, TYPE, NAME, ...) \
+    KLSHIM_DISPATCH(TYPE, NAME, KLSHIM_FLOATS(__VA_ARGS__) KLSHIM_CASE(Half, __half, __VA_ARGS__) \
+                    KLSHIM_CASE(BFloat16, __nv_bfloat16, __VA_ARGS__))
+#define AT_DISPATCH_ALL_TYPES(TYPE, NAME, ...) \
+    KLSHIM_DISPATCH(TYPE, NAME, KLSHIM_FLOATS(__VA_ARGS__) KLSHIM_CASE(Int, int, __VA_ARGS__) \
+                    KLSHIM_CASE(Long, int64_t, __VA_ARGS__))
 
 #define TORCH_CHECK(cond, ...) \
     do { if (!(cond)) klshim::fail("TORCH_CHECK failed: " #cond); } while (0)
