@@ -112,12 +112,12 @@ def guarded(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, pa
     if data is not None:
         g.tensor.copy_(data)
     elif pattern is not None and g.numel:
-        g.tensor.view(torch.uint8).fill_(pattern)
+        g.tensor.reshape(-1).view(torch.uint8).fill_(pattern)  # reshape: a 0-dim tensor has no byte view
     return g
 
 
 def _bytes_per_element(t: torch.Tensor) -> torch.Tensor:
-    return t.contiguous().view(torch.uint8).reshape(t.numel(), t.element_size())
+    return t.contiguous().reshape(-1).view(torch.uint8).reshape(t.numel(), t.element_size())
 
 
 def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -139,7 +139,7 @@ def holds_pattern(t: torch.Tensor, pattern: int) -> torch.Tensor:
         # size, equals `pattern` repeated in every byte (the same in either byte order)
         word = int.from_bytes(bytes([pattern]) * size, "little", signed=itype is not torch.uint8)
         try:
-            return t.contiguous().view(itype).reshape(-1) == word
+            return t.contiguous().reshape(-1).view(itype) == word
         except RuntimeError:  # a dtype torch will not view as an integer: byte by byte
             pass
     return (_bytes_per_element(t) == pattern).all(dim=1)

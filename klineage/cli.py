@@ -533,22 +533,34 @@ def import_kernelbench(
 
 @import_app.command("flashinfer")
 def import_flashinfer(
-    definition: Annotated[Path, typer.Argument(help="A FlashInfer-Bench definition JSON.")],
-    out_dir: Annotated[Path, typer.Option("--out", help="Workload folder to write.")],
+    definition: Annotated[Path | None, typer.Argument(help="A FlashInfer-Bench definition JSON.")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Workload folder to write (with --suite: a folder of them).")] = None,
     workloads: Annotated[Path | None, typer.Option(help="Its workloads JSONL (FlashInfer-Trace).")] = None,
     solution: Annotated[Path | None, typer.Option(help="A Solution JSON whose kernel.cu follows our launcher.")] = None,
+    suite: Annotated[Path | None, typer.Option("--suite", help="A FlashInfer-Trace dataset folder: import every definition, print a table.")] = None,
 ) -> None:
-    """A FlashInfer-Bench definition (+ workloads) as a workload folder."""
+    """A FlashInfer-Bench definition (+ workloads) as a workload folder; --suite: every definition of a dataset."""
+    from klineage.errors import WorkloadError
     from klineage.interop.flashinfer import import_definition, kernel_from_solution
 
+    if out_dir is None:
+        raise WorkloadError("give --out: the workload folder to write")
+    if suite is not None:
+        from klineage.interop.suite import import_flashinfer_suite, print_table
+
+        print_table(import_flashinfer_suite(suite, out_dir), f"FlashInfer-Trace {suite.name}", out)
+        return
+    if definition is None:
+        raise WorkloadError("give a definition JSON or --suite DATASET_DIR")
     defs = next((p for p in definition.parents if p.name == "definitions"), None)
     if workloads is None and defs is not None:  # a dataset: definitions/[op/]N.json, workloads/[op/]N.jsonl
         guess = defs.parent / "workloads" / definition.relative_to(defs).with_suffix(".jsonl")
         workloads = guess if guess.exists() else None
+    kernel = kernel_from_solution(solution) if solution is not None else None  # refused before anything is written
     wl = import_definition(definition, out_dir, workloads)
     out.print(f"workload {wl.name} -> {out_dir / 'workload.py'}", highlight=False)
-    if solution is not None:
-        (out_dir / "solution.cu").write_text(kernel_from_solution(solution))
+    if kernel is not None:
+        (out_dir / "solution.cu").write_text(kernel)
         out.print(f"solution -> {out_dir / 'solution.cu'}", highlight=False)
 
 

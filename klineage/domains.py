@@ -26,7 +26,7 @@ KINDS = {
     "integers": "integers uniform in [low, high) (torch.randint; class or index ranges)",
     "softmax": "rows of probabilities along `dim` (softmax of `of` draws): positive, summing to 1",
     "indptr": "1-D offsets: 0 first, never decreasing, `total` last (CSR / paged-KV indptr); segments are "
-              "non-empty when `total` allows",
+    "non-empty when `total` allows",
     "constant": "every element equals `low`",
 }
 
@@ -68,8 +68,13 @@ class Domain:
 
         return set().union(*(symbols_of(b) for b in (self.low, self.high, self.total) if b is not None))
 
-    def draw(self, shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator,
-             bindings: Mapping[str, int | float]) -> torch.Tensor:
+    def draw(
+        self,
+        shape: tuple[int, ...],
+        dtype: torch.dtype,
+        gen: torch.Generator,
+        bindings: Mapping[str, int | float],
+    ) -> torch.Tensor:
         """Values of this domain for one shape; bounds evaluated on the shape's bindings."""
         from klineage.workload import eval_dim  # the one evaluator of shape arithmetic
 
@@ -82,8 +87,14 @@ class Domain:
             lo, hi = float(bound(self.low)), float(bound(self.high))
             return (lo + (hi - lo) * torch.rand(shape, generator=gen)).to(dtype)
         if self.kind == "softmax":
-            base = torch.randn(shape, generator=gen) if self.of == "normal" else torch.rand(shape, generator=gen)
-            return torch.softmax(base.double(), dim=self.dim).to(dtype) if base.dim() else torch.ones(shape, dtype=dtype)
+            base = (
+                torch.randn(shape, generator=gen) if self.of == "normal" else torch.rand(shape, generator=gen)
+            )
+            return (
+                torch.softmax(base.double(), dim=self.dim).to(dtype)
+                if base.dim()
+                else torch.ones(shape, dtype=dtype)
+            )
         if self.kind == "integers":
             lo, hi = int(bound(self.low)), int(bound(self.high))
             if hi <= lo:

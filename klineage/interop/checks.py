@@ -33,8 +33,13 @@ def reference_problems(wl: Workload, shape_sets: Sequence[str] = ("emu", "test")
             except Exception as e:
                 out.append(f"the reference fails on its own inputs at {sset} {_short(b)}: {_why(e)}")
                 continue
-            bad = [k for k, v in got.items() if isinstance(v, torch.Tensor) and v.is_floating_point()
-                   and bool(torch.isnan(v).any())]
+            bad = [
+                k
+                for k, v in got.items()
+                if isinstance(v, torch.Tensor) and v.is_floating_point() and bool(torch.isnan(v).any())
+            ]
             if bad:  # NaN never passes the gate; an infinity can be right (the log-sum-exp of nothing)
-                out.append(f"the reference gives NaN in {', '.join(bad)} on its own inputs at {sset} {_short(b)}")
+                out.append(
+                    f"the reference gives NaN in {', '.join(bad)} on its own inputs at {sset} {_short(b)}"
+                )
     return out

@@ -37,7 +37,11 @@ class Rules:
         """A full binding: free axes as given (indptr lengths at least 2), derived ones computed."""
         from klineage.workload import eval_dim
 
-        b = {a: (max(v, 2) if a in self.indptr_lengths else v) for a, v in values.items() if a not in self.derived}
+        b = {
+            a: (max(v, 2) if a in self.indptr_lengths else v)
+            for a, v in values.items()
+            if a not in self.derived
+        }
         for _ in range(len(self.derived) + 1):
             for a, expr in self.derived.items():
                 try:
@@ -47,8 +51,9 @@ class Rules:
         return {a: b[a] for a in values} | {a: v for a, v in b.items() if a not in values}
 
 
-def read_rules(constraints: Sequence[str], axes: Mapping[str, Mapping], inputs: Mapping[str, Mapping],
-               where: str) -> Rules:
+def read_rules(
+    constraints: Sequence[str], axes: Mapping[str, Mapping], inputs: Mapping[str, Mapping], where: str
+) -> Rules:
     const = {a: int(s["value"]) for a, s in axes.items() if s.get("type") == "const"}
     var = [a for a in axes if a not in const]
     rules = Rules()
@@ -63,8 +68,10 @@ def read_rules(constraints: Sequence[str], axes: Mapping[str, Mapping], inputs: 
             continue
         derived = _derived(c, var, const)
         if derived is None:
-            raise WorkloadError(f"{where}: constraint `{c}` is not one KLineage can satisfy when it draws inputs "
-                                "(known: `axis == <arithmetic on axes>`, `axis == <input>[-1].item()`)")
+            raise WorkloadError(
+                f"{where}: constraint `{c}` is not one KLineage can satisfy when it draws inputs "
+                "(known: `axis == <arithmetic on axes>`, `axis == <input>[-1].item()`)"
+            )
         rules.derived[derived[0]] = derived[1]
     # an indptr whose length axis is derived (len_indptr == batch_size + 1) needs no clamp
     rules.indptr_lengths -= set(rules.derived)
@@ -105,8 +112,9 @@ def _substitute(e: ast.expr, name: str, value: int) -> ast.expr:
     return T().visit(e)
 
 
-def _implicit(name: str, spec: Mapping, inputs: Mapping[str, Mapping], var: Sequence[str],
-              const: Mapping[str, int]) -> Domain | None:
+def _implicit(
+    name: str, spec: Mapping, inputs: Mapping[str, Mapping], var: Sequence[str], const: Mapping[str, int]
+) -> Domain | None:
     dtype = spec.get("dtype", "float32")
     shape = spec.get("shape") or []
     integer = dtype.startswith(("int", "uint"))
@@ -114,8 +122,14 @@ def _implicit(name: str, spec: Mapping, inputs: Mapping[str, Mapping], var: Sequ
         if "num_pages" in var:
             return Domain("integers", 0, "num_pages")
         own = shape[0] if shape else None
-        rows = [s["shape"][0] for n, s in inputs.items() if n != name and s.get("shape")
-                and not s.get("dtype", "").startswith(("int", "uint")) and s["shape"][0] != own]
+        rows = [
+            s["shape"][0]
+            for n, s in inputs.items()
+            if n != name
+            and s.get("shape")
+            and not s.get("dtype", "").startswith(("int", "uint"))
+            and s["shape"][0] != own
+        ]
         first = rows[0] if rows else None
         if isinstance(first, str) and first in var:
             return Domain("integers", 0, first)

@@ -339,10 +339,16 @@ def _shape_sets(
     everything = [(size(b), b) for b in seen] + [(size(axes_of(wl)), (line, wl)) for line, wl in recorded]
     bench = [b if isinstance(b, dict) else entry(*b) for _, b in sorted(everything, key=lambda x: -x[0])[:2]]
     bench = bench or [rules.bind({a: 4096 for a in var})]
-    test = [rules.bind({a: v for a in var}) for v in TEST_VALUES] + sorted(seen, key=size)[:2] + fixed_test
-    emu = [rules.bind({a: v for a in var}) for v in EMU_VALUES] + fixed_emu
+    test = [rules.bind(_spread(var, v)) for v in TEST_VALUES] + sorted(seen, key=size)[:2] + fixed_test
+    emu = [rules.bind(_spread(var, v)) for v in EMU_VALUES] + fixed_emu
     uniq = lambda xs: [dict(t) for t in dict.fromkeys(tuple(sorted(x.items())) for x in xs)]  # noqa: E731
     return {"test": uniq(test), "emu": uniq(emu), "bench": uniq(bench)}, _in_order(chosen, records)
+
+
+def _spread(var: list[str], v: int) -> dict[str, int]:
+    """One synthetic binding: the free axes at v, v + v//2 + 1, ... (distinct, so that a kernel
+    that confuses two axes, e.g. pages with indices, is not right by coincidence)."""
+    return {a: v + i * (v // 2 + 1) for i, a in enumerate(var)}
 
 
 def _in_order(chosen: Mapping[int, int], records: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, dict[str, Any]]]:

@@ -24,8 +24,21 @@ from dataclasses import dataclass
 
 from klineage.domains import Domain
 
-_LITERAL = (ast.Expression, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Tuple, ast.Load, ast.Add, ast.Sub,
-            ast.Mult, ast.FloorDiv, ast.Pow, ast.USub, ast.Mod)
+_LITERAL = (
+    ast.Expression,
+    ast.Constant,
+    ast.BinOp,
+    ast.UnaryOp,
+    ast.Tuple,
+    ast.Load,
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.FloorDiv,
+    ast.Pow,
+    ast.USub,
+    ast.Mod,
+)
 
 Knob = int | tuple[int, ...]
 
@@ -119,11 +132,14 @@ def flat(knobs: Mapping[str, Knob]) -> dict[str, int]:
 
 def unflat(bindings: Mapping[str, int], knobs: Mapping[str, Knob]) -> dict[str, Knob]:
     """The knob values a binding carries (the inverse of `flat`)."""
-    return {k: (tuple(bindings[f"{k}[{i}]"] for i in range(len(v))) if isinstance(v, tuple) else bindings[k])
-            for k, v in knobs.items()}
+    return {
+        k: (tuple(bindings[f"{k}[{i}]"] for i in range(len(v))) if isinstance(v, tuple) else bindings[k])
+        for k, v in knobs.items()
+    }
 
 
 # ---- get_inputs() -> domains ---------------------------------------------------------------------
+
 
 def _input_domains(fn: ast.FunctionDef, knob_names: set[str]) -> list[Domain | None] | None:
     assigned: dict[str, ast.expr] = {}
@@ -167,15 +183,20 @@ def _bound(e: ast.expr, knob_names: set[str]) -> int | str | None:
     if isinstance(lit, int):
         return lit
     names = {n.id for n in ast.walk(e) if isinstance(n, ast.Name)}
-    ok = all(isinstance(n, ast.Name | ast.Constant | ast.BinOp | ast.Load | ast.operator | ast.UnaryOp | ast.unaryop)
-             for n in ast.walk(e))
+    ok = all(
+        isinstance(
+            n, ast.Name | ast.Constant | ast.BinOp | ast.Load | ast.operator | ast.UnaryOp | ast.unaryop
+        )
+        for n in ast.walk(e)
+    )
     return ast.unparse(e) if ok and names and names <= knob_names else None
 
 
 def _is_module(e: ast.expr) -> bool:
     """`torch`, `F`, `torch.nn.functional`: a module, not a tensor expression."""
     return (isinstance(e, ast.Name) and e.id in ("torch", "F", "functional")) or (
-        isinstance(e, ast.Attribute) and e.attr in ("functional", "nn"))
+        isinstance(e, ast.Attribute) and e.attr in ("functional", "nn")
+    )
 
 
 def _domain(e: ast.expr, assigned: Mapping[str, ast.expr], knob_names: set[str]) -> Domain | None:
@@ -199,13 +220,19 @@ def _domain(e: ast.expr, assigned: Mapping[str, ast.expr], knob_names: set[str])
     if name in ("softmax", "Softmax") and isinstance(e, ast.Call):
         f = e.func
         module_fn = isinstance(f, ast.Name) or (isinstance(f, ast.Attribute) and _is_module(f.value))
-        base = (e.args[0] if e.args else None) if module_fn else (f.value if isinstance(f, ast.Attribute) else None)
+        base = (
+            (e.args[0] if e.args else None)
+            if module_fn
+            else (f.value if isinstance(f, ast.Attribute) else None)
+        )
         rest = e.args[1:] if module_fn else e.args
         dim = next((k.value for k in e.keywords if k.arg == "dim"), rest[0] if rest else None)
         d = _literal(dim) if dim is not None else None
         if not isinstance(d, int) or base is None:
             return None
-        draws = [_call_name(n) for n in ast.walk(_resolve(base, assigned)) if _call_name(n) in ("rand", "randn")]
+        draws = [
+            _call_name(n) for n in ast.walk(_resolve(base, assigned)) if _call_name(n) in ("rand", "randn")
+        ]
         if not draws:
             return None
         return Domain("softmax", dim=d, of="uniform" if draws[0] == "rand" else "normal")

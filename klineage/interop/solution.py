@@ -163,6 +163,9 @@ class _Evaluator:
                         known = self.init_values[i] if i < len(self.init_values) else None
                         if isinstance(known, int | float) and not isinstance(known, bool):
                             return repr(known)
+                        default = init.params.params[i + 1].default
+                        if i >= len(self.init_values) and isinstance(default, cst.Integer | cst.Float):
+                            return default.value  # not passed by get_init_inputs(): the default
         raise self.refuse(f"self.{'.'.join(chain)} is neither a parameter or buffer of the problem's Model nor a "
                           "number ModelNew.__init__ sets from a literal or an init input equal at every size")
 

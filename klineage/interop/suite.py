@@ -36,8 +36,13 @@ def _one(name: str, fn: Callable[[], object]) -> SuiteRow:
         reason = str(e).split(": ", 1)[-1] if str(e).startswith("/") else str(e)
         return SuiteRow(name, False, reason, False, time.monotonic() - t0)
     except Exception as e:  # a problem file that breaks our importer is a refusal of that file only
-        return SuiteRow(name, False, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", False,
-                        time.monotonic() - t0)
+        return SuiteRow(
+            name,
+            False,
+            f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+            False,
+            time.monotonic() - t0,
+        )
     return SuiteRow(name, True, "", True, time.monotonic() - t0)
 
 
@@ -46,8 +51,13 @@ def _number(p: Path) -> tuple[int, str]:
     return (int(head) if head.isdigit() else 1 << 30, p.stem)
 
 
-def import_kernelbench_suite(level_dir: Path, out_dir: Path, strict: bool = False, scale: Scale = Scale(),
-                             progress: Callable[[SuiteRow], None] | None = None) -> list[SuiteRow]:
+def import_kernelbench_suite(
+    level_dir: Path,
+    out_dir: Path,
+    strict: bool = False,
+    scale: Scale = Scale(),
+    progress: Callable[[SuiteRow], None] | None = None,
+) -> list[SuiteRow]:
     """Every `*.py` problem of a KernelBench level folder into out_dir/<problem stem>/."""
     from klineage.interop.kernelbench import import_problem
 
@@ -55,16 +65,21 @@ def import_kernelbench_suite(level_dir: Path, out_dir: Path, strict: bool = Fals
         raise KLineageError(f"{level_dir}: not a directory")
     rows = []
     for problem in sorted(level_dir.glob("*.py"), key=_number):
-        row = _one(problem.stem, lambda problem=problem: import_problem(problem, out_dir / problem.stem,
-                                                                           strict=strict, scale=scale))
+        row = _one(
+            problem.stem,
+            lambda problem=problem: import_problem(
+                problem, out_dir / problem.stem, strict=strict, scale=scale
+            ),
+        )
         rows.append(row)
         if progress:
             progress(row)
     return rows
 
 
-def import_flashinfer_suite(dataset: Path, out_dir: Path,
-                            progress: Callable[[SuiteRow], None] | None = None) -> list[SuiteRow]:
+def import_flashinfer_suite(
+    dataset: Path, out_dir: Path, progress: Callable[[SuiteRow], None] | None = None
+) -> list[SuiteRow]:
     """Every definition of a FlashInfer-Trace dataset (definitions/[op/]NAME.json, its workloads
     at workloads/[op/]NAME.jsonl when present) into out_dir/<NAME>/; the reference is run on the
     inputs the gate draws for every emu shape."""
@@ -76,7 +91,10 @@ def import_flashinfer_suite(dataset: Path, out_dir: Path,
     rows = []
     for d in sorted(defs.rglob("*.json")):
         rel = d.relative_to(defs).with_suffix(".jsonl")
-        jsonl = next((p for p in (dataset / "workloads" / rel, dataset / "traces" / "workloads" / rel) if p.exists()), None)
+        jsonl = next(
+            (p for p in (dataset / "workloads" / rel, dataset / "traces" / "workloads" / rel) if p.exists()),
+            None,
+        )
 
         def run(d: Path = d, jsonl: Path | None = jsonl) -> None:
             wl = import_definition(d, out_dir / d.stem, jsonl)
@@ -96,10 +114,18 @@ def print_table(rows: list[SuiteRow], title: str, console: Console) -> None:
     for col in ("problem", "imported", "reference on derived shapes", "reason refused", "s"):
         table.add_column(col)
     for r in rows:
-        table.add_row(escape(r.name), "yes" if r.imported else "no", "ok" if r.reference_ok else "-",
-                      escape(r.reason[:160]), f"{r.seconds:.1f}")
+        table.add_row(
+            escape(r.name),
+            "yes" if r.imported else "no",
+            "ok" if r.reference_ok else "-",
+            escape(r.reason[:160]),
+            f"{r.seconds:.1f}",
+        )
     console.print(table)
     n = len(rows)
     ok = sum(r.imported for r in rows)
-    console.print(f"{ok} of {n} imported ({100 * ok / max(n, 1):.0f}%), {sum(r.reference_ok for r in rows)} with the "
-                  f"reference running on the derived shapes; {n - ok} refused", highlight=False)
+    console.print(
+        f"{ok} of {n} imported ({100 * ok / max(n, 1):.0f}%), {sum(r.reference_ok for r in rows)} with the "
+        f"reference running on the derived shapes; {n - ok} refused",
+        highlight=False,
+    )

@@ -211,3 +211,6 @@ inline cudaStream_t getDefaultCUDAStream() { return klshim::state().stream; }
     do { if (!(cond)) klshim::fail("TORCH_CHECK failed: " #cond); } while (0)
 #define C10_CUDA_KERNEL_LAUNCH_CHECK() do { } while (0)
 #define AT_ASSERT(cond) TORCH_CHECK(cond)
+#define AT_ASSERTM(cond, ...) TORCH_CHECK(cond)
+#define TORCH_INTERNAL_ASSERT(cond, ...) TORCH_CHECK(cond)
+#define C10_CUDA_CHECK(expr) do { cudaError_t klshim_err = (expr); if (klshim_err != cudaSuccess) klshim::fail(cudaGetErrorString(klshim_err)); } while (0)
