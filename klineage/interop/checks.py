@@ -43,3 +43,37 @@ def reference_problems(wl: Workload, shape_sets: Sequence[str] = ("emu", "test")
                     f"the reference gives NaN in {', '.join(bad)} on its own inputs at {sset} {_short(b)}"
                 )
     return out
+
+
+def vendor_problems(wl: Workload, shape_sets: Sequence[str] = ("emu", "test")) -> list[str]:
+    """Whether some kernel can pass: the workload's vendor (torch at the problem's own precision)
+    run on the gate's inputs, compared with the reference as the gate compares a kernel. A
+    failure here means the tolerance or the inputs leave no room for a correct kernel."""
+    from klineage.gates.protocol import compare
+
+    if wl.vendor is None:
+        return []
+    out = []
+    for sset in shape_sets:
+        for b in wl.shape_set(sset):
+            inputs = wl.make_inputs(b, seed=0)
+            want = wl.run_reference(inputs)
+            kwargs = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+            got = wl.vendor(**kwargs)
+            got = dict(
+                zip(
+                    [t.name for t in wl.outputs],
+                    got if isinstance(got, list | tuple) else [got],
+                    strict=False,
+                )
+            )
+            for t in wl.outputs:
+                ok, max_abs, max_rel, idx = compare(
+                    got[t.name].reshape(want[t.name].shape), want[t.name], wl.tolerance_for(t)
+                )
+                if not ok:
+                    out.append(
+                        f"torch itself misses the tolerance on '{t.name}' at {sset} {_short(b)} "
+                        f"(max abs err {max_abs:.3g}, first at {idx})"
+                    )
+    return out

@@ -44,6 +44,12 @@ struct TensorOptions {
     TensorOptions device(int) const { return *this; }
 };
 
+// torch's IntArrayRef, as far as bindings use it: a vector with vec()
+struct IntList : std::vector<int64_t> {
+    using std::vector<int64_t>::vector;
+    std::vector<int64_t> vec() const { return *this; }
+};
+
 struct Tensor {
     void* ptr = nullptr;
     std::vector<int64_t> shape;
@@ -58,7 +64,7 @@ struct Tensor {
         if (d < 0 || d >= dim()) fail("size(): dimension out of range");
         return shape[static_cast<size_t>(d)];
     }
-    std::vector<int64_t> sizes() const { return shape; }
+    IntList sizes() const { return IntList(shape.begin(), shape.end()); }
     int64_t stride(int64_t d) const {  // the gate's buffers are contiguous
         size(d);
         if (d < 0) d += dim();
@@ -69,7 +75,9 @@ struct Tensor {
     template <typename T> T* data() const { return static_cast<T*>(ptr); }
     ScalarType type() const { return st; }
     Tensor view(std::vector<int64_t> to) const;
+    Tensor view(int64_t n) const { return view(std::vector<int64_t>{n}); }
     Tensor reshape(std::vector<int64_t> to) const { return view(to); }
+    Tensor reshape(int64_t n) const { return view(std::vector<int64_t>{n}); }
     Tensor flatten() const { return view({numel()}); }
     ScalarType scalar_type() const { return st; }
     ScalarType dtype() const { return st; }
@@ -134,6 +142,9 @@ inline Tensor zeros_like(const Tensor& like) { Tensor t = next_output(like.shape
 inline Tensor zeros_like(const Tensor& like, TensorOptions) { return zeros_like(like); }
 inline Tensor empty(std::vector<int64_t> shape, TensorOptions opts = TensorOptions()) { (void)opts; return next_output(shape); }
 inline Tensor zeros(std::vector<int64_t> shape, TensorOptions opts = TensorOptions()) { (void)opts; Tensor t = next_output(shape); t.zero_(); return t; }
+// torch's IntArrayRef converts from one int64: `torch::zeros(n, opts)`
+inline Tensor empty(int64_t n, TensorOptions opts = TensorOptions()) { return empty(std::vector<int64_t>{n}, opts); }
+inline Tensor zeros(int64_t n, TensorOptions opts = TensorOptions()) { return zeros(std::vector<int64_t>{n}, opts); }
 
 inline void begin(Tensor* outputs, int count, cudaStream_t stream) {
     State& s = state();
