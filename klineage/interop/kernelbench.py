@@ -170,7 +170,8 @@ class _Problem:
         return outs
 
 
-def _derive(p: _Problem, caps: Sequence[int], budget: int) -> tuple[list[_Instance], list[str]]:
+def _derive(p: _Problem, caps: Sequence[int], budget: int,
+            modes: Sequence[bool] = (True, False)) -> tuple[list[_Instance], list[str]]:
     """An instance at the first cap (in order) whose inputs and outputs fit the element budget
     (sized on the meta device first, so nothing large is allocated) and whose reference runs with
     finite results; else the smallest that runs; and why the others did not."""
@@ -178,7 +179,7 @@ def _derive(p: _Problem, caps: Sequence[int], budget: int) -> tuple[list[_Instan
     fits: list[tuple[int, dict[str, Knob]]] = []
     tried: set[tuple] = set()
     for cap in (c for c in caps if c >= 1):
-        for divide in (True, False):
+        for divide in modes:
             knobs = scaled(p.source.knobs, cap, divide)
             key = tuple(sorted(flat(knobs).items()))
             if key in tried:
@@ -219,7 +220,8 @@ def workload_from_problem(path: Path, strict: bool = False, name: str | None = N
     elif knobs:
         emu, why_emu = _derive(p, (scale.emu, scale.emu // 2, scale.emu // 4, scale.emu * 2, scale.emu * 4), EMU_BUDGET)
         test, why_test = _derive(p, (scale.test, scale.test // 2, scale.test // 4, scale.test // 8), TEST_BUDGET)
-        odd, _ = _derive(p, (scale.test // 2 - 1, scale.emu - 3), TEST_BUDGET)
+        # odd sizes (not a multiple of any block or tile size): capped, not divided, first
+        odd, _ = _derive(p, (scale.test // 2 - 1, scale.emu - 3), TEST_BUDGET, modes=(False, True))
         if not emu or not test:
             reasons = "; ".join(dict.fromkeys(why_emu + why_test))
             raise WorkloadError(f"{path}: workload problem, not a kernel one: {reasons}")
