@@ -1,8 +1,8 @@
 // KLineage torch-extension shim: the small part of torch::Tensor that load_inline bindings use,
 // backed by buffers the gate allocated. It lets a KernelBench binding (which allocates its output
 // with torch::empty_like / zeros and launches on the current stream) run unchanged behind the
-// C launcher convention: "allocations" hand out the gate's output buffers in order, and a shape
-// that does not match the workload's output is a hard error, never a silent reinterpretation.
+// C launcher convention: an allocation of the next output's shape and dtype hands out the gate's
+// output buffer; any other is a temporary of the binding (stream-ordered, freed after it returns).
 #pragma once
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -39,6 +39,8 @@ struct Device {
 
 struct TensorOptions {
     ScalarType st = ScalarType::Float;
+    TensorOptions() = default;
+    TensorOptions(ScalarType t) : st(t) {}  // NOLINT: torch converts a dtype to options implicitly
     TensorOptions dtype(ScalarType t) const { TensorOptions o = *this; o.st = t; return o; }
     TensorOptions device(Device) const { return *this; }
     TensorOptions device(int) const { return *this; }
@@ -97,6 +99,7 @@ struct State {
     int count = 0;
     int next = 0;
     cudaStream_t stream = nullptr;
+    std::vector<void*> scratch;  // the binding's own temporaries, freed after it returns
 };
 inline State& state() { static State s; return s; }
 
@@ -128,20 +131,26 @@ inline Tensor wrap(void* p, std::initializer_list<int64_t> shape, ScalarType st)
     return t;
 }
 
-inline Tensor next_output(const std::vector<int64_t>& shape) {
+// An allocation of the next output's shape and dtype is that output (the gate's buffer); any other
+// is a temporary of the binding, allocated on the launch stream and freed after it returns.
+inline Tensor next_output(const std::vector<int64_t>& shape, ScalarType st) {
     State& s = state();
-    if (s.next >= s.count) fail("the binding allocates more tensors than the workload has outputs");
-    Tensor t = s.outputs[s.next++];
-    if (t.shape != shape) fail("the binding allocates an output whose shape differs from the workload's");
+    if (s.next < s.count && s.outputs[s.next].shape == shape && s.outputs[s.next].st == st) return s.outputs[s.next++];
+    Tensor t;
+    t.shape = shape;
+    t.st = st;
+    size_t bytes = static_cast<size_t>(t.numel()) * element_size(st);
+    if (cudaMallocAsync(&t.ptr, bytes ? bytes : 1, s.stream) != cudaSuccess) fail("could not allocate a temporary tensor");
+    s.scratch.push_back(t.ptr);
     return t;
 }
 
-inline Tensor empty_like(const Tensor& like) { return next_output(like.shape); }
-inline Tensor empty_like(const Tensor& like, TensorOptions) { return next_output(like.shape); }
-inline Tensor zeros_like(const Tensor& like) { Tensor t = next_output(like.shape); t.zero_(); return t; }
-inline Tensor zeros_like(const Tensor& like, TensorOptions) { return zeros_like(like); }
-inline Tensor empty(std::vector<int64_t> shape, TensorOptions opts = TensorOptions()) { (void)opts; return next_output(shape); }
-inline Tensor zeros(std::vector<int64_t> shape, TensorOptions opts = TensorOptions()) { (void)opts; Tensor t = next_output(shape); t.zero_(); return t; }
+inline Tensor empty_like(const Tensor& like) { return next_output(like.shape, like.st); }
+inline Tensor empty_like(const Tensor& like, TensorOptions o) { return next_output(like.shape, o.st); }
+inline Tensor zeros_like(const Tensor& like) { Tensor t = next_output(like.shape, like.st); t.zero_(); return t; }
+inline Tensor zeros_like(const Tensor& like, TensorOptions o) { Tensor t = next_output(like.shape, o.st); t.zero_(); return t; }
+inline Tensor empty(std::vector<int64_t> shape, TensorOptions opts = TensorOptions()) { return next_output(shape, opts.st); }
+inline Tensor zeros(std::vector<int64_t> shape, TensorOptions opts = TensorOptions()) { Tensor t = next_output(shape, opts.st); t.zero_(); return t; }
 // torch's IntArrayRef converts from one int64: `torch::zeros(n, opts)`
 inline Tensor empty(int64_t n, TensorOptions opts = TensorOptions()) { return empty(std::vector<int64_t>{n}, opts); }
 inline Tensor zeros(int64_t n, TensorOptions opts = TensorOptions()) { return zeros(std::vector<int64_t>{n}, opts); }
@@ -152,11 +161,21 @@ inline void begin(Tensor* outputs, int count, cudaStream_t stream) {
     s.count = count;
     s.next = 0;
     s.stream = stream;
+    s.scratch.clear();
 }
 
+// The binding's result lands in the output: it is the output's buffer, or a temporary of the same
+// size and dtype copied there (as torch's copy_ would); then the temporaries are freed.
 inline void check_result(const Tensor& r) {
     State& s = state();
-    if (s.count < 1 || r.ptr != s.outputs[0].ptr) fail("the binding returned a tensor that is not the workload's output");
+    if (s.count < 1) fail("the workload has no output");
+    const Tensor& out = s.outputs[0];
+    if (r.ptr != out.ptr) {
+        if (r.numel() != out.numel() || r.st != out.st) fail("the binding returned a tensor of another size or dtype than the workload's output");
+        cudaMemcpyAsync(out.ptr, r.ptr, static_cast<size_t>(out.numel()) * out.element_size(), cudaMemcpyDeviceToDevice, s.stream);
+    }
+    for (void* p : s.scratch) cudaFreeAsync(p, s.stream);
+    s.scratch.clear();
 }
 
 }  // namespace klshim
@@ -223,5 +242,6 @@ inline cudaStream_t getDefaultCUDAStream() { return klshim::state().stream; }
 #define C10_CUDA_KERNEL_LAUNCH_CHECK() do { } while (0)
 #define AT_ASSERT(cond) TORCH_CHECK(cond)
 #define AT_ASSERTM(cond, ...) TORCH_CHECK(cond)
+#define AT_ERROR(...) klshim::fail("AT_ERROR")
 #define TORCH_INTERNAL_ASSERT(cond, ...) TORCH_CHECK(cond)
 #define C10_CUDA_CHECK(expr) do { cudaError_t klshim_err = (expr); if (klshim_err != cudaSuccess) klshim::fail(cudaGetErrorString(klshim_err)); } while (0)
