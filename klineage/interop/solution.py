@@ -84,7 +84,8 @@ class _Evaluator:
             raise self.refuse("forward calls through more than three levels")
         for stmt in fn.body.body:
             if not isinstance(stmt, cst.SimpleStatementLine):
-                raise self.refuse(f"{cls}.{fn.name.value} has a `{self.code(stmt).strip().splitlines()[0]}` block")
+                head = self.code(stmt.with_changes(leading_lines=())).strip().splitlines()[0]  # not its comments
+                raise self.refuse(f"{cls}.{fn.name.value} has a `{head}` block")
             for small in stmt.body:
                 if isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString | cst.ConcatenatedString):
                     continue  # a docstring
