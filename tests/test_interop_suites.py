@@ -355,4 +355,7 @@ def test_a_shim_abort_says_why(tmp_path: Path) -> None:
     sol.write_text(text.replace("torch::empty({rows}, x.options())", "torch::empty({rows + 1}, x.options())"))
     import_problem(LEVEL / "1_RowMax.py", tmp_path / "w", solution=sol)
     r = gate((tmp_path / "w/solution.cu").read_text(), load_workload(tmp_path / "w"), name="bad.cu")
-    assert r.category == "crash" and "another size or dtype than the workload" in r.message, (r.category, r.message)
+    assert r.category == "crash" and "another size or dtype than the workload" in r.message, (
+        r.category,
+        r.message,
+    )
