@@ -31,6 +31,7 @@ from klineage.executor import GateExecutor, make_executor
 from klineage.gates.backend import GateOptions
 from klineage.skills import extract, upsert
 from klineage.store.db import Store
+from klineage.store.runs import interrupt_stale_mining_runs
 from klineage.walker import WalkConfig, Walker, WalkSummary, find_workloads
 from klineage.workload import load_workload
 
@@ -68,6 +69,7 @@ def mine_corpus(
     folders = find_workloads(dirs)
     workloads = {f: load_workload(f) for f in folders}  # bad workload.py: one clear error before any work
     store = Store(db)
+    interrupt_stale_mining_runs(store)  # a run killed with -9 left its row `running`
     run_id = uuid.uuid4().hex[:12]
     args = {"dirs": [str(d) for d in dirs], "backend": backend, "max_steps": max_steps, "workers": workers, "beam": beam,
             "executor": executor if isinstance(executor, str) else executor.name}

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from klineage.domains import Domain
 from klineage.errors import WorkloadError
 
 #: dtype names accepted in specs -> (torch dtype, C type used by launchers)
@@ -40,16 +41,35 @@ SCALAR_DTYPES = ("int32", "int64", "float32", "float64")
 ROLES = ("in", "out", "inout", "scratch")
 SHAPE_SETS = ("test", "emu", "bench")
 FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
+Dim = int | str
 
 
 @dataclass(frozen=True)
 class Tolerance:
     """Pass when |got - want| <= atol + rtol * |want| elementwise (`elementwise`), or when
-    ||got - want||_F <= rtol * ||want||_F (`frobenius`, for long dot products such as GEMM)."""
+    ||got - want||_F <= rtol * ||want||_F (`frobenius`, for long dot products such as GEMM).
+
+    `accumulation` (give `length`, the reduced length: a symbol or arithmetic on symbols) adds
+    the rounding a sum of `length` terms may gather in any order, elementwise:
+    |got - want| <= atol + rtol * |want| + 4 * sqrt(length) * u * S, where u is the unit roundoff
+    of the output's dtype (fp32: 2**-24) and S is the reference evaluated on the absolute values
+    of the inputs (for a sum, the sum of magnitudes; for a dot product, sum |x_i * w_i|): the
+    probabilistic bound of Higham and Mary (2019). Use it for outputs that sum many terms in an
+    order the kernel is free to choose (row sums, norms).
+    """
 
     atol: float
     rtol: float
     metric: str = "elementwise"
+    length: Dim | None = None
+
+    @classmethod
+    def accumulation(cls, length: Dim, atol: float = 1e-5, rtol: float = 1.3e-6) -> Tolerance:
+        """The accumulation-aware bound for outputs that each sum `length` terms."""
+        return cls(atol, rtol, "accumulation", length)
+
+
+METRICS = ("elementwise", "frobenius", "accumulation")
 
 
 #: Defaults follow torch.testing.assert_close for each dtype; integers and bool are exact.
@@ -66,7 +86,6 @@ DEFAULT_TOLERANCES: dict[str, Tolerance] = {
 }
 
 InitFn = Callable[[tuple[int, ...], torch.dtype, torch.Generator], torch.Tensor]
-Dim = int | str
 
 
 @dataclass(frozen=True)
@@ -75,7 +94,9 @@ class Tensor:
 
     role: `in` (read only: mutation is a rejection), `out` (poisoned before launch, every element
     must be written), `inout` (given inputs, compared after), `scratch` (allocated and poisoned by
-    the gate, never compared). `init` replaces the default random signed input generator.
+    the gate, never compared). `domain` says which values the operator is defined on (class
+    indices, probabilities, indptr offsets: klineage/domains.py); `init`, a function, replaces
+    both; without either, inputs are random and signed.
     """
 
     name: str
@@ -84,6 +105,7 @@ class Tensor:
     role: str = "in"
     init: InitFn | None = None
     tolerance: Tolerance | None = None
+    domain: Domain | None = None
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -173,6 +195,8 @@ class Workload:
     flops: Callable[[Mapping[str, int]], float] | None = None
     nondeterminism_tolerated: bool = False
     source_dir: Path | None = None
+    #: said in every verdict on this workload (e.g. "judged at the problem's own sizes only")
+    verdict_note: str = ""
 
     # ---- argument views -------------------------------------------------------------------
     @property
@@ -231,8 +255,7 @@ class Workload:
                 values[a.name] = self.scalar_value(a, bindings)
             elif a.is_read:
                 shape = self.tensor_shape(a, bindings)
-                init = a.init or default_init
-                x = init(shape, a.torch_dtype, gen)
+                x = self.draw_input(a, shape, gen, bindings)
                 if tuple(x.shape) != shape or x.dtype != a.torch_dtype:
                     raise WorkloadError(
                         f"{self.name}: init of '{a.name}' gave {tuple(x.shape)} {x.dtype}, "
@@ -240,6 +263,18 @@ class Workload:
                     )
                 values[a.name] = x.contiguous()
         return values
+
+    def draw_input(self, a: Tensor, shape: tuple[int, ...], gen: torch.Generator,
+                   bindings: Mapping[str, int]) -> torch.Tensor:
+        """One input's values: its `init`, else its value domain, else random signed values."""
+        if a.init is not None:
+            return a.init(shape, a.torch_dtype, gen)
+        if a.domain is not None:
+            try:
+                return a.domain.draw(shape, a.torch_dtype, gen, bindings)
+            except (ValueError, KeyError, ZeroDivisionError, RuntimeError) as e:
+                raise WorkloadError(f"{self.name}: domain of '{a.name}' at {dict(bindings)}: {e}") from None
+        return default_init(shape, a.torch_dtype, gen)
 
     def run_reference(self, inputs: Mapping[str, Any]) -> dict[str, torch.Tensor]:
         """Call the reference on copies of the inputs; name its results by the checked tensors."""
@@ -306,6 +341,12 @@ class Workload:
                     out.append(f"tensor '{a.name}': unknown dtype '{a.dtype}' (known: {', '.join(DTYPES)})")
                 if a.role not in ROLES:
                     out.append(f"tensor '{a.name}': unknown role '{a.role}' (known: {', '.join(ROLES)})")
+                if a.domain is not None:
+                    out += a.domain.problems(a.name, a.dtype)
+                    try:
+                        symbols |= a.domain.symbols()
+                    except SyntaxError:
+                        out.append(f"tensor '{a.name}': bad bound in its domain {a.domain}")
                 for d in a.shape:
                     try:
                         symbols |= symbols_of(d)
@@ -345,7 +386,25 @@ class Workload:
                 out.append(f"tolerance for unknown dtype '{dt}'")
             elif not isinstance(tol, Tolerance):
                 out.append(f"tolerance for '{dt}' must be a Tolerance")
+        tols = [(f"tolerance for '{dt}'", t) for dt, t in self.tolerances.items() if isinstance(t, Tolerance)]
+        tols += [(f"tensor '{t.name}' tolerance", t.tolerance) for t in self.tensors if t.tolerance is not None]
+        for what, tol in tols:
+            out += _tolerance_problems(what, tol, symbols)
         return out
+
+
+def _tolerance_problems(what: str, tol: Tolerance, symbols: set[str]) -> list[str]:
+    if tol.metric not in METRICS:
+        return [f"{what}: unknown metric '{tol.metric}' (known: {', '.join(METRICS)})"]
+    if tol.metric != "accumulation":
+        return []
+    if tol.length is None:
+        return [f"{what}: metric 'accumulation' needs length= (the reduced length, e.g. \"N\")"]
+    try:
+        unbound = sorted(symbols_of(tol.length) - symbols)
+    except SyntaxError:
+        return [f"{what}: bad length {tol.length!r}"]
+    return [f"{what}: length {tol.length!r} names {', '.join(unbound)}, not a shape symbol"] if unbound else []
 
 
 #: one user file imported at a time (mining loads workloads from several threads); re-entrant, so

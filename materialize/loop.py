@@ -45,7 +45,7 @@ from klineage.materialize.matching import MatchReport, Target, forward_sites, ma
 from klineage.materialize.measured import MeasuredTimes
 from klineage.materialize.providers.base import Move, ProposalRequest, Provider
 from klineage.materialize.record import RunRecorder, device_of, safe_name
-from klineage.skills import Skill
+from klineage.skills import Skill, offered
 from klineage.source.model import CudaSource
 from klineage.store.db import Store
 from klineage.walker import source_hash
@@ -71,6 +71,7 @@ class MaterializeOptions:
     start_name: str = "start.cu"
     measured: MeasuredTimes | None = None  # GPU times measured elsewhere: the judge's GPU rule on a CPU run
     tournament: bool | None = None  # gate alternative skills side by side; None: when the judge has times
+    include_unverified: bool = False  # also offer skills whose every roundtrip failed (klineage.skills.offered)
 
 
 @dataclass
@@ -213,7 +214,7 @@ def materialize(
     provider.set_recorder(rec.exchange)
     rec.start(provider.name, provider.model, opts.skills_mode, opts.order, budget, gopts.backend)
     max_proposals = opts.max_proposals or 3 * budget
-    run_skills = list(skills) if opts.skills_mode == "all" else []
+    run_skills, held_back = offered(list(skills), opts.include_unverified) if opts.skills_mode == "all" else ([], [])
 
     def say(text: str) -> None:
         if opts.announce is not None:
@@ -349,7 +350,7 @@ def materialize(
             break
         moves, report = _moves(src, run_skills, provider, target, opts.skills_mode, opts.order, rng, line.applied_ops)
         if not steps:
-            skipped_at_start = list(report.skipped)
+            skipped_at_start = held_back + list(report.skipped)
         open_moves = [m for m in moves if attempts[(line.epoch, memo(m))] < limit(m)]
         if line.hints:  # a line gone back to: what paid on the line it came from first, what was slower last
             open_moves.sort(key=lambda m: line.hints.get(memo(m), 1))

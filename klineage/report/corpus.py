@@ -7,11 +7,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from klineage import lineage
+from klineage.admission import ADMISSIONS_NOTE
 from klineage.errors import KLineageError
+from klineage.gates.result import launched_resources
 from klineage.report import anchors
 from klineage.report.diff import DiffLine, diff_lines
 from klineage.report.lineage_svg import Edge, Node, lineage_svg
 from klineage.store.db import Store
+from klineage.store.timings import imported_by_device
 
 
 @dataclass
@@ -113,10 +116,11 @@ class Overview:
     devices: list[dict[str, Any]]
     mining_runs: list[dict[str, Any]]
     counts: dict[str, int]
+    admissions_note: str = ""  # where admissions live, shown when this store has none
 
 
 def _registers(result: dict[str, Any] | None) -> int | None:
-    res = (result or {}).get("resources") or {}
+    res = launched_resources(result or {})  # the instantiations the launches used
     regs = [int(r.get("registers", 0)) for r in res.values() if isinstance(r, dict)]
     return sum(regs) if regs else None
 
@@ -216,6 +220,9 @@ def overview(store: Store, workloads: list[WorkloadView], admitted: list[str], p
         d = devices.setdefault(key, {"device": key[0], "backend": key[1], "runs": 0, "timed": 0})
         d["runs"] += 1
         d["timed"] += int(bool((r["result"] or {}).get("timing")))
+    for r in imported_by_device(store):  # measured on a GPU apart from the gate (klineage timings import)
+        devices[(r["device"], "imported")] = {"device": r["device"], "backend": "timings import", "runs": r["kernels"],
+                                              "timed": r["kernels"]}
     return Overview(
         workloads=len(workloads),
         states=int(store.scalar("SELECT count(*) FROM states") or 0),
@@ -230,4 +237,5 @@ def overview(store: Store, workloads: list[WorkloadView], admitted: list[str], p
         devices=sorted(devices.values(), key=lambda d: (-d["runs"], d["device"])),
         mining_runs=store.rows("SELECT run_id, started_at, finished_at, status, args FROM mining_runs ORDER BY started_at"),
         counts=store.counts(),
+        admissions_note=ADMISSIONS_NOTE.format(db=store.path),
     )
