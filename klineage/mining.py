@@ -14,7 +14,6 @@ stops every walk at its next gate verdict; what was committed stays, and a re-ru
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import time
 import uuid
@@ -29,8 +28,10 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from klineage.errors import KLineageError
 from klineage.executor import GateExecutor, make_executor
 from klineage.gates.backend import GateOptions
-from klineage.skills import extract, upsert
+from klineage.skills import extract_skills, upsert
+from klineage.store import runs
 from klineage.store.db import Store
+from klineage.store.skills import count_skills
 from klineage.walker import WalkConfig, Walker, WalkSummary, find_workloads
 from klineage.workload import load_workload
 
@@ -70,8 +71,7 @@ def mine_corpus(
     run_id = uuid.uuid4().hex[:12]
     args = {"dirs": [str(d) for d in dirs], "backend": backend, "max_steps": max_steps, "workers": workers, "beam": beam,
             "executor": executor if isinstance(executor, str) else executor.name}
-    with store.transaction() as con:
-        con.execute("INSERT INTO mining_runs (run_id, args, status) VALUES (?, ?, 'running')", [run_id, json.dumps(args)])
+    runs.start_mining_run(store, run_id, args)
     llm_operator = None
     if llm is not None:
         from klineage.deopt.llm_operator import LLMOperator
@@ -108,20 +108,19 @@ def mine_corpus(
                         progress.update(tasks[i], description=f"{folder.name}: failed: {outcome}"[:100])
                     continue
                 # after every walk, in corpus order: merges never depend on which walk ended first
-                skills = upsert(store, extract(store, workloads[folder])) if not outcome.skipped else []
+                skills = upsert(store, extract_skills(store, workloads[folder])) if not outcome.skipped else []
                 if progress is not None:
                     done = outcome.skipped or f"{outcome.accepted} steps, {len(set(skills))} skills"
                     progress.update(tasks[i], description=f"{folder.name}: {done[:90]}")
                 results.append({**outcome.__dict__, "skills": sorted(set(skills))})
         if failure is not None:
             raise failure
-        with store.transaction() as con:
-            con.execute("UPDATE mining_runs SET status = 'done', finished_at = current_timestamp WHERE run_id = ?", [run_id])
-        total_skills = int(store.scalar("SELECT count(*) FROM skills"))
+        runs.finish_mining_run(store, run_id, "done")
+        total_skills = count_skills(store)
     except BaseException as e:
         status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
-        with contextlib.suppress(Exception), store.transaction() as con:  # never masks the error itself
-            con.execute("UPDATE mining_runs SET status = ?, finished_at = current_timestamp WHERE run_id = ?", [status, run_id])
+        with contextlib.suppress(Exception):  # never masks the error itself
+            runs.finish_mining_run(store, run_id, status)
         raise
     finally:
         store.close()

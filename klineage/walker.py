@@ -48,14 +48,12 @@ from klineage.errors import KLineageError, SourceError
 from klineage.executor import GateExecutor, GateJob, LocalExecutor
 from klineage.gates.backend import GateOptions
 from klineage.gates.result import GateResult
+from klineage.source.digest import source_hash
 from klineage.source.model import CudaSource
 from klineage.source.text import normalize
+from klineage.store import lineage as rows
 from klineage.store.db import Store
 from klineage.workload import Workload, load_workload
-
-
-def source_hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -150,23 +148,17 @@ class Walker:
     # ---- recording --------------------------------------------------------------------------
     def _record_kernel(self, con: Any, wl: Workload, text: str, role: str, path: str | None) -> str:
         h = source_hash(text)
-        con.execute(  # a kernel two workloads share belongs to the first name, whatever the walk order
-            "INSERT INTO kernels (kernel_hash, workload, role, path, source) VALUES (?, ?, ?, ?, ?)"
-            " ON CONFLICT (kernel_hash) DO UPDATE SET workload = excluded.workload, role = excluded.role,"
-            " path = excluded.path WHERE excluded.workload < kernels.workload",
-            [h, wl.name, role, path, text],
-        )
+        rows.record_kernel(con, h, wl.name, role, path, text)
         return h
 
     def _record_gate(self, con: Any, wl: Workload, text: str, r: GateResult) -> None:
         device = (r.profile or {}).get("device") or ("cpu-emulator" if r.backend == "emu" else r.backend)
-        con.execute(
-            "INSERT INTO gate_runs (gate_key, kernel_hash, workload, backend, accepted, stage, category, message, result, elapsed_s, device)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (gate_key) DO UPDATE SET workload = excluded.workload,"
-            " result = excluded.result, elapsed_s = excluded.elapsed_s WHERE excluded.workload < gate_runs.workload",
-            [r.artifact_id, source_hash(text), wl.name, r.backend, r.accepted, r.stage, r.category, r.message,
-             json.dumps(r.to_dict()), r.elapsed_s, device],
-        )
+        rows.record_gate_run(con, source_hash(text), wl.name, r, device)
+
+    @staticmethod
+    def _step_row(wl: Workload, state: str, a: Attempt, gate_key: str | None) -> rows.StepRow:
+        return rows.StepRow(a.step_id, wl.name, state, source_hash(a.to_text) if a.to_text else None, a.operator,
+                            a.site.to_dict(), a.accepted, a.category, a.message, gate_key)
 
     def _job(self, wl: Workload, text: str, name: str) -> GateJob:
         if wl.source_dir is None:
@@ -209,10 +201,7 @@ class Walker:
             summary.elapsed_s = time.perf_counter() - t0
             return summary
         with self.store.transaction() as con:
-            con.execute(
-                "INSERT INTO states VALUES (?, ?, 0, true, ?) ON CONFLICT DO NOTHING",
-                [wl.name, source_hash(expert_text), expert_gate.artifact_id],
-            )
+            rows.add_expert_state(con, wl.name, source_hash(expert_text), expert_gate.artifact_id)
         if self.config.beam > 1:
             self._beam(wl, expert_text, summary)
             summary.elapsed_s = time.perf_counter() - t0
@@ -252,9 +241,7 @@ class Walker:
     def _recall(self, wl: Workload, state: str, attempts: list[Attempt], revisit: Callable[[str], bool]) -> None:
         """Refuse the candidates that give back a state `revisit` names (never gated); give the
         others already recorded from this state their recorded verdict (never gated again)."""
-        known = {r["step_id"]: r for r in self.store.rows(
-            "SELECT step_id, accepted, category, message, gate_key FROM steps WHERE workload = ? AND from_state = ?",
-            [wl.name, state])}
+        known = rows.recorded_verdicts(self.store, wl.name, state)
         for a in attempts:
             if a.to_text is not None and revisit(source_hash(a.to_text)):
                 a.category, a.message = "refused", "revisits an earlier state of this lineage"
@@ -268,12 +255,10 @@ class Walker:
               summary: WalkSummary) -> str | None:
         self._check_stop()
         state = source_hash(text)
-        taken = self.store.rows(
-            "SELECT s.to_state, k.source FROM steps s JOIN kernels k ON k.kernel_hash = s.to_state"
-            " WHERE s.workload = ? AND s.from_state = ? AND s.taken", [wl.name, state])
-        if taken:  # resume: this step was committed by an earlier run
+        taken = rows.taken_successor(self.store, wl.name, state)
+        if taken is not None:  # resume: this step was committed by an earlier run
             self.progress(f"{wl.name}: step {depth + 1} already recorded")
-            return taken[0]["source"]
+            return taken
         src = CudaSource.from_text(text, f"{wl.name}/state-{depth}.cu")
         attempts = self._candidates(wl, src, state)
         self._recall(wl, state, attempts, lambda h: h in visited)
@@ -292,27 +277,14 @@ class Walker:
                 if a.result is not None and a.to_text is not None:
                     self._record_kernel(con, wl, a.to_text, "state", None)
                     self._record_gate(con, wl, a.to_text, a.result)
-                is_taken = chosen is not None and a is chosen
-                carrier = preconditions = None
-                if is_taken and a.to_text is not None:
-                    carrier = carrier_diff(a.to_text, text)
-                    preconditions = json.dumps(rt.get("preconditions", []) if rt else [])
-                con.execute(
-                    "INSERT INTO steps (step_id, workload, from_state, to_state, operator, site, accepted, category, message,"
-                    " gate_key, taken, roundtrip_ok, roundtrip, carrier, preconditions) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                    " ON CONFLICT (step_id) DO UPDATE SET taken = excluded.taken, roundtrip_ok = excluded.roundtrip_ok,"
-                    " roundtrip = excluded.roundtrip, carrier = excluded.carrier, preconditions = excluded.preconditions",
-                    [a.step_id, wl.name, state, source_hash(a.to_text) if a.to_text else None, a.operator,
-                     json.dumps(a.site.to_dict()), a.accepted, a.category, a.message,
-                     a.result.artifact_id if a.result else None, is_taken,
-                     (rt or {}).get("ok") if is_taken else None, json.dumps(rt) if is_taken and rt else None,
-                     carrier, preconditions],
-                )
+                mark = None
+                if chosen is not None and a is chosen and a.to_text is not None:
+                    mark = rows.PathMark((rt or {}).get("ok"), rt, carrier_diff(a.to_text, text),
+                                         rt.get("preconditions", []) if rt else [])
+                rows.add_step(con, self._step_row(wl, state, a, a.result.artifact_id if a.result else None), mark)
             if chosen is not None and chosen.to_text is not None:
-                con.execute(
-                    "INSERT INTO states VALUES (?, ?, ?, false, ?) ON CONFLICT DO NOTHING",
-                    [wl.name, source_hash(chosen.to_text), depth + 1, chosen.result.artifact_id if chosen.result else None],
-                )
+                rows.add_state(con, wl.name, source_hash(chosen.to_text), depth + 1,
+                               chosen.result.artifact_id if chosen.result else None)
         summary.refused += sum(a.category == "refused" for a in attempts)
         summary.rejected += sum(a.category not in ("refused", "pending", "ok") for a in attempts)
         if chosen is None:
@@ -448,19 +420,12 @@ class Walker:
                 if a.result is not None and a.to_text is not None:
                     self._record_kernel(con, wl, a.to_text, "state", None)
                     self._record_gate(con, wl, a.to_text, a.result)
-                con.execute(  # already recorded (resume): kept as it is; the path's marks come last
-                    "INSERT INTO steps (step_id, workload, from_state, to_state, operator, site, accepted, category, message,"
-                    " gate_key, taken) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, false) ON CONFLICT (step_id) DO NOTHING",
-                    [a.step_id, wl.name, state, source_hash(a.to_text) if a.to_text else None, a.operator,
-                     json.dumps(a.site.to_dict()), a.accepted, a.category, a.message,
-                     a.result.artifact_id if a.result else a.gate_key],
-                )
+                # already recorded (resume): kept as it is; the path's marks come last
+                rows.add_step(con, self._step_row(wl, state, a, a.result.artifact_id if a.result else a.gate_key),
+                              keep_existing=True)
             for a in accepted:
-                con.execute(
-                    "INSERT INTO states VALUES (?, ?, ?, false, ?) ON CONFLICT (workload, state_hash) DO UPDATE"
-                    " SET depth = excluded.depth, gate_key = excluded.gate_key WHERE excluded.depth < states.depth",
-                    [wl.name, source_hash(a.to_text or ""), depth + 1, a.result.artifact_id if a.result else a.gate_key],
-                )
+                rows.add_state(con, wl.name, source_hash(a.to_text or ""), depth + 1,
+                               a.result.artifact_id if a.result else a.gate_key, smallest_depth=True)
         summary.refused += sum(a.category == "refused" for a in attempts)
         summary.rejected += sum(a.category not in ("refused", "pending", "ok") for a in attempts)
         summary.accepted += len(accepted)
@@ -514,31 +479,23 @@ class Walker:
         """Roundtrip the steps from the expert to the root and mark them `taken` (with carrier and
         preconditions), unmarking any other step of this workload, in one transaction. A path step
         already marked with its roundtrip (a re-run) is not re-derived."""
-        done = {r["step_id"]: r for r in self.store.rows(
-            "SELECT step_id, taken, roundtrip_ok, roundtrip, carrier, preconditions FROM steps"
-            " WHERE workload = ? AND taken", [wl.name])}
-        marks = []
+        done = rows.taken_marks(self.store, wl.name)
+        marks: list[tuple[str, rows.PathMark]] = []
         for depth, (state, a) in enumerate(path):
             row = done.get(a.step_id)
             if row is not None and row["roundtrip"] is not None:
-                marks.append((a.step_id, row["roundtrip_ok"], json.dumps(row["roundtrip"]), row["carrier"],
-                              json.dumps(row["preconditions"] or [])))
+                marks.append((a.step_id, rows.PathMark(row["roundtrip_ok"], row["roundtrip"], row["carrier"],
+                                                       row["preconditions"] or [])))
                 continue
             self._check_stop()
             src = CudaSource.from_text(text_of[state], f"{wl.name}/state-{depth}.cu")
             rt = self._roundtrip(wl, src, a) if self.config.roundtrip else {
                 "ok": None, "message": "roundtrip not run (--no-roundtrip)", "preconditions": self._facts(src, a)}
-            marks.append((a.step_id, rt.get("ok"), json.dumps(rt), carrier_diff(a.to_text or "", text_of[state]),
-                          json.dumps(rt.get("preconditions", []))))
+            marks.append((a.step_id, rows.PathMark(rt.get("ok"), rt, carrier_diff(a.to_text or "", text_of[state]),
+                                                   rt.get("preconditions", []))))
         self._check_stop()
         on_path = {m[0] for m in marks}
-        with self.store.transaction() as con:
-            for sid in sorted(set(done) - on_path):
-                con.execute("UPDATE steps SET taken = false, roundtrip_ok = NULL, roundtrip = NULL, carrier = NULL,"
-                            " preconditions = NULL WHERE step_id = ?", [sid])
-            for sid, ok, rt_json, carrier, pre in marks:
-                con.execute("UPDATE steps SET taken = true, roundtrip_ok = ?, roundtrip = ?, carrier = ?, preconditions = ?"
-                            " WHERE step_id = ?", [ok, rt_json, carrier, pre, sid])
+        rows.mark_path(self.store, sorted(set(done) - on_path), marks)
 
     def _facts(self, before: CudaSource, step: Attempt) -> list[dict[str, Any]]:
         """The static facts that made the optimization valid, recorded in the skill: at the forward

@@ -43,9 +43,9 @@ from klineage.materialize.measured import MeasuredTimes
 from klineage.materialize.providers.base import Move, ProposalRequest, Provider
 from klineage.materialize.record import RunRecorder, device_of, safe_name
 from klineage.skills import Skill
+from klineage.source.digest import source_hash
 from klineage.source.model import CudaSource
 from klineage.store.db import Store
-from klineage.walker import source_hash
 from klineage.workload import Workload
 
 SKILLS_MODES = ("all", "none")
