@@ -1,5 +1,5 @@
-"""Where things live (issue 28): every SQL statement in klineage/store/. Static checks over the
-source tree, with ast (no imports)."""
+"""Where things live (issue 28): every SQL statement in klineage/store/, no long functions in the
+walker and the materializer. Static checks over the source tree, with ast (no imports)."""
 
 from __future__ import annotations
 
@@ -64,3 +64,18 @@ def test_no_sql_outside_the_store() -> None:
 
 def test_the_store_holds_sql() -> None:  # the detector runs on the files it is meant for
     assert sum(len(sql_literals(p)) for p in STORE.rglob("*.py")) > 20
+def long_functions(paths: list[Path], limit: int) -> list[str]:
+    out = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                n = (node.end_lineno or node.lineno) - node.lineno + 1
+                if n > limit:
+                    out.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.name} ({n} lines)")
+    return out
+
+
+def test_no_function_over_80_lines_in_the_walker_and_the_materializer() -> None:
+    paths = [REPO / "klineage" / "walker.py", *_python_files(("materialize",))]
+    too_long = long_functions(paths, 80)
+    assert not too_long, "functions over 80 lines (split them):\n" + "\n".join(too_long)
