@@ -1,10 +1,13 @@
 """The backward walker (DESIGN.md, 'Walker, lineage, skills').
 
-From an expert kernel it tries the operators' sites in the soft removal order, gates each
-simplification, and moves to the first accepted one; it repeats until no simplification passes
-or the step budget ends. Rejected attempts are kept: they are the evidence of what breaks. Every
-accepted step is re-derived forward (roundtrip). Each step is committed in its own transaction,
-and a re-run resumes from the store: a step already recorded is never gated again.
+One walk engine, a search with a frontier of width N (`WalkConfig.beam`; N = 1 is the greedy
+walk): from an expert kernel it tries the operators' sites in the soft removal order, gates each
+simplification, and moves to the first accepted one (N of them); it repeats until no
+simplification passes or the step budget ends. Rejected attempts are kept: they are the evidence
+of what breaks. The accepted steps of the path from the expert to the root are re-derived forward
+(roundtrip). Each expanded state's attempts commit in one transaction (`_expand`: the one place
+where steps are gated and recorded), and a re-run resumes from the store: a step already
+recorded is never gated again.
 
 Several walkers may run at once in threads of one driver (`klineage mine`), sharing the store and
 the executor; a walk reads and writes only its own workload's rows, so its rows do not depend on
@@ -27,7 +30,9 @@ simplest state reached: the deepest state, and among those of that depth the fir
 (the first state of the last frontier). The steps of one path from the expert to the root are
 marked `taken` (each state's path goes through the frontier state that first reached it): skills
 are extracted from them as from a greedy walk, and only they are re-derived forward (roundtrip),
-in a last transaction after the search. With N = 1 the walk is the greedy one, unchanged.
+in a last transaction after the search. With N = 1 the frontier is one state and the walk is the
+greedy one; when none of its simplifications passes, an LLM operator (`WalkConfig.llm`, greedy
+walk only) is asked for one.
 """
 
 from __future__ import annotations
@@ -202,20 +207,7 @@ class Walker:
             return summary
         with self.store.transaction() as con:
             rows.add_expert_state(con, wl.name, source_hash(expert_text), expert_gate.artifact_id)
-        if self.config.beam > 1:
-            self._beam(wl, expert_text, summary)
-            summary.elapsed_s = time.perf_counter() - t0
-            return summary
-        visited = {source_hash(expert_text)}
-        text, depth = expert_text, 0
-        while depth < self.config.max_steps:
-            nxt = self._step(wl, folder, text, depth, visited, summary)
-            if nxt is None:
-                break
-            text, depth = nxt, depth + 1
-            visited.add(source_hash(text))
-        summary.states = depth + 1
-        summary.depth = depth
+        self._search(wl, expert_text, summary)
         summary.elapsed_s = time.perf_counter() - t0
         return summary
 
@@ -251,85 +243,8 @@ class Walker:
                 a.category, a.message, a.accepted = row["category"], row["message"], bool(row["accepted"])
                 a.gate_key = row["gate_key"]
 
-    def _step(self, wl: Workload, folder: Path, text: str, depth: int, visited: set[str],
-              summary: WalkSummary) -> str | None:
-        self._check_stop()
-        state = source_hash(text)
-        taken = rows.taken_successor(self.store, wl.name, state)
-        if taken is not None:  # resume: this step was committed by an earlier run
-            self.progress(f"{wl.name}: step {depth + 1} already recorded")
-            return taken
-        src = CudaSource.from_text(text, f"{wl.name}/state-{depth}.cu")
-        attempts = self._candidates(wl, src, state)
-        self._recall(wl, state, attempts, lambda h: h in visited)
-        chosen = self._gate_until_accepted(wl, attempts, depth, summary)
-        if chosen is None and self.config.llm is not None:
-            chosen = self._ask_llm(wl, src, state, attempts, visited, summary)
-        rt = None
-        if chosen is not None:
-            rt = self._roundtrip(wl, src, chosen) if self.config.roundtrip else {
-                "ok": None, "message": "roundtrip not run (--no-roundtrip)", "preconditions": self._facts(src, chosen)}
-        self._check_stop()
-        with self.store.transaction() as con:
-            for a in attempts:
-                if a.category == "pending":
-                    continue
-                if a.result is not None and a.to_text is not None:
-                    self._record_kernel(con, wl, a.to_text, "state", None)
-                    self._record_gate(con, wl, a.to_text, a.result)
-                mark = None
-                if chosen is not None and a is chosen and a.to_text is not None:
-                    mark = rows.PathMark((rt or {}).get("ok"), rt, carrier_diff(a.to_text, text),
-                                         rt.get("preconditions", []) if rt else [])
-                rows.add_step(con, self._step_row(wl, state, a, a.result.artifact_id if a.result else None), mark)
-            if chosen is not None and chosen.to_text is not None:
-                rows.add_state(con, wl.name, source_hash(chosen.to_text), depth + 1,
-                               chosen.result.artifact_id if chosen.result else None)
-        summary.refused += sum(a.category == "refused" for a in attempts)
-        summary.rejected += sum(a.category not in ("refused", "pending", "ok") for a in attempts)
-        if chosen is None:
-            self.progress(f"{wl.name}: no simplification passes after {depth} steps")
-            return None
-        summary.accepted += 1
-        self.progress(f"{wl.name}: step {depth + 1}: {chosen.operator} at {chosen.site.summary}")
-        return chosen.to_text
-
-    def _gate_until_accepted(self, wl: Workload, attempts: list[Attempt], depth: int,
-                             summary: WalkSummary) -> Attempt | None:
-        """Gate the pending candidates through the executor, consuming verdicts as they complete;
-        the first accepted in source order wins. Only candidates up to the winner are recorded,
-        so the rows do not depend on how many ran at once or where (verdicts gated past the
-        winner still fill the cache)."""
-        for a in attempts:
-            if a.accepted and a.to_text is not None:
-                return self._ensure_result(wl, a, depth, summary)
-        pending = [a for a in attempts if a.category == "pending"]
-        jobs = [self._job(wl, a.to_text or "", f"{wl.name}/{a.operator}@{a.site.line}.cu") for a in pending]
-        verdicts: dict[int, GateResult] = {}
-        resolved = 0  # verdicts 0 .. resolved-1 are in and all rejected
-        winner: int | None = None
-        stream = self.executor.run(jobs)
-        try:
-            for i, r in stream:
-                self._check_stop()
-                verdicts[i] = r
-                while resolved in verdicts and not verdicts[resolved].accepted:
-                    resolved += 1
-                if resolved in verdicts:
-                    winner = resolved
-                    break
-        finally:
-            stream.close()
-        last = winner if winner is not None else len(pending) - 1
-        for i in range(last + 1):
-            a, r = pending[i], verdicts[i]
-            a.result, a.accepted, a.category, a.message = r, r.accepted, r.category, r.message
-            summary.gate_runs += 1
-            summary.cached_gates += int(r.cached)
-        return pending[winner] if winner is not None else None  # later candidates stay 'pending'
-
     def _ask_llm(self, wl: Workload, src: CudaSource, state: str, attempts: list[Attempt],
-                 visited: set[str], summary: WalkSummary) -> Attempt | None:
+                 revisit: Callable[[str], bool], summary: WalkSummary) -> Attempt | None:
         """When no rule applies: the LLM operator proposes one removal, gated like the rest; a
         rejection is fed back for the next attempt."""
         llm = self.config.llm
@@ -353,7 +268,7 @@ class Walker:
             a = Attempt(step_id(wl.name, state, removal.operator + f"#{i}", site), removal.operator, site, "pending", "",
                         False, removal.source)
             attempts.append(a)
-            if source_hash(removal.source) in visited:
+            if revisit(source_hash(removal.source)):
                 a.category, a.message, a.to_text = "refused", "revisits an earlier state of this lineage", None
                 feedback = "that simplification gives back a state this lineage already passed through"
                 continue
@@ -365,14 +280,10 @@ class Walker:
             feedback = f"{a.category}: {a.message}"
         return None
 
-    def _ensure_result(self, wl: Workload, a: Attempt, depth: int, summary: WalkSummary) -> Attempt:
-        a.result = self._gate(wl, a.to_text or "", f"{wl.name}/{a.operator}@{a.site.line}.cu")
-        summary.gate_runs += 1
-        summary.cached_gates += int(a.result.cached)
-        return a
-
-    # ---- the beam walk (WalkConfig.beam > 1; the module docstring has the rules) --------------
-    def _beam(self, wl: Workload, expert_text: str, summary: WalkSummary) -> None:
+    # ---- the search: a frontier of `beam` states per depth (1: greedy; the module docstring) ----
+    def _search(self, wl: Workload, expert_text: str, summary: WalkSummary) -> None:
+        """Expand the frontier depth by depth until no state of it has a passing simplification
+        or `max_steps` depths are walked; then mark the path from the expert to the root."""
         width = self.config.beam
         expert = source_hash(expert_text)
         depth_of = {expert: 0}  # every state reached, at its smallest depth
@@ -404,14 +315,22 @@ class Walker:
 
     def _expand(self, wl: Workload, text: str, depth: int, depth_of: dict[str, int],
                 summary: WalkSummary) -> list[Attempt]:
-        """Gate one frontier state's simplifications in soft removal order until `beam` pass;
-        record them (and the rejections before the last) in one transaction; return the accepted."""
+        """Gate one frontier state's simplifications in soft removal order until `beam` pass (the
+        greedy walk with an LLM operator asks it when none does); record them (and the rejections
+        before the last) in one transaction; return the accepted."""
         self._check_stop()
         state = source_hash(text)
         src = CudaSource.from_text(text, f"{wl.name}/state-{depth}.cu")
         attempts = self._candidates(wl, src, state)
-        self._recall(wl, state, attempts, lambda h: depth_of.get(h, depth + 1) <= depth)
+
+        def revisit(h: str) -> bool:  # a state reached at this depth or before
+            return depth_of.get(h, depth + 1) <= depth
+
+        self._recall(wl, state, attempts, revisit)
         accepted = self._gate_until(wl, attempts, self.config.beam, summary)
+        if not accepted and self.config.llm is not None and self.config.beam == 1:
+            chosen = self._ask_llm(wl, src, state, attempts, revisit, summary)
+            accepted = [chosen] if chosen is not None else []
         self._check_stop()
         with self.store.transaction() as con:
             for a in attempts:
