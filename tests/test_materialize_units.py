@@ -15,11 +15,11 @@ from klineage.materialize.curriculum import (
     order_curriculum,
     rank,
 )
-from klineage.materialize.extract import NoKernel, extract_kernel
 from klineage.materialize.judge import judge
 from klineage.materialize.matching import Match, Target, match_skills
 from klineage.materialize.prompts import build_prompt
 from klineage.materialize.providers import Move, ProposalRequest, make_provider
+from klineage.materialize.reply import NoKernel, extract_kernel
 from klineage.source.model import CudaSource
 from klineage.workload import load_workload
 from tests.test_materialize_helpers import SCALE, make_skill, scale_skills

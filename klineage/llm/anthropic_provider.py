@@ -27,7 +27,7 @@ from klineage.llm.base import (
     Recorder,
     SystemBlock,
     Usage,
-    register,
+    register_llm,
 )
 from klineage.llm.pricing import cost_of, price_for
 
@@ -66,7 +66,7 @@ def _retry_after(e: Exception) -> float | None:
         return None
 
 
-@register("anthropic")
+@register_llm("anthropic")
 class AnthropicLLM:
     """Claude through the Messages API. Key from ANTHROPIC_API_KEY, never stored or logged."""
 
