@@ -1,7 +1,8 @@
 """The `klineage` command line (DESIGN.md, 'CLI').
 
 Exit codes: 0 success (gate: accepted), 1 the work ran and the answer is no (gate: rejected),
-2 usage or bad input with one clear line and no traceback. `--json` prints one JSON document on
+2 usage or bad input with one clear line and no traceback, 3 an LLM provider failed (retries
+spent, request refused, unreadable replies; the run's row is closed with the reason). `--json` prints one JSON document on
 stdout and nothing else there.
 """
 
@@ -150,6 +151,8 @@ def mine(
     llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model for --llm.")] = None,
     llm_max_cost: Annotated[float | None, typer.Option("--llm-max-cost", help="Stop asking the LLM past this many USD.")] = None,
     llm_attempts: Annotated[int, typer.Option("--llm-attempts", help="LLM proposals per step when no rule passes.")] = 2,
+    llm_timeout: Annotated[float | None, typer.Option("--llm-timeout", help="Seconds of silence allowed per LLM attempt "
+                                                      "(default 60).")] = None,
     beam: Annotated[int, typer.Option("--beam", help="States kept per depth: 1 walks greedily, N > 1 is a beam search "
                                       "whose lineage is a DAG (alternative orders).")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
@@ -174,7 +177,7 @@ def mine(
         report = mine_corpus(dirs, db=db, backend=backend, max_steps=max_steps, workers=workers, roundtrip=roundtrip,
                              timeout_s=timeout, console=None if as_json else err, executor=executor, address=address,
                              llm=llm, llm_model=llm_model, llm_max_cost=llm_max_cost, llm_attempts=llm_attempts,
-                             beam=beam)
+                             beam=beam, llm_timeout_s=llm_timeout)
     if as_json:
         emit_json(report)
     else:
@@ -587,6 +590,8 @@ def materialize_cmd(
     model: Annotated[str | None, typer.Option("--model", help="LLM model (anthropic).")] = None,
     max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop once this many USD are spent.")] = None,
     base_url: Annotated[str | None, typer.Option("--base-url", help="API base URL (default: $ANTHROPIC_BASE_URL).")] = None,
+    llm_timeout: Annotated[float | None, typer.Option("--llm-timeout", help="Seconds of silence allowed per LLM "
+                                                      "attempt (default 60).")] = None,
     ncu: Annotated[bool, typer.Option(help="cuda: Nsight Compute metrics for each candidate.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per gate stage.")] = 120.0,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
@@ -598,7 +603,7 @@ def materialize_cmd(
     from klineage.materialize.command import MaterializeArgs, run
 
     args = MaterializeArgs(workload_dir, start, budget, provider, skills, order, seed, backend, db, out_dir, model,
-                           max_cost, base_url, ncu, timeout, as_json, measured or None)
+                           max_cost, base_url, ncu, timeout, as_json, measured or None, llm_timeout)
     rc = run(args, out, err)
     if rc:
         raise typer.Exit(rc)
@@ -640,18 +645,30 @@ def heldout_cmd(
         emit_json(rep.to_dict())
     else:
         print_report(rep, out)
+    failed = [r.name for r in rep.instances if r.status == "provider_failed"]
+    if failed:
+        from klineage.llm.base import EXIT_PROVIDER_FAILED
+
+        err.print(f"error: the LLM provider failed on {', '.join(failed)}", highlight=False, markup=False)
+        raise typer.Exit(EXIT_PROVIDER_FAILED)
     if rep.failures():
         raise typer.Exit(1)
 
 
 def main() -> None:
-    """Console-script entry: KLineageError -> one line on stderr, exit 2."""
+    """Console-script entry: KLineageError -> one line on stderr, exit 2; a provider failure
+    (LLMError) -> one line, exit 3."""
+    from klineage.llm.base import EXIT_PROVIDER_FAILED, LLMError
+
     try:
         rc = app(standalone_mode=False)  # click returns an Exit's code instead of raising here
         sys.exit(rc if isinstance(rc, int) else 0)
     except KLineageError as e:
         err.print(f"error: {e}", highlight=False, soft_wrap=True)
         sys.exit(2)
+    except LLMError as e:
+        err.print(f"error: LLM provider failed: {e}", highlight=False, soft_wrap=True, markup=False)
+        sys.exit(EXIT_PROVIDER_FAILED)
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except typer.Abort:

@@ -33,6 +33,25 @@ def _package(name: str, required: bool) -> Check:
         return Check(name, False, "not installed", required)
 
 
+def _llm_checks() -> list[Check]:
+    """The anthropic provider's default model (from the installed SDK), the price table's date
+    and the base URL (set or not: the value may carry credentials, so it is never printed)."""
+    try:
+        from klineage.llm.models import default_model
+        from klineage.llm.pricing import PRICES_AS_OF, price_for
+
+        model = default_model()
+        price = price_for(model)
+        priced = (f"${price.input:g} in / ${price.output:g} out per MTok" if price is not None else "unknown price")
+        out = [Check("LLM default model", True, f"{model} ({priced})"),
+               Check("LLM pricing table", True, f"taken {PRICES_AS_OF}")]
+    except Exception as e:  # an SDK without a model list is a finding, not a crash
+        out = [Check("LLM default model", False, f"unavailable: {e}")]
+    url = os.environ.get("ANTHROPIC_BASE_URL")
+    out.append(Check("ANTHROPIC_BASE_URL", bool(url), "set" if url else "not set (the public API)"))
+    return out
+
+
 def run_checks() -> list[Check]:
     checks: list[Check] = []
     gxx = shutil.which("g++")
@@ -64,6 +83,7 @@ def run_checks() -> list[Check]:
         checks.append(_package(name, required))
     key = os.environ.get("ANTHROPIC_API_KEY")
     checks.append(Check("ANTHROPIC_API_KEY", bool(key), "present" if key else "not set (the anthropic provider needs it)"))
+    checks += _llm_checks()
     try:
         from klineage.gates.backends import get_backend
 

@@ -52,6 +52,7 @@ def mine_corpus(
     llm_max_cost: float | None = None,
     llm_attempts: int = 2,
     beam: int = 1,
+    llm_timeout_s: float | None = None,
 ) -> dict[str, Any]:
     """Mine every workload under `dirs` into the store; returns the summary report.
 
@@ -71,15 +72,20 @@ def mine_corpus(
     run_id = uuid.uuid4().hex[:12]
     args = {"dirs": [str(d) for d in dirs], "backend": backend, "max_steps": max_steps, "workers": workers, "beam": beam,
             "executor": executor if isinstance(executor, str) else executor.name}
-    runs.start_mining_run(store, run_id, args)
     llm_operator = None
     if llm is not None:
         from klineage.deopt.llm_operator import LLMOperator
         from klineage.llm import get_llm
         from klineage.llm.record import store_recorder
 
-        provider = get_llm(llm, model=llm_model, max_cost_usd=llm_max_cost, recorder=store_recorder(store, run_id=run_id))
+        try:  # a bad --llm-model or a missing key: exit 2 before the run's row is written
+            provider = get_llm(llm, model=llm_model, max_cost_usd=llm_max_cost, recorder=store_recorder(store, run_id=run_id),
+                               timeout_s=llm_timeout_s)
+        except BaseException:
+            store.close()
+            raise
         llm_operator = LLMOperator(provider)
+    runs.start_mining_run(store, run_id, args)
     config = WalkConfig(options=GateOptions(backend=backend, timeout_s=timeout_s), max_steps=max_steps,
                         workers=workers, roundtrip=roundtrip, llm=llm_operator, llm_attempts=llm_attempts,
                         beam=beam)
@@ -119,8 +125,9 @@ def mine_corpus(
         total_skills = count_skills(store)
     except BaseException as e:
         status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+        reason = f"{type(e).__name__}: {e}"[:1000]  # a provider failure (LLMError) among them
         with contextlib.suppress(Exception):  # never masks the error itself
-            runs.finish_mining_run(store, run_id, status)
+            runs.finish_mining_run(store, run_id, status, reason)
         raise
     finally:
         store.close()

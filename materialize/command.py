@@ -2,7 +2,9 @@
 
 Exit codes (DESIGN.md, CLI): 0 a better kernel was found; 1 the run worked but found nothing
 better, or the start kernel fails its own gate (nothing to improve from); 2 bad input (no start
-kernel, empty skill store, no API key, unknown option value), one line, no traceback.
+kernel, empty skill store, no API key, unknown model, unknown option value), one line, no
+traceback; 3 the LLM provider failed (retries spent, request refused, unreadable replies): the
+run is closed with the reason, its best kernel so far written.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from rich.table import Table
 
 from klineage.errors import KLineageError
 from klineage.gates.backend import GateOptions
+from klineage.llm.base import EXIT_PROVIDER_FAILED
 from klineage.materialize.curriculum import ORDERS
 from klineage.materialize.loop import (
     DEFAULT_BUDGET,
@@ -53,6 +56,7 @@ class MaterializeArgs:
     timeout_s: float = 120.0
     as_json: bool = False
     measured: list[Path] | None = None  # materialized_bench.py JSON: GPU times for the judge of a CPU run
+    llm_timeout_s: float | None = None  # seconds of silence allowed per LLM attempt (None: the client's default)
 
 
 def _check(args: MaterializeArgs) -> None:
@@ -69,8 +73,10 @@ def _check(args: MaterializeArgs) -> None:
         raise KLineageError("--budget must be at least 1")
     if args.max_cost is not None and args.max_cost <= 0:
         raise KLineageError("--max-cost must be a positive amount in USD")
-    if args.provider == "offline" and (args.model or args.max_cost is not None or args.base_url):
-        raise KLineageError("--model, --max-cost and --base-url apply to an LLM provider (--provider anthropic)")
+    if args.provider == "offline" and (args.model or args.max_cost is not None or args.base_url
+                                       or args.llm_timeout_s is not None):
+        raise KLineageError("--model, --max-cost, --base-url and --llm-timeout apply to an LLM provider "
+                            "(--provider anthropic)")
     if args.measured and args.backend != "emu":
         raise KLineageError("--measured gives a CPU run GPU times; with --backend cuda the gate times every candidate")
 
@@ -102,7 +108,8 @@ def open_skills(args: MaterializeArgs) -> tuple[Store, list[Skill]]:
 
 def build_provider(args: MaterializeArgs) -> Provider:
     if args.provider == "anthropic":
-        return make_provider("anthropic", model=args.model, base_url=args.base_url, max_cost_usd=args.max_cost)
+        return make_provider("anthropic", model=args.model, base_url=args.base_url, max_cost_usd=args.max_cost,
+                             timeout_s=args.llm_timeout_s)
     return make_provider(args.provider)
 
 
@@ -140,7 +147,8 @@ def report(res: MaterializeResult, console: Console) -> None:
                    if res.unmeasured else "")
         console.print(escape(f"times: {res.timed_by}{missing}"), highlight=False)
     if res.cost:
-        console.print(f"LLM cost: ${res.cost['spent_usd']:.4f} in {res.cost['calls']} call(s)", highlight=False)
+        unpriced = f"; {res.cost['unpriced_calls']} at an unknown price" if res.cost.get("unpriced_calls") else ""
+        console.print(f"LLM cost: ${res.cost['spent_usd']:.4f} in {res.cost['calls']} call(s){unpriced}", highlight=False)
     console.print(escape(f"output: {res.out_dir} (best.cu, trace.json)"), highlight=False)
 
 
@@ -191,6 +199,9 @@ def run(args: MaterializeArgs, out: Console, err: Console) -> int:
         sys.stdout.write(json.dumps(res.to_dict(), indent=1, default=str) + "\n")
     else:
         report(res, out)
+    if res.status == "provider_failed":
+        err.print(escape(f"error: {res.stop_reason} (trace: {res.out_dir}/trace.json)"), highlight=False)
+        return EXIT_PROVIDER_FAILED
     if res.status == "start_rejected":
         err.print(escape(f"error: {res.stop_reason} (trace: {res.out_dir}/trace.json)"), highlight=False)
         return 1

@@ -4,7 +4,10 @@ Profile the current kernel (gate it: ptxas resources always, timing on the GPU),
 that match it, ask the provider for a candidate for the first untried one, gate it, keep it if it
 is correct and better, record the step; re-rank on the new kernel after each kept step. Stops at
 `budget` gated candidates, when nothing applicable is left untried, or when the provider cannot go
-on (cost limit, API failure). Provider answers that are not gated (no code in a reply, the same
+on (cost limit; an API failure ends the run with status `provider_failed`). Whatever ends a run,
+an exception included, its row is closed with a status and the reason, never left `running`.
+An LLM provider is given the skills that match the current kernel, in curriculum order (its
+prompt carries their cards). Provider answers that are not gated (no code in a reply, the same
 candidate again) cost no budget but are recorded; at most `max_proposals` are asked for.
 
 A move that was gated and not kept is not offered again until a structural step (one that changes
@@ -108,7 +111,7 @@ class StepRecord:
 class MaterializeResult:
     run_id: str
     workload: str
-    status: str  # improved | no_improvement | start_rejected
+    status: str  # improved | no_improvement | start_rejected | provider_failed
     stop_reason: str
     provider: str
     model: str | None
@@ -225,6 +228,8 @@ class _Run:
         self.skipped_at_start: list[tuple[str, str]] = []
         self.gated = 0
         self.proposals = 0
+        self.provider_failed = False
+        self.moves: list[Move] = []  # this round's ranked moves
         self.stop_reason = ""
         self.feedback = ""
         self.unmeasured: list[str] = []
@@ -248,7 +253,8 @@ class _Run:
         self.seen.add(source_hash(start_source))
         while self._round():
             pass
-        status = "improved" if self.best.step is not None else "no_improvement"
+        status = ("provider_failed" if self.provider_failed
+                  else "improved" if self.best.step is not None else "no_improvement")
         self.rec.write_source("best.cu", self.best.source)
         res = self._save(status)
         self.rec.finish(status, source_hash(self.best.source), {
@@ -286,8 +292,9 @@ class _Run:
         except SourceError as e:  # the gate accepted it, so this is a parser gap: stop cleanly
             self.stop_reason = f"the current kernel cannot be analysed: {e}"
             return False
-        moves, report = _moves(src, self.run_skills, self.provider, self.target, self.opts.skills_mode,
-                               self.opts.order, self.rng, self.line.applied_ops)
+        self.moves, report = _moves(src, self.run_skills, self.provider, self.target, self.opts.skills_mode,
+                                    self.opts.order, self.rng, self.line.applied_ops)
+        moves = self.moves
         if not self.steps:
             self.skipped_at_start = list(report.skipped)
         open_moves = [m for m in moves if self.attempts[(self.line.epoch, self._memo(m))] < self._limit(m)]
@@ -326,8 +333,14 @@ class _Run:
                 self.stop_reason = str(e)
                 return tried, keys, True
             except LLMError as e:
-                self.stop_reason = f"provider error: {e}"
+                self.stop_reason, self.provider_failed = f"provider error: {e}", True
                 return tried, keys, True
+            except BaseException as e:  # a bug, Ctrl-C: the run's row and trace are closed, then it propagates
+                self.stop_reason = f"{type(e).__name__}: {e}"
+                status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+                self._save(status)
+                self.rec.finish(status, None, {"stop_reason": self.stop_reason, "gated": self.gated})
+                raise
         return tried, keys, False
 
     def _settle(self, contest: bool, tried: list[Tried], keys: list[str]) -> None:
@@ -363,8 +376,9 @@ class _Run:
                           [f"line {s.line}: {s.summary}" for s in move.sites], ranked=ranked, line=self.line.origin)
         self.rec.step_index = step.index
         t_step = time.perf_counter()
+        matched = [m.skill for m in self.moves if m.skill is not None]  # the current kernel's, in curriculum order
         request = ProposalRequest(self.workload, self.line.source, move, self.feedback, step.index, self.gopts.backend,
-                                  self.run_skills)
+                                  matched)
         self._say(f"step {step.index}: {move.label}: asking {self.provider.name}")
         proposal = self.provider.propose(request)  # CostLimitReached / LLMError end the run (caller)
         step.note, step.cost_usd = proposal.note, proposal.cost_usd

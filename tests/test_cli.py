@@ -36,6 +36,32 @@ def test_doctor_never_prints_the_key(monkeypatch, capsys) -> None:
     assert {c["name"]: c for c in json.loads(out)}["ANTHROPIC_API_KEY"]["detail"] == "present"
 
 
+def test_provider_failure_in_mine_is_one_line_exit_3(monkeypatch, capsys, tmp_path) -> None:
+    from klineage.llm import LLMError
+
+    def failing(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise LLMError("anthropic API refused the request (claude-x): AuthenticationError 401: [bad key]")
+
+    monkeypatch.setattr("klineage.mining.mine_corpus", failing)
+    code, out, err = run_cli(["mine", str(tmp_path), "--llm", "anthropic"], monkeypatch, capsys)
+    assert code == 3 and out == ""
+    assert err.strip() == "error: LLM provider failed: anthropic API refused the request (claude-x): " \
+                          "AuthenticationError 401: [bad key]"
+
+
+def test_doctor_shows_the_llm_model_pricing_date_and_base_url(monkeypatch, capsys) -> None:
+    from klineage.llm.models import default_model
+    from klineage.llm.pricing import PRICES_AS_OF
+
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://user:hunter2@127.0.0.1:9")
+    _, out, err = run_cli(["doctor", "--json"], monkeypatch, capsys)
+    checks = {c["name"]: c for c in json.loads(out)}
+    assert checks["LLM default model"]["detail"].startswith(default_model() + " ($")
+    assert checks["LLM pricing table"]["detail"] == f"taken {PRICES_AS_OF}"
+    assert checks["ANTHROPIC_BASE_URL"]["ok"] and checks["ANTHROPIC_BASE_URL"]["detail"] == "set"
+    assert "hunter2" not in out + err
+
+
 def _one_line_error(code: int, out: str, err: str, needle: str) -> None:
     assert code == 2
     assert out == ""

@@ -1,5 +1,6 @@
 """`klineage materialize`: bad input (exit 2, one line), a start kernel failing its gate (exit 1,
-trace kept), a successful run with --json (exit 0), an LLM run stopped by --max-cost."""
+trace kept), a successful run with --json (exit 0), an LLM run stopped by --max-cost, a provider
+failure (exit 3, the run closed) and an unknown model (exit 2)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from rich.console import Console
 from klineage.errors import KLineageError
 from klineage.llm.stub import Reply, StubServer
 from klineage.materialize.command import MaterializeArgs, run
+from klineage.store.db import Store
 from tests.conftest import REPO
 from tests.test_materialize_helpers import SCALE, skill_store
 
@@ -102,6 +104,29 @@ def test_start_failing_its_gate_exit_1(db: Path, tmp_path: Path) -> None:
     assert r.returncode == 1, r.stderr
     assert "nothing to improve from" in r.stderr and "trace.json" in r.stderr
     assert json.loads((tmp_path / "out" / "trace.json").read_text())["status"] == "start_rejected"
+
+
+def test_provider_failure_exits_3_with_one_line_and_a_closed_run(tmp_path: Path) -> None:
+    runs = skill_store(tmp_path / "runs.duckdb")
+    with StubServer([Reply(status=401)]) as stub:
+        r = _cli(str(SCALE), "--db", str(runs), "--provider", "anthropic", "--base-url", stub.base_url,
+                 "--llm-timeout", "5", "--out", str(tmp_path / "out"), env={"ANTHROPIC_API_KEY": "sk-test-cli"})
+    assert r.returncode == 3, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: provider error: anthropic API refused the request")
+    assert "401" in lines[0] and "sk-test-cli" not in r.stderr + r.stdout
+    with Store(runs, read_only=True) as store:
+        rows = store.rows("SELECT status, finished_at FROM materialization_runs")
+    assert [(row["status"], row["finished_at"] is not None) for row in rows] == [("provider_failed", True)]
+
+
+def test_unknown_model_exit_2_naming_the_known_ones(db: Path, tmp_path: Path) -> None:
+    r = _cli(str(SCALE), "--db", str(db), "--provider", "anthropic", "--model", "claude-sonnet-4-5",
+             "--out", str(tmp_path / "out"), env={"ANTHROPIC_API_KEY": "sk-test-cli"})
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "unknown model 'claude-sonnet-4-5'" in lines[0] and "claude-sonnet-4-6" in lines[0]
+    assert not (tmp_path / "out").exists()
 
 
 def test_cost_limit_via_cli(db: Path, tmp_path: Path) -> None:

@@ -11,11 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from klineage.llm.stub import Reply, StubServer, overloaded
+from klineage.llm.record import full_prompt
+from klineage.llm.stub import Reply, StubServer, not_json, overloaded, prompt_tokens
 from klineage.materialize import MaterializeOptions, make_provider, materialize
+from klineage.materialize.prompts import DEFAULT_BUDGET
+from klineage.skills import Skill, load_skills, upsert
 from klineage.store.db import Store
 from klineage.workload import load_workload
-from tests.test_materialize_helpers import SCALE, scale_skills
+from tests.test_materialize_helpers import SCALE, make_skill, scale_skills
 
 NAIVE = (SCALE / "naive.cu").read_text()
 KEY = "sk-test-loop-key-7"
@@ -118,7 +121,7 @@ def test_anthropic_provider_in_the_loop(wl, curriculum_run, tmp_path: Path) -> N
     rows = store.rows("SELECT * FROM llm_exchanges WHERE run_id = ? ORDER BY created_at", [res.run_id])
     assert len(rows) == 3 and sum(r["error"] is not None for r in rows) == 1
     assert {r["step_index"] for r in rows} == {1, 2}
-    assert rows[-1]["cache_read_tokens"] > 0 and rows[-1]["prompt"]["system"][0]["cache_control"]
+    assert rows[-1]["cache_read_tokens"] > 0 and full_prompt(store, rows[-1]["exchange_id"])["system"][0]["cache_control"]
     store.close()
     assert KEY.encode() not in (tmp_path / "runs.duckdb").read_bytes()
     assert KEY not in (tmp_path / "out" / "trace.json").read_text()
@@ -131,6 +134,74 @@ def test_anthropic_cost_limit_stops_the_run(wl, curriculum_run, tmp_path: Path) 
     assert "cost limit reached" in res.stop_reason and res.status == "no_improvement"
     assert res.steps and res.cost["spent_usd"] >= 0.001
     assert json.loads((tmp_path / "trace.json").read_text())["stop_reason"] == res.stop_reason
+
+
+def synthetic_skills(tmp_path: Path, n: int = 200) -> list[Skill]:
+    """`n` skills that all match the naive scale kernel (restrict and launch_bounds variants), each
+    with a long carrier, many risks and a heavy evidence record, stored and loaded back."""
+    made = []
+    for i in range(n):
+        op, pre = ("restrict", "no_alias_at_launch") if i % 2 == 0 else ("launch_bounds", "fixed_block_size")
+        s = make_skill(op, 1 + i % 7, skill_id=f"{op}-syn{i:03d}",
+                       pre=[{"name": pre, "holds": True, "reason": f"held in lineage {i} " * 4, "kind": ""}])
+        s.carrier = "\n".join(f"-    float acc{j} = x[i * {j}];  // skill {i}\n+    float acc{j} = __ldg(&x[i * {j}]);"
+                              for j in range(40))
+        s.risks = [{"category": "incorrect", "message": f"output mismatch {k} at row {i} " * 8} for k in range(12)]
+        s.evidence = {"gate_runs": [f"{i:04d}{k:060d}" for k in range(80)]}
+        made.append(s)
+    with Store(tmp_path / "synthetic.duckdb") as store:
+        upsert(store, made)
+        return load_skills(store)
+
+
+def test_prompts_stay_under_the_budget_with_200_skills(wl, curriculum_run, tmp_path: Path) -> None:  # noqa: ANN001
+    skills = synthetic_skills(tmp_path)
+    with StubServer([Reply("no code this time")]) as stub:
+        res = materialize(wl, NAIVE, skills, _llm_provider(stub), 1, MaterializeOptions(out_dir=tmp_path / "out"))
+        sent = list(stub.requests)
+    assert len(sent) == 3 and all(s.verdict == "no_candidate" for s in res.steps)
+    sizes = [prompt_tokens(r) for r in sent]
+    assert max(sizes) <= DEFAULT_BUDGET and stub.state.counted >= 3  # counted by the API's count_tokens
+    first = res.steps[0]
+    cards = sent[0]["system"][1]["text"]
+    shown = [c.split(" ", 1)[0] for c in cards.split("\n## ")[1:]]
+    assert 10 < len(shown) < 200 and first.move == shown[0]  # cut, the skill being applied kept
+    assert shown == first.ranked[: len(shown)]  # the matching skills in curriculum order
+    assert "gate_runs" not in cards and "output mismatch" in cards and "... and 9 more" in cards
+    assert sent[0]["system"] == sent[1]["system"] and sent[0]["system"][0]["cache_control"]  # one cached prefix
+    assert all(s.usage["prompt_tokens"] <= DEFAULT_BUDGET for s in res.steps)
+
+
+def test_prompt_too_long_for_the_model_is_cut_and_sent_again(wl, curriculum_run, tmp_path: Path) -> None:  # noqa: ANN001
+    skills = synthetic_skills(tmp_path)
+    store = Store(tmp_path / "runs.duckdb")
+    with StubServer([Reply("no code")], context_tokens=30_000) as stub:
+        res = materialize(wl, NAIVE, skills, _llm_provider(stub), 1,
+                          MaterializeOptions(store=store, out_dir=tmp_path / "out", max_proposals=1))
+        sizes = [prompt_tokens(r) for r in stub.requests]
+    assert res.status == "no_improvement" and res.steps[0].verdict == "no_candidate"
+    assert sizes[0] > 30_000 >= sizes[1] and len(sizes) == 2  # refused once, then half the budget
+    errors = [r["error"] for r in store.rows("SELECT error FROM llm_exchanges ORDER BY created_at")]
+    assert "prompt is too long" in errors[0] and errors[1] is None
+    with StubServer([Reply("no code")], context_tokens=500) as stub:  # too long even cut: the run ends cleanly
+        res = materialize(wl, NAIVE, skills, _llm_provider(stub), 1, MaterializeOptions(store=store, out_dir=tmp_path / "o2"))
+    assert res.status == "provider_failed" and "longer than" in res.stop_reason and len(stub.requests) == 2
+    row = store.rows("SELECT status, finished_at FROM materialization_runs WHERE run_id = ?", [res.run_id])[0]
+    store.close()
+    assert row["status"] == "provider_failed" and row["finished_at"] is not None
+
+
+def test_non_json_reply_ends_the_run_cleanly(wl, curriculum_run, tmp_path: Path) -> None:  # noqa: ANN001
+    store = Store(tmp_path / "runs.duckdb")
+    with StubServer([not_json()]) as stub:
+        res = materialize(wl, NAIVE, scale_skills(), _llm_provider(stub, max_attempts=2), 3,
+                          MaterializeOptions(store=store, out_dir=tmp_path / "out"))
+    assert res.status == "provider_failed" and "failed after 2 attempts" in res.stop_reason
+    assert "malformed reply" in res.stop_reason and res.gated == 0 and res.cost["failed_calls"] == 2
+    row = store.rows("SELECT status, summary FROM materialization_runs WHERE run_id = ?", [res.run_id])[0]
+    store.close()
+    assert row["status"] == "provider_failed" and "malformed reply" in row["summary"]["stop_reason"]
+    assert json.loads((tmp_path / "out" / "trace.json").read_text())["status"] == "provider_failed"
 
 
 def test_gpu_branch_keeps_only_faster_candidates(wl, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001

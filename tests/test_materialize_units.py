@@ -165,7 +165,7 @@ def test_prompt_static_parts_first_and_cached() -> None:
     (rules, r_cache), (cards, c_cache) = p.system
     assert r_cache and c_cache
     assert wl.c_signature() in rules and "never allocates" in rules and "CPU emulator" in rules
-    assert all(s.skill_id in cards for s in scale_skills()) and "Code Change Snippet" in cards
+    assert all(s.skill_id in cards for s in scale_skills()) and "before/after sketch" in cards
     task = p.messages[0]["content"][0]["text"]
     assert NAIVE.strip() in task and "step-01 was rejected: mismatch" in task and skill.skill_id in task
     free = build_prompt(ProposalRequest(wl, NAIVE, Move("free"), "", 1, "cuda", []))

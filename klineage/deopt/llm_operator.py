@@ -4,6 +4,11 @@ A model (any provider of klineage.llm) is asked to remove exactly one optimizati
 choice, naming its category and locus. Its answer is held to the same rules as a rule
 operator's edit before the gate ever sees it: it must parse, keep the launcher, and differ
 from the input after normalization; then the walker gates it like any other candidate.
+
+A provider failure (LLMError: retries spent, a refused request, unreadable replies) is not a
+refusal of one candidate: it ends the mining run (status `failed` with the reason, CLI exit 3),
+and every later ask fails at once without a call. A spent `--llm-max-cost` only stops the asking:
+each later ask is refused without a call and the rule operators mine on.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import jinja2
 
 from klineage.deopt.base import CATEGORIES, Refused
 from klineage.errors import SourceError
-from klineage.llm.base import Completion, LLMError, LLMProvider
+from klineage.llm.base import Completion, CostLimitReached, LLMError, LLMProvider
 from klineage.source.model import CudaSource
 from klineage.source.text import normalize
 
@@ -85,9 +90,15 @@ class LLMOperator:
     def __init__(self, provider: LLMProvider, max_tokens: int = 16000) -> None:
         self.provider = provider
         self.max_tokens = max_tokens
+        self.failure: LLMError | None = None  # the provider failure that ended the asking
+        self.spent: str = ""  # why no more is asked (the cost limit), else ""
 
     def propose(self, src: CudaSource, signature: str, already: list[str] | None = None,
                 feedback: str | None = None) -> LLMRemoval:
+        if self.failure is not None:
+            raise self.failure
+        if self.spent:
+            raise Refused(f"llm: not asked: {self.spent}")
         prompt = render_prompt(src.text, signature, already, feedback)
         system = [("You simplify CUDA kernels for a research tool. Follow the answer format exactly.", True)]
         try:
@@ -95,7 +106,11 @@ class LLMOperator:
                 system, [{"role": "user", "content": [{"type": "text", "text": prompt}]}],
                 max_tokens=self.max_tokens, purpose="deopt",
             )
+        except CostLimitReached as e:
+            self.spent = str(e)
+            raise Refused(f"llm: not asked: {e}") from None
         except LLMError as e:
-            raise Refused(f"llm: the provider failed: {e}") from None
+            self.failure = e
+            raise
         new, header = parse_reply(completion.text, src)
         return LLMRemoval(new, header["category"], header.get("locus", ""), header.get("intent", ""), completion)

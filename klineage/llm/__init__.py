@@ -6,7 +6,9 @@ same function. Providers register by name (`register_llm`), like plugins.
 """
 
 from klineage.llm.base import (
+    EXIT_PROVIDER_FAILED,
     Completion,
+    ContextTooLong,
     CostLimitReached,
     Ledger,
     LLMError,
@@ -17,11 +19,14 @@ from klineage.llm.base import (
     llm_names,
     register_llm,
 )
-from klineage.llm.pricing import PRICES, Price, cost_of, price_for
+from klineage.llm.pricing import PRICES, PRICES_AS_OF, Price, cost_of, price_for
 
 __all__ = [
+    "EXIT_PROVIDER_FAILED",
     "PRICES",
+    "PRICES_AS_OF",
     "Completion",
+    "ContextTooLong",
     "CostLimitReached",
     "LLMError",
     "LLMProvider",

@@ -18,8 +18,18 @@ SystemBlock = tuple[str, bool]
 Message = dict[str, Any]
 
 
+#: The CLI's exit code for a run that a provider failure ended (DESIGN.md, CLI contract).
+EXIT_PROVIDER_FAILED = 3
+
+
 class LLMError(Exception):
-    """A call that failed after its retries (overload, network, a refused request)."""
+    """A provider failure: a call that failed after its retries (overload, timeouts, network,
+    malformed replies) or that the API refused (401/403/404/400). The run ends cleanly, its row
+    closed with this message, and the CLI exits EXIT_PROVIDER_FAILED."""
+
+
+class ContextTooLong(LLMError):
+    """The API refused the prompt as longer than the model's context (400): shrink and retry once."""
 
 
 class MissingKeyError(KLineageError):
@@ -65,7 +75,7 @@ class Completion:
     stop_reason: str = ""
     exchange_id: str = ""
     attempts: int = 1
-    price_known: bool = True
+    price_known: bool = True  # False: the model has no row in the price table; cost_usd is 0, not a guess
 
 
 @dataclass
@@ -76,6 +86,7 @@ class Ledger:
     spent_usd: float = 0.0
     calls: int = 0
     failed_calls: int = 0
+    unpriced_calls: int = 0  # calls of a model with an unknown price: not in spent_usd
     usage: Usage = field(default_factory=Usage)
 
     def check(self) -> None:
@@ -85,11 +96,15 @@ class Ledger:
     def add(self, c: Completion) -> None:
         self.calls += 1
         self.spent_usd += c.cost_usd
+        self.unpriced_calls += int(not c.price_known)
         self.usage = self.usage + c.usage
 
     def to_dict(self) -> dict[str, Any]:
-        return {"limit_usd": self.limit_usd, "spent_usd": round(self.spent_usd, 6), "calls": self.calls,
-                "failed_calls": self.failed_calls, "usage": self.usage.__dict__}
+        doc = {"limit_usd": self.limit_usd, "spent_usd": round(self.spent_usd, 6), "calls": self.calls,
+               "failed_calls": self.failed_calls, "usage": self.usage.__dict__}
+        if self.unpriced_calls:
+            doc |= {"unpriced_calls": self.unpriced_calls, "price": "unknown price"}
+        return doc
 
 
 @dataclass
@@ -103,7 +118,7 @@ class Exchange:
     prompt: dict[str, Any]
     response: str
     usage: Usage
-    cost_usd: float
+    cost_usd: float | None  # None: the model's price is unknown
     latency_s: float
     error: str = ""
 
@@ -127,6 +142,9 @@ class LLMProvider(Protocol):
         purpose: str = "",
     ) -> Completion:
         """One exchange, with retries on overload and rate limits; raises LLMError or CostLimitReached."""
+
+    def count_tokens(self, system: str | Sequence[SystemBlock], messages: Sequence[Message]) -> int:
+        """Input tokens of a prompt: the API's count where reachable, else a conservative estimate."""
 
 
 #: model backends by name (`get_llm`): what answers a prompt. Not the materializer's candidate

@@ -17,10 +17,11 @@ def start_mining_run(store: Store, run_id: str, args: dict[str, Any]) -> None:
         con.execute("INSERT INTO mining_runs (run_id, args, status) VALUES (?, ?, 'running')", [run_id, json.dumps(args)])
 
 
-def finish_mining_run(store: Store, run_id: str, status: str) -> None:
-    """status: done | failed | interrupted."""
+def finish_mining_run(store: Store, run_id: str, status: str, reason: str | None = None) -> None:
+    """status: done | failed | interrupted; `reason`: why it failed (a provider failure, say)."""
     with store.transaction() as con:
-        con.execute("UPDATE mining_runs SET status = ?, finished_at = current_timestamp WHERE run_id = ?", [status, run_id])
+        con.execute("UPDATE mining_runs SET status = ?, reason = ?, finished_at = current_timestamp WHERE run_id = ?",
+                    [status, reason, run_id])
 
 
 def mining_runs(store: Store) -> list[Row]:

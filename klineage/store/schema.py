@@ -153,6 +153,18 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (workload, kernel_hash, device)
     );
     """,
+    # 4: LLM prompts stored without repeating their static prefix (the system blocks: rules and
+    #    skill cards, identical across a run's calls), which is kept once here, keyed by its hash;
+    #    and why a mining run ended (a provider failure closes its row with the reason)
+    """
+    CREATE TABLE IF NOT EXISTS llm_prompt_prefixes (
+        prefix_hash VARCHAR PRIMARY KEY,      -- SHA-256 of the prefix's JSON
+        prefix JSON NOT NULL,                 -- the system blocks as sent
+        created_at TIMESTAMP DEFAULT current_timestamp
+    );
+    ALTER TABLE llm_exchanges ADD COLUMN IF NOT EXISTS prefix_hash VARCHAR;
+    ALTER TABLE mining_runs ADD COLUMN IF NOT EXISTS reason VARCHAR;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

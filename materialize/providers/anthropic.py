@@ -1,16 +1,19 @@
-"""The `anthropic` provider: a jinja2 prompt (rules, skill cards, code, gate feedback) sent through
-klineage.llm's Anthropic client; the kernel is the reply's last ```cuda block.
+"""The `anthropic` provider: a jinja2 prompt (rules, matching skill cards, code, gate feedback) cut
+to a token budget and sent through klineage.llm's Anthropic client; the kernel is the reply's last
+```cuda block.
 
-Money and retries live in the client (klineage.llm.anthropic_provider); this class only turns a
-move into a prompt and a reply into a candidate, or into a clear rejection.
+Money, retries and timeouts live in the client (klineage.llm.anthropic_provider); this class turns
+a move into a prompt that fits `prompt_budget` tokens (counted by the client: the API's
+count_tokens where reachable) and a reply into a candidate, or into a clear rejection. When the
+API still answers that the prompt is too long, the budget is halved and the call made once more.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from klineage.llm.base import Exchange, Ledger, LLMProvider
-from klineage.materialize.prompts import build_prompt
+from klineage.llm.base import Completion, ContextTooLong, Exchange, Ledger, LLMProvider
+from klineage.materialize.prompts import DEFAULT_BUDGET, Prompt, fit_prompt
 from klineage.materialize.providers.base import Proposal, ProposalRequest, Provider, register_provider
 from klineage.materialize.reply import NoKernel, extract_kernel
 
@@ -28,6 +31,7 @@ class AnthropicProvider(Provider):
         max_cost_usd: float | None = None,
         max_tokens: int = 16000,
         llm: LLMProvider | None = None,
+        prompt_budget: int = DEFAULT_BUDGET,
         **client_options: object,
     ) -> None:
         if llm is None:
@@ -37,6 +41,7 @@ class AnthropicProvider(Provider):
         self.llm = llm
         self.model = llm.model
         self.max_tokens = max_tokens
+        self.prompt_budget = prompt_budget
 
     @property
     def ledger(self) -> Ledger:
@@ -45,13 +50,22 @@ class AnthropicProvider(Provider):
     def set_recorder(self, recorder: Callable[[Exchange], None] | None) -> None:
         self.llm.recorder = recorder  # type: ignore[attr-defined]
 
-    def propose(self, request: ProposalRequest) -> Proposal:
-        """One exchange; CostLimitReached and LLMError propagate to the loop, which stops."""
-        prompt = build_prompt(request)
+    def _ask(self, request: ProposalRequest, budget: int) -> tuple[Prompt, Completion]:
+        prompt = fit_prompt(request, budget, self.llm.count_tokens)
         c = self.llm.complete(prompt.system, prompt.messages, max_tokens=self.max_tokens,
                               purpose=f"materialize:{request.move.label}")
+        return prompt, c
+
+    def propose(self, request: ProposalRequest) -> Proposal:
+        """One exchange (two when the first prompt was too long for the model); CostLimitReached
+        and LLMError propagate to the loop, which ends the run with the reason."""
+        try:
+            prompt, c = self._ask(request, self.prompt_budget)
+        except ContextTooLong:
+            prompt, c = self._ask(request, self.prompt_budget // 2)  # a second ContextTooLong ends the run
         usage = {"input_tokens": c.usage.input_tokens, "output_tokens": c.usage.output_tokens,
-                 "cache_read_tokens": c.usage.cache_read_tokens, "cache_write_tokens": c.usage.cache_write_tokens}
+                 "cache_read_tokens": c.usage.cache_read_tokens, "cache_write_tokens": c.usage.cache_write_tokens,
+                 "prompt_tokens": prompt.tokens, "cards": len(prompt.cards)}
         try:
             code = extract_kernel(c.text)
         except NoKernel as e:
