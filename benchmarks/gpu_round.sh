@@ -27,6 +27,10 @@
 #                round reads $OUT/judge/materialized_bench.json with --measured (issue 8); KL_JUDGE_ONLY=a,b
 #                limits the workloads, KL_JUDGE_KS=10 the curve's budget points
 #   heldout      held-out instances on cuda, one run per mode of KL_HELDOUT_MODES (curriculum,none), KL_JOBS at once
+#   cli          `python3 -m klineage` there: a cuda gate, then its cached answer timed (KL_CLI_KERNEL), import times
+#   gatebench    benchmarks/gate_bench.py: the resident worker against a child per candidate (issue 26):
+#                adversarial rows, faults interleaved with honest kernels, candidates per minute;
+#                KL_GATE_LIMIT, KL_GATE_CHILD candidates, KL_GATE_DEADLINE s, KL_JOBS at once
 # `.gpu/skills.duckdb` (ignored) is the skill store the materializer and the held-out check use:
 # the shipped skills rebuilt here from skills_db/skills.jsonl (`klineage.export.shipped_store`), as
 # `klineage materialize` does in a fresh clone.
@@ -88,6 +92,27 @@ for s in "$@"; do
         stage "heldout_$mode" "${KL_HELDOUT_S:-300}" python3 -m klineage heldout --backend cuda --db "$DB" \
           --skills "$skills" --order "$order" --jobs "${KL_JOBS:-8}" --out "$OUT/heldout_$mode/run"
       done ;;
+    cli)
+      k=${KL_CLI_KERNEL:-expert_kernels/softmax/expert.cu}
+      stage cli "${KL_CLI_S:-180}" python3 -c "
+import statistics, subprocess, sys, time
+cmd = [sys.executable, '-m', 'klineage', 'gate', '$k', '--backend', 'cuda']
+first = subprocess.run(cmd, capture_output=True, text=True)
+print(first.stdout + first.stderr)
+walls = []
+for _ in range(5):
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    walls.append(time.perf_counter() - t0)
+print(r.stdout.strip().splitlines()[0])
+print('cached answer s:', [round(w, 3) for w in walls], 'median', round(statistics.median(walls), 3))
+"
+      python3 -X importtime -m klineage gate "$k" --backend cuda 2> "$OUT/cli/importtime.txt" > /dev/null ;;
+    gatebench)
+      stage gatebench "${KL_GATEBENCH_S:-480}" python3 benchmarks/gate_bench.py --out "$OUT/gatebench" \
+        --limit "${KL_GATE_LIMIT:-150}" --child-limit "${KL_GATE_CHILD:-8}" --jobs "${KL_JOBS:-8}" \
+        --deadline-s "${KL_GATE_DEADLINE:-400}"
+      cp "$KLINEAGE_HOME/resident-worker.log" "$OUT/gatebench/worker.log" 2>/dev/null ;;
     *) echo "unknown stage $s" | tee -a "$OUT/rounds.txt" ;;
   esac
 done
@@ -105,5 +130,7 @@ for s in "$@"; do
     materialize) tail -30 "$OUT/materialize/materialize.log" ;;
     judge) grep -E '^[a-z_0-9]+: naive|^wall|kernels not timed|not ok|^\| *(k|[0-9]+) ' "$OUT/judge/judge.log" | tail -60 ;;
     heldout) for m in ${KL_HELDOUT_MODES:-curriculum none}; do tail -34 "$OUT/heldout_$m/heldout_$m.log"; done ;;
+    cli) tail -4 "$OUT/cli/cli.log" ;;
+    gatebench) tail -16 "$OUT/gatebench/gatebench.log" ;;
   esac
 done

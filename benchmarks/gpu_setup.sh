@@ -19,8 +19,16 @@ WHEELS=(
   "duckdb==2.0.1"
   "libcst==1.9.0"
   "ninja==1.13.2"   # torch load_inline builds with it (KernelBench ModelNew check)
-  # the CLI (`python3 -m klineage heldout|mine` there): typer and rich with their pure-Python deps
+  # the CLI (`python3 -m klineage heldout|mine|gate` there): typer and rich with their deps, each
+  # wheel's Requires-Dist followed (typer 0.29 parses options with pydantic; pydantic pins its core
+  # and needs typing-extensions >= 4.16, newer than the image's)
   "typer==0.29.2"
+  "pydantic==2.14.4"
+  "pydantic-core==2.50.5"
+  "annotated-types==0.8.0"
+  "typing-inspection==0.4.5"
+  "typing-extensions==4.16.0"
+  "annotated-doc==0.0.7"
   "click==8.5.1"
   "shellingham==1.5.4"
   "rich==15.0.0"
@@ -32,7 +40,9 @@ PLATFORMS=()
 for n in 2_28 2_27 2_24 2_17; do PLATFORMS+=(--platform "manylinux_${n}_x86_64"); done
 PLATFORMS+=(--platform manylinux2014_x86_64 --platform manylinux1_x86_64)
 
-grep -qxF '/.whl/' .git/info/exclude 2>/dev/null || { mkdir -p .git/info; echo '/.whl/' >> .git/info/exclude; }
+# a worktree's .git is a file: its excludes live in the common git folder
+exclude="$(git rev-parse --git-common-dir 2>/dev/null || echo .git)/info/exclude"
+grep -qxF '/.whl/' "$exclude" 2>/dev/null || { mkdir -p "$(dirname "$exclude")"; echo '/.whl/' >> "$exclude"; }
 mkdir -p .whl
 for spec in "${WHEELS[@]}"; do
   name=${spec%%==*}

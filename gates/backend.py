@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from klineage.gates.protocol import Runner
-from klineage.workload import Workload
+if TYPE_CHECKING:  # torch: not imported by whoever only builds or reads a cached verdict
+    from klineage.gates.protocol import Runner
+    from klineage.workload import Workload
 
 
 @dataclass

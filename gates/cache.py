@@ -37,6 +37,63 @@ def cache_key(source: str, workload_fingerprint: str, options: dict[str, Any], t
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+#: a workload folder bigger than this is not hashed for the quick answer (the full path runs)
+_FOLDER_HASH_LIMIT = 64 << 20
+_folder_memo: dict[tuple[str, tuple[tuple[str, int, int], ...]], str] = {}
+
+
+def folder_digest(folder: Path) -> str | None:
+    """SHA-256 over every file of a workload folder (names and bytes; caches left out), or None
+    when it is too big to hash quickly. A folder holds every file its fingerprint reads (an
+    imported FlashInfer-Trace workload's data files are copied into it), so equal digests mean
+    equal fingerprints."""
+    try:
+        files = sorted(p for p in Path(folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        stats = tuple((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
+    except OSError:
+        return None
+    if sum(s[1] for s in stats) > _FOLDER_HASH_LIMIT:
+        return None
+    memo = (str(Path(folder).resolve()), stats)
+    if memo not in _folder_memo:
+        h = hashlib.sha256()
+        for (rel, _size, _mtime), p in zip(stats, files, strict=True):
+            h.update(rel.encode() + b"\0" + p.read_bytes() + b"\0")
+        _folder_memo[memo] = h.hexdigest()
+    return _folder_memo[memo]
+
+
+def answer_key(source: str, folder_hash: str, options: dict[str, Any], toolchain: str) -> str:
+    """The quick-answer key: like `cache_key`, with the folder's bytes instead of the loaded
+    workload's fingerprint, so it is computed without importing the workload (nor torch)."""
+    return cache_key(source, "folder:" + folder_hash, options, toolchain)
+
+
+def _index_path(akey: str, root: Path | None) -> Path:
+    return (root or home() / "gate") / "answers" / akey[:2] / akey
+
+
+def remember(akey: str, key: str, root: Path | None = None) -> None:
+    """Note that the quick-answer key `akey` names the verdict filed under `key`."""
+    path = _index_path(akey, root)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(key)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def recall(akey: str, root: Path | None = None) -> GateResult | None:
+    """The cached verdict a quick-answer key names, or None."""
+    try:
+        key = _index_path(akey, root).read_text().strip()
+    except OSError:
+        return None
+    return load_cached(key, root) if len(key) == 64 else None
+
+
 def artifact_dir(key: str, root: Path | None = None) -> Path:
     return (root or home() / "gate") / key[:2] / key
 

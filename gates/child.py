@@ -4,7 +4,9 @@ A crash, a hang or an illegal access in untrusted kernel code must be a rejectio
 category, never a crash of the caller: the child gets its own process group (so a timeout kills
 everything it started), and its verdict comes back as a JSON file, not through shared memory.
 The child is forked from a pre-imported zygote (gates/zygote.py: saves the ~2 s torch import per
-run) or, with KLINEAGE_GATE_FORK=0 or an LD_PRELOAD in the backend's env, exec'd fresh.
+run) or, with KLINEAGE_GATE_FORK=0 or an LD_PRELOAD in the backend's env, exec'd fresh. For the
+`cuda` backend the run goes to the device's resident worker instead (gates/resident.py: the same
+worker code in a long-lived process holding the CUDA context), unless KLINEAGE_GATE_WORKER=child.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from klineage.gates import zygote
+from klineage.gates import resident, zygote
 
 
 @dataclass
@@ -31,7 +33,7 @@ class ChildOutcome:
     stderr: str
     timed_out: bool
     elapsed_s: float
-    via: str = "exec"  # how the child started: "zygote" (forked) or "exec" (fresh interpreter)
+    via: str = "exec"  # where it ran: "zygote" (forked), "exec" (fresh interpreter) or "resident" (the device's worker)
 
     @property
     def signal_name(self) -> str:
@@ -54,7 +56,8 @@ def fork_enabled(env: dict[str, str] | None) -> bool:
 
 def run_worker(payload: dict[str, Any], workdir: Path, timeout_s: float, env: dict[str, str] | None = None) -> ChildOutcome:
     """Run the worker on `payload` in a child process (`klineage.gates.worker PAYLOAD RESULT`,
-    forked from the zygote or exec'd fresh, see `fork_enabled`) and collect its verdict."""
+    forked from the zygote or exec'd fresh, see `fork_enabled`) or on the resident worker of the
+    payload's backend (`resident.enabled`), and collect its verdict."""
     workdir.mkdir(parents=True, exist_ok=True)
     payload_path = workdir / "payload.json"
     result_path = workdir / "result.json"
@@ -65,7 +68,16 @@ def run_worker(payload: dict[str, Any], workdir: Path, timeout_s: float, env: di
     child_env.setdefault("PYTHONUNBUFFERED", "1")
     t0 = time.perf_counter()
     via = "exec"
-    if fork_enabled(env):
+    backend = str(payload.get("options", {}).get("backend", ""))
+    if resident.enabled(backend, env):
+        try:
+            returncode, timed_out = resident.run(backend, workdir, payload_path, result_path, child_env, timeout_s)
+            out, err = _read_capture(workdir / "child.stdout"), _read_capture(workdir / "child.stderr")
+            via = "resident"
+        except resident.WorkerUnavailable:
+            result_path.unlink(missing_ok=True)
+            t0 = time.perf_counter()
+    if via == "exec" and fork_enabled(env):
         try:
             returncode, timed_out = zygote.run_forked(workdir, payload_path, result_path, child_env, timeout_s)
             out, err = _read_capture(workdir / "child.stdout"), _read_capture(workdir / "child.stderr")

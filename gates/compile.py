@@ -7,6 +7,9 @@ resources (registers, shared memory, spills, stack, barriers) that skills record
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -77,12 +80,42 @@ def arch_flags(arch: str) -> list[str]:
 
 @lru_cache(maxsize=1)
 def nvcc_version() -> str:
+    """nvcc's version, remembered on disk per nvcc binary (path, size, mtime): a cached gate
+    answer then starts no compiler process."""
     nvcc = shutil.which("nvcc")
     if not nvcc:
         return ""
+    try:
+        st = os.stat(nvcc)
+        memo_key = f"{os.path.realpath(nvcc)}|{st.st_size}|{st.st_mtime_ns}"
+    except OSError:
+        memo_key = ""
+    memo = _version_memo()
+    if memo_key and memo is not None:
+        try:
+            known = json.loads(memo.read_text())
+            if known.get("key") == memo_key and known.get("version"):
+                return str(known["version"])
+        except (OSError, ValueError):
+            pass
     out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
     m = re.search(r"release ([\d.]+), V([\d.]+)", out)
-    return m.group(2) if m else out.strip().splitlines()[-1]
+    version = m.group(2) if m else out.strip().splitlines()[-1]
+    if memo_key and memo is not None:
+        with contextlib.suppress(OSError):
+            tmp = memo.with_name(f".{memo.name}.{os.getpid()}")
+            tmp.write_text(json.dumps({"key": memo_key, "version": version}))
+            os.replace(tmp, memo)
+    return version
+
+
+def _version_memo() -> Path | None:
+    try:
+        from klineage.paths import home
+
+        return home() / "nvcc_version.json"
+    except OSError:
+        return None
 
 
 def parse_diagnostics(log: str) -> list[Diagnostic]:

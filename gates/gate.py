@@ -12,6 +12,7 @@ import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from klineage.errors import KLineageError, SourceError
 from klineage.gates import cache
@@ -21,8 +22,9 @@ from klineage.gates.child import run_worker
 from klineage.gates.compile import CompileResult, compile_cubin, nvcc_version
 from klineage.gates.cuda.device_lock import device_slot
 from klineage.gates.result import GateResult, ShapeCheck, Timing
-from klineage.source.model import CudaSource
-from klineage.workload import Workload, load_workload
+
+if TYPE_CHECKING:  # torch: imported only when a candidate is really gated, not for a cached answer
+    from klineage.workload import Workload
 
 
 def read_source(path: str | Path) -> str:
@@ -40,6 +42,8 @@ def read_source(path: str | Path) -> str:
 
 def check_parse(source: str, name: str) -> GateResult | None:
     """Parse stage: a parse error or a missing `extern "C" launch` rejects before compiling."""
+    from klineage.source.model import CudaSource
+
     try:
         src = CudaSource.from_text(source, name)
     except SourceError as e:
@@ -73,7 +77,8 @@ def gate(
     use_cache: bool = True,
     cache_root: Path | None = None,
 ) -> GateResult:
-    """Gate one candidate. `source` is a path or the text itself (then give `name`)."""
+    """Gate one candidate. `source` is a path or the text itself (then give `name`). With the
+    workload given as a folder, a cached verdict is found without loading it (`quick_answer`)."""
     options = options or GateOptions()
     t0 = time.perf_counter()
     if isinstance(source, Path):
@@ -82,7 +87,16 @@ def gate(
     else:
         text = source
         name = name or "<candidate>"
-    wl = workload if isinstance(workload, Workload) else load_workload(workload)
+    if isinstance(workload, str | Path):
+        if use_cache:
+            hit = quick_answer(text, Path(workload), options, cache_root)
+            if hit is not None:
+                return hit
+        from klineage.workload import load_workload
+
+        wl = load_workload(workload)
+    else:
+        wl = workload
     if wl.source_dir is None:
         raise KLineageError(f"workload '{wl.name}' has no folder: the gate's child process loads it from workload.py")
 
@@ -102,6 +116,9 @@ def gate(
         raise
     toolchain = f"nvcc {nvcc_version()} | {backend.toolchain()}"
     key = cache.cache_key(text, wl.fingerprint(), options.key_fields(), toolchain)
+    digest = cache.folder_digest(wl.source_dir)
+    if digest is not None:
+        cache.remember(cache.answer_key(text, digest, options.key_fields(), toolchain), key, cache_root)
     if use_cache:
         hit = cache.load_cached(key, cache_root)
         if hit is not None:
@@ -114,6 +131,21 @@ def gate(
     result.elapsed_s = time.perf_counter() - t0
     cache.store(key, result, cache_root, staging=work)
     return result
+
+
+def quick_answer(text: str, folder: Path, options: GateOptions, cache_root: Path | None = None) -> GateResult | None:
+    """The cached verdict of `text` on the workload in `folder`, found from the folder's bytes,
+    the options and the toolchain alone: no workload import, no torch, no GPU (a `klineage gate`
+    cache hit in a fraction of a second). None when there is none."""
+    digest = cache.folder_digest(folder)
+    if digest is None:
+        return None
+    try:
+        backend = get_backend(options.backend)
+    except KLineageError:
+        return None
+    toolchain = f"nvcc {nvcc_version()} | {backend.toolchain()}"
+    return cache.recall(cache.answer_key(text, digest, options.key_fields(), toolchain), cache_root)
 
 
 def _run_stages(text: str, name: str, wl: Workload, options: GateOptions, backend, work: Path) -> GateResult:

@@ -11,6 +11,8 @@ within the per-dtype tolerance. This code runs inside the gate's child process.
 from __future__ import annotations
 
 import ctypes
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -24,6 +26,41 @@ from klineage.workload import Scalar, Tensor, Tolerance, Workload
 #: NaN in every float format and -1 in integers; 0x5A gives a finite value, so a kernel that
 #: leaves an element alone shows the pattern of each launch in turn.
 POISONS = (0xFF, 0x5A)
+
+
+#: host bytes of generated inputs a long-lived process keeps (see `host_inputs`); 0 in a child
+#: process, which generates every set once anyway
+INPUT_MEMO_BYTES = 0
+_memo: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
+_memo_lock = threading.Lock()
+
+
+def host_inputs(workload: Workload, bindings: Mapping[str, int], seed: int) -> dict[str, Any]:
+    """`workload.make_inputs(bindings, seed)`: the same values every time (a seeded generator of
+    its own), so a resident worker (gates/resident.py) keeps recent sets, keyed by the workload's
+    fingerprint, shape and seed, and hands out copies; the candidates of one workload then
+    share the generation (seconds at bench shapes)."""
+    if INPUT_MEMO_BYTES <= 0:
+        return workload.make_inputs(bindings, seed)
+    key = (workload.fingerprint(), str(workload.source_dir), workload.name,
+           tuple(sorted(bindings.items())), seed)
+    with _memo_lock:
+        hit = _memo.get(key)
+        if hit is not None:
+            _memo.move_to_end(key)
+    if hit is None:
+        hit = workload.make_inputs(bindings, seed)
+        size = sum(v.nbytes for v in hit.values() if isinstance(v, torch.Tensor))
+        with _memo_lock:
+            _memo[key] = hit
+            total = sum(sum(v.nbytes for v in e.values() if isinstance(v, torch.Tensor)) for e in _memo.values())
+            while len(_memo) > 1 and total > INPUT_MEMO_BYTES:
+                _k, old = _memo.popitem(last=False)
+                total -= sum(v.nbytes for v in old.values() if isinstance(v, torch.Tensor))
+        if size > INPUT_MEMO_BYTES:
+            with _memo_lock:
+                _memo.pop(key, None)
+    return {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in hit.items()}
 
 
 class Runner(Protocol):
@@ -155,12 +192,18 @@ def first_index(mask: torch.Tensor, shape: Sequence[int]) -> list[int]:
 
 
 def compare(got: torch.Tensor, want: torch.Tensor, tol: Tolerance) -> tuple[bool, float, float, list[int] | None]:
-    """(ok, max_abs, max_rel, first bad index). NaN in `got` never passes."""
+    """(ok, max_abs, max_rel, first bad index). NaN in `got` never passes.
+
+    In float64 where the tensors are (on the GPU: no copy of big outputs to the host); the
+    element-wise rule uses only correctly rounded IEEE operations and exact maxima, so the
+    numbers are those of the host. The Frobenius rule (a sum, whose order differs between
+    devices) is computed on the host."""
     shape = list(got.shape)
     if tuple(want.shape) != tuple(got.shape):
         want = want.reshape(got.shape)
-    g = got.detach().to("cpu", torch.float64)
-    w = want.detach().to("cpu", torch.float64)
+    where = "cpu" if tol.metric == "frobenius" else got.device
+    g = got.detach().to(where, torch.float64)
+    w = want.detach().to(where, torch.float64)
     if g.numel() == 0:
         return True, 0.0, 0.0, None
     diff = (g - w).abs()
@@ -212,8 +255,8 @@ def _check_one(
     checks: list[ShapeCheck],
 ) -> Verdict | None:
     where = f"shape {bindings} seed {seed}"
-    host_inputs = workload.make_inputs(bindings, seed)
-    dev_inputs = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in host_inputs.items()}
+    generated = host_inputs(workload, bindings, seed)
+    dev_inputs = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in generated.items()}
     expected = workload.run_reference(dev_inputs)
     runs: list[dict[str, torch.Tensor]] = []
     for run, (schedule, pattern) in enumerate(zip(runner.schedules, POISONS, strict=False)):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import traceback
 from dataclasses import asdict
 from pathlib import Path
@@ -27,12 +28,15 @@ def options_from(d: dict[str, Any]) -> GateOptions:
 
 
 def run(payload: dict[str, Any]) -> dict[str, Any]:
+    t0 = time.perf_counter()
     options = options_from(payload["options"])
     backend = get_backend(options.backend)
     workload = load_workload(payload["workload_dir"])
     runner = backend.make_runner(Path(payload["library"]), workload, options)
     shape_set = options.shape_set or backend.DEFAULT_SHAPE_SET
+    t1 = time.perf_counter()
     verdict = check_workload(workload, runner, shape_set=shape_set, seeds=options.seeds)
+    t2 = time.perf_counter()
     out: dict[str, Any] = {
         "stage": "correctness",
         "category": verdict.category,
@@ -40,10 +44,13 @@ def run(payload: dict[str, Any]) -> dict[str, Any]:
         "checks": [asdict(c) for c in verdict.checks],
         "timing": None,
         "profile": {},
+        # seconds per phase, for benchmarks (left in the run folder's result.json, not in the verdict)
+        "phases": {"load_s": round(t1 - t0, 4), "correctness_s": round(t2 - t1, 4)},
     }
     if not verdict.ok:
         return out
     prof = backend.profile(runner, workload, options)
+    out["phases"]["profile_s"] = round(time.perf_counter() - t2, 4)
     if prof is not None:
         out.update(stage="profile", timing=prof.timing, profile=prof.profile)
         if prof.category != "ok":

@@ -320,10 +320,9 @@ def _start_child(conn: socket.socket, children: dict[int, socket.socket], own: t
         conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
 
 
-def child_main(request: dict[str, Any]) -> int:
-    """In the forked child: the fresh path's process set-up, then worker.main; the exit code."""
-    workdir = request["workdir"]
-    os.chdir(workdir)
+def redirect_stdio(workdir: str) -> None:
+    """A gate child's stdin from /dev/null, stdout and stderr into the run folder's capture files
+    (also used by the resident worker, gates/resident.py, around each candidate)."""
     fd = os.open(os.devnull, os.O_RDONLY)
     os.dup2(fd, 0)
     os.close(fd)
@@ -331,6 +330,13 @@ def child_main(request: dict[str, Any]) -> int:
         fd = os.open(os.path.join(workdir, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(fd, target)
         os.close(fd)
+
+
+def child_main(request: dict[str, Any]) -> int:
+    """In the forked child: the fresh path's process set-up, then worker.main; the exit code."""
+    workdir = request["workdir"]
+    os.chdir(workdir)
+    redirect_stdio(workdir)
     os.environ.clear()
     os.environ.update(request["env"])
     # as PYTHONUNBUFFERED makes them: unbuffered, so output before a crash is not lost

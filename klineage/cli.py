@@ -73,8 +73,7 @@ def gate_cmd(
     """Gate kernels: parse, compile, run, check against the workload's reference, profile."""
     from klineage.gates.backend import GateOptions
     from klineage.gates.backends import BACKENDS
-    from klineage.gates.gate import gate
-    from klineage.workload import load_workload
+    from klineage.gates.gate import gate, quick_answer, read_source
 
     if backend not in BACKENDS:
         raise KLineageError(f"unknown backend '{backend}' (known: {', '.join(BACKENDS)})")
@@ -88,14 +87,23 @@ def gate_cmd(
         if not (folder / "workload.py").is_file():
             raise KLineageError(f"{folder}: no workload.py (give --workload DIR)")
         jobs.append((k, folder))
-    loaded = {folder: load_workload(folder) for _, folder in jobs}
     options = GateOptions(
         backend=backend, shape_set=shape_set, arch=arch, timeout_s=timeout, sanitize=sanitize, ncu=ncu, energy=energy
     )
+    # cached verdicts first, without loading any workload (no torch: a cache hit answers at once);
+    # every other workload is loaded, so checked, before anything is gated
+    quick = {} if no_cache else {i: quick_answer(read_source(k), folder, options) for i, (k, folder) in enumerate(jobs)}
+    loaded = {}
+    if any(quick.get(i) is None for i in range(len(jobs))):
+        from klineage.workload import load_workload
+
+        loaded = {folder: load_workload(folder) for i, (_, folder) in enumerate(jobs) if quick.get(i) is None}
     results = []
-    for k, folder in jobs:
-        with err.status(f"gating {k}", spinner="dots") if not as_json and err.is_terminal else _nullctx():
-            r = gate(k, loaded[folder], options, use_cache=not no_cache)
+    for i, (k, folder) in enumerate(jobs):
+        r = quick.get(i)
+        if r is None:
+            with err.status(f"gating {k}", spinner="dots") if not as_json and err.is_terminal else _nullctx():
+                r = gate(k, loaded[folder], options, use_cache=not no_cache)
         results.append((k, r))
         if not as_json:
             _print_result(k, r)

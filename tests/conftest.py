@@ -39,3 +39,20 @@ def python_sigint() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, old)
+
+
+@pytest.fixture()
+def spy(monkeypatch: pytest.MonkeyPatch) -> list:
+    """The ChildOutcome of every run_worker call the gate makes (gates/child.py)."""
+    from klineage.gates import child
+
+    seen: list = []
+    real = child.run_worker
+
+    def wrapped(*a, **kw):  # noqa: ANN202 - passes through run_worker's signature
+        out = real(*a, **kw)
+        seen.append(out)
+        return out
+
+    monkeypatch.setattr("klineage.gates.gate.run_worker", wrapped)
+    return seen

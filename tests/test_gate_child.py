@@ -41,21 +41,6 @@ extern "C" void launch(const float* a, const float* b, float* c, int N, cudaStre
 """
 
 
-@pytest.fixture()
-def spy(monkeypatch: pytest.MonkeyPatch) -> list[child.ChildOutcome]:
-    """The ChildOutcome of every run_worker call the gate makes."""
-    seen: list[child.ChildOutcome] = []
-    real = child.run_worker
-
-    def wrapped(*a, **kw) -> child.ChildOutcome:
-        out = real(*a, **kw)
-        seen.append(out)
-        return out
-
-    monkeypatch.setattr("klineage.gates.gate.run_worker", wrapped)
-    return seen
-
-
 def _gate_both(mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spy: list[child.ChildOutcome],
                timeout_s: float = 60.0) -> dict[str, tuple[dict, child.ChildOutcome]]:
     monkeypatch.setenv("ZT_MODE", mode)

@@ -71,6 +71,20 @@ def child_env(options: GateOptions) -> dict[str, str]:
     return env
 
 
+def warm_up() -> None:
+    """A resident worker's start (gates/resident.py): context, cuBLAS, CUPTI, ceilings."""
+    from klineage.gates.cuda.health import warm_up as _warm_up
+
+    _warm_up()
+
+
+def device_state() -> dict[str, Any]:
+    """What a candidate could leave changed on the device (gates/health.py compares it)."""
+    from klineage.gates.cuda.health import device_state as _device_state
+
+    return _device_state()
+
+
 def profile(runner: Any, workload: Any, options: GateOptions) -> ProfileOutcome | None:
     from klineage.gates.cuda.profile_stage import run_profile
 

@@ -89,7 +89,9 @@ def run_profile(runner: CudaRunner, workload: Workload, options: GateOptions) ->
     bindings = bench_bindings(workload, options)
     device = runner.device
     stream = torch.cuda.Stream(device)
+    t_bench = time.perf_counter()
     bench = timing.Bench(workload, bindings, device)
+    phases = {"bench_setup_s": time.perf_counter() - t_bench}
     reps = int(x.get("reps", timing.DEFAULT_REPS))
     trials = int(x.get("trials", timing.DEFAULT_TRIALS))
     warmup = int(x.get("warmup", timing.DEFAULT_WARMUP))
@@ -101,6 +103,7 @@ def run_profile(runner: CudaRunner, workload: Workload, options: GateOptions) ->
     t0 = time.perf_counter()
     cand_t = timing.timed(cand, bench.refill, stream, reps, trials, warmup, budget)
     runner.synchronize()
+    phases["timing_s"] = time.perf_counter() - t0
     s = cand_t.summary
     tm = Timing(
         median_ms=s.median_ms, min_ms=s.min_ms, max_ms=s.max_ms, trials=s.trials, reps_per_trial=s.reps_per_trial,
@@ -112,26 +115,32 @@ def run_profile(runner: CudaRunner, workload: Workload, options: GateOptions) ->
 
     def outcome(category: str = "ok", message: str = "") -> ProfileOutcome:
         tm.extra["profile_s"] = round(time.perf_counter() - t0, 3)
+        tm.extra["phases_s"] = {k: round(v, 4) for k, v in phases.items()}
         return ProfileOutcome(category, message, asdict(tm), profile)
 
     breach = bench.breach()
     if breach is not None:
         return outcome("out_of_bounds", breach)
+    t_v = time.perf_counter()
     stale = timing.verify_after_timing(runner, bench, stream)
+    phases["verify_s"] = time.perf_counter() - t_v
     if stale is not None:
         return outcome("mismatch", stale)
+    t_c = time.perf_counter()
 
     art = _artifacts(options)
     window = sidestream.trace_one(lambda: cand(), runner.library.marker, stream,
                                   keep=(art / "cupti_trace.json") if art else None)
     runner.synchronize()
     profile["cupti"] = window.to_dict()
+    phases["cupti_s"] = time.perf_counter() - t_c
     if window.traced:
         tm.cupti_kernel_ms = window.kernel_ms
     if not window.ok and not x.get("skip_side_stream"):
         return outcome("side_stream", window.message())
 
     # the torch baseline, timed the same way on the same live tensors
+    t_r = time.perf_counter()
     try:
         vendor = bench.vendor_call()
         ref_t = timing.timed(vendor, bench.refill, stream, reps, trials, warmup, budget).summary
@@ -142,6 +151,7 @@ def run_profile(runner: CudaRunner, workload: Workload, options: GateOptions) ->
     except Exception as e:  # noqa: BLE001 - a baseline that fails must not reject the candidate
         tm.extra["reference_error"] = f"{type(e).__name__}: {e}"
     torch.cuda.synchronize(device)
+    phases["reference_s"] = time.perf_counter() - t_r
 
     # speed of light
     ceil = sol.ceilings(overrides=x.get("sol_ceilings"))

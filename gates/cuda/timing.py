@@ -19,7 +19,7 @@ import torch
 
 from klineage.gates.cuda.runner import CudaRunner
 from klineage.gates.cuda.stats import Summary, plan_reps, summarize
-from klineage.gates.protocol import Guarded, compare, guarded
+from klineage.gates.protocol import Guarded, compare, guarded, host_inputs
 from klineage.workload import Scalar, Tensor, Workload
 
 DEFAULT_REPS = 50
@@ -81,7 +81,7 @@ class Bench:
         self.flush = flush_buffer(device)
 
     def _device_inputs(self, seed: int) -> dict[str, Any]:
-        host = self.workload.make_inputs(self.bindings, seed)
+        host = host_inputs(self.workload, self.bindings, seed)
         return {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v) for k, v in host.items()}
 
     @staticmethod

@@ -7,23 +7,19 @@ schedule (0 forward, 1 reverse) so the protocol's two runs also compare two inte
 
 from __future__ import annotations
 
-import ctypes
 import os
 import subprocess
 import time
-from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from klineage.gates.backend import BuildOutcome, GateOptions, ProfileOutcome
 from klineage.gates.emu import compile as emu_compile
 from klineage.gates.emu.failures import classify
-from klineage.gates.emu.rewrite import Unsupported, translate
-from klineage.gates.protocol import ctypes_args
-from klineage.workload import Workload
+
+if TYPE_CHECKING:
+    from klineage.workload import Workload
 
 NAME = "emu"
 DEFAULT_SHAPE_SET = "emu"
@@ -45,6 +41,8 @@ def build(source: str, workdir: Path, options: GateOptions) -> BuildOutcome:
     workdir.mkdir(parents=True, exist_ok=True)
     name = _source_name(options)
     (workdir / name).write_text(source)
+    from klineage.gates.emu.rewrite import Unsupported, translate  # tree-sitter: only to build
+
     try:
         tr = translate(source, name)
     except Unsupported as e:
@@ -62,80 +60,9 @@ def build(source: str, workdir: Path, options: GateOptions) -> BuildOutcome:
     return BuildOutcome(True, "ok", "", library=lib, log=res.log, elapsed_s=time.monotonic() - t0)
 
 
-class _AsanRegions:
-    """Poisons, for ASan, the bytes of each tensor's storage outside the tensor itself.
+def make_runner(library: Path, workload: Workload, options: GateOptions) -> Any:
+    from klineage.gates.emu.runner import EmuRunner  # torch: only where a candidate runs
 
-    The protocol surrounds every tensor with readable guard zones (they catch stray writes on
-    every backend); under ASan those zones are made unaddressable during the launch so that
-    stray reads are reported too, with the kernel's source line.
-    """
-
-    def __init__(self) -> None:
-        proc = ctypes.CDLL(None)
-        try:
-            self.poison = getattr(proc, "__asan_poison_memory_region")  # noqa: B009 (no name mangling)
-            self.unpoison = getattr(proc, "__asan_unpoison_memory_region")  # noqa: B009
-        except AttributeError:
-            self.poison = self.unpoison = None
-        for f in (self.poison, self.unpoison):
-            if f is not None:
-                f.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-                f.restype = None
-
-    def regions(self, args: Sequence[Any]) -> list[tuple[int, int]]:
-        out: list[tuple[int, int]] = []
-        for v in args:
-            if not isinstance(v, torch.Tensor) or v.device.type != "cpu":
-                continue
-            st = v.untyped_storage()
-            base, size = st.data_ptr(), st.nbytes()
-            lo = v.data_ptr()
-            hi = lo + v.numel() * v.element_size()
-            if lo > base:
-                out.append((base, lo - base))
-            if base + size > hi:
-                out.append((hi, base + size - hi))
-        return out
-
-    def apply(self, regions: list[tuple[int, int]], on: bool) -> None:
-        fn = self.poison if on else self.unpoison
-        if fn is None:
-            return
-        for addr, n in regions:
-            fn(addr, n)
-
-
-class EmuRunner:
-    """Calls `launch` of a built library; `schedule` picks the thread order of the run."""
-
-    device = torch.device("cpu")
-    schedules: Sequence[int] = (0, 1)
-
-    def __init__(self, library: Path, workload: Workload, sanitize: bool = False) -> None:
-        self.lib = ctypes.CDLL(str(library))
-        self.fn = self.lib.launch
-        self.fn.restype = None
-        self._set = self.lib.klemu_set_schedule
-        self._set.argtypes = [ctypes.c_int]
-        self._set.restype = None
-        self.workload = workload
-        self.asan = _AsanRegions() if sanitize else None
-
-    def launch(self, args: Sequence[Any], schedule: int) -> None:
-        self._set(int(schedule))
-        cargs = ctypes_args(self.workload, args, None)
-        if self.asan is None:
-            self.fn(*cargs)
-            return
-        regions = self.asan.regions(args)
-        self.asan.apply(regions, True)
-        try:
-            self.fn(*cargs)
-        finally:
-            self.asan.apply(regions, False)
-
-
-def make_runner(library: Path, workload: Workload, options: GateOptions) -> EmuRunner:
     return EmuRunner(Path(library), workload, sanitize=options.sanitize)
 
 

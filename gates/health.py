@@ -1,0 +1,75 @@
+"""Is a resident gate worker (gates/resident.py) still as it was after its warm-up?
+
+A child per candidate starts clean; a resident worker must prove it is. After every candidate
+it takes a snapshot of what a candidate could leave behind and compares it with the snapshot
+taken after warm-up: host threads still running (a launcher that started a thread), and,
+from the backend (`device_state`, optional), the device: a broken context (a sticky fault),
+device memory left allocated, a changed limit or cache setting. Any difference retires the
+worker. `drift` is pure and CPU-tested; the snapshots read the live process.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+from typing import Any
+
+#: device memory a worker may hold beyond its warm-up state before it counts as a leak (module
+#: code of the libraries loaded so far, allocator rounding); cumulative over its candidates
+LEAK_BYTES = 256 << 20
+#: keys of a snapshot that are compared as amounts, not for equality
+_AMOUNTS = ("threads", "free_bytes", "reserved_bytes")
+
+
+def threads() -> int:
+    """Threads of this process, as the kernel counts them (threads started by C code too)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        import threading
+
+        return threading.active_count()
+
+
+def warm_up(backend: ModuleType) -> None:
+    """Start everything a candidate's run starts lazily (the CPU thread pool; the backend's own
+    warm-up: the CUDA context, cuBLAS, CUPTI), so the baseline snapshot already holds it."""
+    import torch
+
+    a = torch.randn(1 << 20, dtype=torch.float64)
+    float((a - a.flip(0)).abs().max())  # a parallel CPU op: the OpenMP pool the protocol's compare uses
+    hook = getattr(backend, "warm_up", None)
+    if hook is not None:
+        hook()
+
+
+def snapshot(backend: ModuleType) -> dict[str, Any]:
+    state: dict[str, Any] = {"threads": threads()}
+    device_state = getattr(backend, "device_state", None)
+    if device_state is not None:
+        state.update(device_state())
+    return state
+
+
+def drift(before: dict[str, Any], after: dict[str, Any]) -> str | None:
+    """Why the process is no longer as it was (`before`: after warm-up), or None."""
+    if after.get("error"):
+        return f"the device is unusable after the candidate: {after['error']}"
+    extra = after.get("threads", 0) - before.get("threads", 0)
+    if extra > 0:
+        return f"the candidate left {extra} host thread{'s' if extra != 1 else ''} running"
+    if "free_bytes" in before and "free_bytes" in after:
+        # memory gone from the device that torch's allocator does not hold
+        held = (before["free_bytes"] - after["free_bytes"]) - (
+            after.get("reserved_bytes", 0) - before.get("reserved_bytes", 0)
+        )
+        if held > LEAK_BYTES:
+            return (
+                f"{held / 2**20:.0f} MiB of device memory left allocated (more than {LEAK_BYTES >> 20} MiB)"
+            )
+    for k in sorted(set(before) | set(after)):
+        if k in _AMOUNTS or k == "error":
+            continue
+        if before.get(k) != after.get(k):
+            return f"device setting {k} changed: {before.get(k)!r} -> {after.get(k)!r}"
+    return None
