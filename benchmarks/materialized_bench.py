@@ -26,6 +26,14 @@ memory-bound and the compute-bound corpus workloads apart (klineage.corpus), the
 200 ms (reduce_sum's one-thread kernels: about 7.3 s on the H200) is timed by that one launch.
 
     python3 benchmarks/materialized_bench.py --suite corpus --curve .gpu/curve/curve.json --budget-s 0.2 --out "$OUT"
+
+Any workload folder and kernel files, instead of a suite of this repository:
+
+    python3 benchmarks/materialized_bench.py --workload DIR --kernel mine=my.cu --kernel other.cu --out "$OUT"
+
+`--workload` (repeatable) replaces the suite's folders; `--kernel [LABEL=]FILE` (repeatable, one
+--workload) times those files beside its naive.cu (when it has one). Without a CUDA GPU the script
+says so in one line and exits 2.
 """
 
 from __future__ import annotations
@@ -100,12 +108,14 @@ def load_extra(index_path: Path, names: list[str]) -> dict[tuple[str, str], Path
     return out
 
 
-def pattern_files(names: list[str], columns: list[tuple[str, str]]) -> dict[tuple[str, str], Path]:
-    """{(name, column): file} for (column, path pattern with {name}); a missing file leaves the pair out."""
+def pattern_files(names: list[str], columns: list[tuple[str, str]],
+                  dirs: dict[str, Path] | None = None) -> dict[tuple[str, str], Path]:
+    """{(name, column): file} for (column, path pattern with {name}, or {dir}: the workload's folder);
+    a missing file leaves the pair out."""
     out = {}
     for n in names:
         for col, pattern in columns:
-            path = Path(pattern.format(name=n))
+            path = Path(pattern.format(name=n, dir=(dirs or {}).get(n, n)))
             if path.is_file():
                 out[(n, col)] = path
     return out
@@ -208,9 +218,26 @@ def groups_of(suite: str, names: list[str]) -> dict[str, list[str]]:
             "other": [n for n in names if n not in MEMORY_BOUND and n not in COMPUTE_BOUND]}
 
 
+def _input_problem(workloads: list[Path], kernels: list[tuple[str, str]]) -> str | None:
+    """One line naming the first bad --workload or --kernel, or None."""
+    for d in workloads:
+        if not (d / "workload.py").is_file():
+            return f"--workload {d}: no workload.py in that folder"
+    if kernels and len(workloads) != 1:
+        return "--kernel needs exactly one --workload (the workload the kernel files implement)"
+    for label, path in kernels:
+        if not label or not Path(path).is_file():
+            return f"--kernel {label}={path}: no such file" if label else f"--kernel ={path}: empty label"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--suite", choices=sorted(SUITES), default="heldout")
+    p.add_argument("--workload", action="append", default=[], type=Path, metavar="DIR",
+                   help="a workload folder anywhere (repeatable): replaces the suite's folders")
+    p.add_argument("--kernel", action="append", default=[], metavar="[LABEL=]FILE",
+                   help="a kernel file to time for the one --workload (repeatable; LABEL defaults to the file's stem)")
     p.add_argument("--only", default="", help="comma-separated workloads (default: every folder with naive.cu)")
     p.add_argument("--run", action="append", default=[], metavar="LABEL=PATTERN",
                    help="a materializer run: LABEL and a path pattern with {name}")
@@ -230,17 +257,29 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     t_start = time.perf_counter()
     runs = [tuple(r.split("=", 1)) for r in args.run]
-    if (not runs and args.curve is None and args.extra is None) or any(len(r) != 2 or "{name}" not in r[1] for r in runs):
-        print("--run LABEL=PATTERN with {name} in the pattern, at least once (or --curve / --extra INDEX_JSON)",
+    if any(len(r) != 2 or "{name}" not in r[1] for r in runs):
+        print("--run LABEL=PATTERN needs {name} in the pattern", file=sys.stderr)
+        return 2
+    kernels = [(k.split("=", 1)[0], k.split("=", 1)[1]) if "=" in k else (Path(k).stem, k) for k in args.kernel]
+    problem = _input_problem(args.workload, kernels)
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
+    runs += kernels
+    if not runs and args.curve is None and args.extra is None:
+        print("--run LABEL=PATTERN (with {name}) or --kernel FILE, at least once (or --curve / --extra INDEX_JSON)",
               file=sys.stderr)
         return 2
-    root = SUITES[args.suite]
-    names = sorted(d.name for d in root.iterdir() if (d / "naive.cu").is_file() and (d / "workload.py").is_file())
+    if args.workload:
+        dirs = {d.resolve().name: d for d in args.workload}
+    else:
+        dirs = {d.name: d for d in SUITES[args.suite].iterdir() if (d / "workload.py").is_file()}
+    names = sorted(n for n, d in dirs.items() if args.workload or (d / "naive.cu").is_file())
     if args.only:
         names = [n for n in names if n in args.only.split(",")]
     curve: dict[str, Any] | None = None
     curve_cols: list[str] = []
-    columns = [("naive", str(root / "{name}" / "naive.cu")), *runs]
+    columns = [("naive", "{dir}/naive.cu"), *runs]
     if args.curve is not None:
         try:
             curve = load_curve(args.curve, names, set(filter(None, args.labels.split(","))) or None, parse_ints(args.ks))
@@ -254,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         out.mkdir(parents=True, exist_ok=True)
 
     # one build per distinct source: (workload, column) -> digest; naive first, then --run, then the curve
-    files = pattern_files(names, columns)
+    files = pattern_files(names, columns, dirs)
     if curve is not None:
         files.update({(n, col): curve["files"][(n, col)] for n in names for col in curve_cols if (n, col) in curve["files"]})
         files = {key: files[key] for n in names for key in files if key[0] == n}
@@ -271,9 +310,14 @@ def main(argv: list[str] | None = None) -> int:
             print(n, len({h for (m, h) in sources if m == n}), per_run)
         print(f"{len(sources)} distinct kernels over {len(names)} workloads")
         return 0
+    import torch
+
+    if not torch.cuda.is_available():
+        print("materialized_bench.py: no CUDA GPU visible here: it builds and times kernels on a GPU "
+              "(use --dry-run to list them)", file=sys.stderr)
+        return 2
     sink = open(out / "materialized_bench.log", "w") if out else None  # noqa: SIM115
     import corpus_bench as cb
-    import torch
 
     from klineage import load_workload
     from klineage.gates.cuda.runner import CudaRunner
@@ -300,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
             row["kernels"] = {h: {"check": NOT_TIMED} for _, h in keys}
         else:
             try:
-                wl = load_workload(root / n)
+                wl = load_workload(dirs[n])
                 bindings = wl.shape_set("bench")[0]
                 row["bench"] = bindings
                 bench = Bench(wl, bindings, device)

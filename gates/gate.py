@@ -40,8 +40,10 @@ def read_source(path: str | Path) -> str:
         raise SourceError(f"{p}:{line}: not UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start})") from None
 
 
-def check_parse(source: str, name: str) -> GateResult | None:
-    """Parse stage: a parse error or a missing `extern "C" launch` rejects before compiling."""
+def check_parse(source: str, name: str, workload: Workload | None = None) -> GateResult | None:
+    """Parse stage: a parse error, a missing `extern "C" launch`, or (given the workload) a
+    launcher whose parameters are not the workload's arguments and a stream rejects before
+    compiling."""
     from klineage.source.model import CudaSource
 
     try:
@@ -53,6 +55,13 @@ def check_parse(source: str, name: str) -> GateResult | None:
         return GateResult.reject(
             "parse", "parse_error", f'{name}: no extern "C" launch(...) launcher (found: {", ".join(names) or "none"})'
         )
+    if workload is not None:
+        from klineage.gates.signature import signature_problem
+
+        launcher = next(f for f in src.launchers if f.name == "launch")
+        problem = signature_problem(launcher, workload)
+        if problem is not None:
+            return GateResult.reject("parse", "parse_error", f"{name}:{launcher.line}: {problem}")
     return None
 
 
@@ -100,7 +109,7 @@ def gate(
     if wl.source_dir is None:
         raise KLineageError(f"workload '{wl.name}' has no folder: the gate's child process loads it from workload.py")
 
-    early = check_parse(text, name)
+    early = check_parse(text, name, wl)
     if early is not None:
         early.backend = options.backend
         early.elapsed_s = time.perf_counter() - t0
@@ -180,7 +189,7 @@ def _run_stages(text: str, name: str, wl: Workload, options: GateOptions, backen
         if classified is None:
             sig = child.signal_name or f"exit code {child.returncode}"
             tail = [ln for ln in child.stderr.splitlines() if ln.strip()][-1:]
-            classified = ("crash", f"{name}: the kernel process died ({sig}){': ' + tail[0] if tail else ''}")
+            classified = ("crash", f"{name}: {cache.UNEXPLAINED_DEATH} ({sig}){': ' + tail[0] if tail else ''}")
         category, message = classified
         return GateResult.reject("run", category, _map_file(message, name), resources=resources)
     r = child.result

@@ -5,12 +5,17 @@ then two launches, each with outputs and scratch poisoned by a different byte pa
 `emu`, under a different thread schedule). Afterwards: inputs must be bit-identical to before,
 no output element may still hold its poison in both launches, the two launches must agree bit
 for bit (unless the workload tolerates nondeterminism), and the outputs must match the reference
-within the per-dtype tolerance. This code runs inside the gate's child process.
+within the per-dtype tolerance. Each launch has buffers of its own (so the second gets the same
+values at new addresses); then the last launch's inputs are refilled in place with new values
+and it runs once more (same addresses, new values), so a result kept from an earlier call and
+keyed by an input pointer is caught on every run, whatever the allocator does. This code runs
+inside the gate's child process.
 """
 
 from __future__ import annotations
 
 import ctypes
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -20,7 +25,7 @@ from typing import Any, Protocol
 import torch
 
 from klineage.gates.result import ShapeCheck
-from klineage.workload import Scalar, Tensor, Tolerance, Workload
+from klineage.workload import Scalar, Tensor, Tolerance, Workload, eval_dim
 
 #: Byte patterns written over outputs and scratch before the first and second launch. 0xFF is a
 #: NaN in every float format and -1 in integers; 0x5A gives a finite value, so a kernel that
@@ -191,8 +196,10 @@ def first_index(mask: torch.Tensor, shape: Sequence[int]) -> list[int]:
     return list(reversed(idx))
 
 
-def compare(got: torch.Tensor, want: torch.Tensor, tol: Tolerance) -> tuple[bool, float, float, list[int] | None]:
-    """(ok, max_abs, max_rel, first bad index). NaN in `got` never passes.
+def compare(got: torch.Tensor, want: torch.Tensor, tol: Tolerance,
+            allowance: torch.Tensor | None = None) -> tuple[bool, float, float, list[int] | None]:
+    """(ok, max_abs, max_rel, first bad index). NaN in `got` never passes. `allowance` (same
+    shape as `want`) widens the elementwise bound: the accumulation term of `accumulation_allowance`.
 
     In float64 where the tensors are (on the GPU: no copy of big outputs to the host); the
     element-wise rule uses only correctly rounded IEEE operations and exact maxima, so the
@@ -221,10 +228,49 @@ def compare(got: torch.Tensor, want: torch.Tensor, tol: Tolerance) -> tuple[bool
             bad = diff == diff.max()
         return ok, max_abs, fro, (first_index(bad, shape) if not ok else None)
     inf_match = torch.isinf(g) & torch.isinf(w) & (torch.sign(g) == torch.sign(w))
-    bad = nan | (~inf_match & ~(diff <= tol.atol + tol.rtol * w.abs()))
+    bound = tol.atol + tol.rtol * w.abs()
+    if allowance is not None:
+        bound = bound + allowance.detach().to(w.device, torch.float64).reshape(w.shape)
+    bad = nan | (~inf_match & ~(diff <= bound))
     if bool(bad.any()):
         return False, max_abs, max_rel, first_index(bad, shape)
     return True, max_abs, max_rel, None
+
+
+#: lambda of the probabilistic rounding bound lambda * sqrt(n) * u * sum|x| (Higham and Mary, 2019):
+#: rounding errors of a sum in any order stay within it except with a probability that falls as
+#: exp(-lambda^2 / 2); the worst-case n * u * sum|x| would let a kernel off by a percent pass.
+ACCUMULATION_LAMBDA = 4.0
+
+
+def accumulation_allowance(workload: Workload, t: Tensor, inputs: Mapping[str, Any], bindings: Mapping[str, int],
+                           length: int | None = None) -> torch.Tensor | None:
+    """lambda * sqrt(length) * u * S for output `t` (see Tolerance): S is the reference on the
+    inputs' absolute values, u the unit roundoff of `t`'s dtype. `length` defaults to the tolerance's own; None
+    when `t` is not a float or the reference does not take absolute values."""
+    if not t.torch_dtype.is_floating_point:
+        return None
+    if length is None:
+        tol = workload.tolerance_for(t)
+        if tol.metric != "accumulation" or tol.length is None:
+            return None
+        length = int(eval_dim(tol.length, bindings))
+    magnitudes = {k: (v.abs() if isinstance(v, torch.Tensor) and v.dtype.is_floating_point else v)
+                  for k, v in inputs.items()}
+    try:
+        s = workload.run_reference(magnitudes)[t.name]
+    except Exception:  # a reference undefined on magnitudes: no accumulation term
+        return None
+    u = torch.finfo(t.torch_dtype).eps / 2
+    return s.detach().to("cpu", torch.float64).abs() * (ACCUMULATION_LAMBDA * math.sqrt(length) * u)
+
+
+def reduced_length(workload: Workload, t: Tensor, bindings: Mapping[str, int]) -> int | None:
+    """How many input elements each element of `t` could sum, when `t` is smaller than an input
+    (a reduction-shaped output); None otherwise."""
+    out_n = math.prod(workload.tensor_shape(t, bindings))
+    in_n = max((math.prod(workload.tensor_shape(a, bindings)) for a in workload.tensors if a.role == "in"), default=0)
+    return in_n // out_n if out_n and in_n > out_n else None
 
 
 def check_workload(
@@ -246,6 +292,89 @@ def check_workload(
     return Verdict("ok", f"{len(bindings_list)} shapes x {len(seeds)} seeds x {len(runner.schedules)} runs", checks)
 
 
+#: Added to the seed for the value set written in place before the last launch of a shape.
+REFILL_SEED_OFFSET = 0x5EED
+
+
+class LaunchRejected(Exception):
+    """Raised by a Runner's `launch` when the launch itself broke a rule the runner can see (emu:
+    a kernel launched on another stream than the launcher's argument: `side_stream`)."""
+
+    def __init__(self, category: str, message: str) -> None:
+        super().__init__(message)
+        self.category = category
+        self.message = message
+
+
+@dataclass
+class _Launch:
+    """The buffers of one launch: every tensor guarded, inputs and outputs by name."""
+
+    values: list[Any]
+    guards: dict[str, Guarded]
+    inputs: dict[str, torch.Tensor]
+    produced: dict[str, torch.Tensor]
+
+
+def _allocate(workload: Workload, bindings: dict[str, int], inputs: Mapping[str, Any], pattern: int,
+              device: torch.device) -> _Launch:
+    """Fresh guarded buffers: read tensors hold `inputs`, the others the poison `pattern`."""
+    launch = _Launch([], {}, {}, {})
+    for a in workload.args:
+        if isinstance(a, Scalar):
+            launch.values.append(inputs[a.name])
+            continue
+        shape = workload.tensor_shape(a, bindings)
+        if a.is_read:
+            g = guarded(shape, a.torch_dtype, device, data=inputs[a.name])
+        else:
+            g = guarded(shape, a.torch_dtype, device, pattern=pattern)
+        launch.guards[a.name] = g
+        if a.role == "in":
+            launch.inputs[a.name] = g.tensor
+        elif a.role in ("out", "inout"):
+            launch.produced[a.name] = g.tensor
+        launch.values.append(g.tensor)
+    return launch
+
+
+def _refill(workload: Workload, launch: _Launch, inputs: Mapping[str, Any], pattern: int) -> None:
+    """New values into the same buffers (same addresses): read tensors get `inputs`, the others
+    the poison `pattern`; guard zones stay as they were."""
+    for a in workload.tensors:
+        t = launch.guards[a.name].tensor
+        if a.is_read:
+            t.copy_(inputs[a.name])
+        elif t.numel():
+            t.view(torch.uint8).fill_(pattern)
+
+
+def _run(workload: Workload, runner: Runner, launch: _Launch, schedule: int, inputs: Mapping[str, Any],
+         bindings: dict[str, int], seed: int, what: str, checks: list[ShapeCheck]) -> Verdict | None:
+    """One launch, then the checks that need no second run: a launch rule the runner saw, writes
+    outside a tensor, inputs changed."""
+    try:
+        runner.launch(launch.values, schedule)
+    except LaunchRejected as e:
+        checks.append(ShapeCheck(bindings, seed, "", False, note=e.category))
+        return Verdict(e.category, f"{e.message} ({what})", checks)
+    for name, g in launch.guards.items():
+        breach = g.breach()
+        if breach:
+            checks.append(ShapeCheck(bindings, seed, name, False, note="out of bounds"))
+            return Verdict("out_of_bounds", f"the kernel wrote to '{name}' at {breach} ({what})", checks)
+    for name, t in launch.inputs.items():
+        before = inputs[name]
+        if same_bytes(t, before):
+            continue
+        changed = ~(_bytes_per_element(t) == _bytes_per_element(before)).all(dim=1)
+        if bool(changed.any()):
+            idx = first_index(changed.cpu(), list(t.shape))
+            checks.append(ShapeCheck(bindings, seed, name, False, first_bad_index=idx, note="input mutated"))
+            return Verdict("input_mutated", f"input '{name}' was written by the kernel at index {idx} ({what})", checks)
+    return None
+
+
 def _check_one(
     workload: Workload,
     runner: Runner,
@@ -254,48 +383,23 @@ def _check_one(
     device: torch.device,
     checks: list[ShapeCheck],
 ) -> Verdict | None:
+    """The launches of one (shape, seed): one per schedule, each in buffers of its own (every
+    launch's buffers stay alive, so the same values arrive at new addresses), then one more in
+    the last launch's buffers refilled with new values (same addresses). A kernel that returns a
+    result kept from an earlier call, keyed by an input pointer, fails the last comparison
+    whatever addresses the allocator hands out."""
     where = f"shape {bindings} seed {seed}"
     generated = host_inputs(workload, bindings, seed)
     dev_inputs = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in generated.items()}
     expected = workload.run_reference(dev_inputs)
-    runs: list[dict[str, torch.Tensor]] = []
+    launches: list[_Launch] = []
     for run, (schedule, pattern) in enumerate(zip(runner.schedules, POISONS, strict=False)):
-        values: list[Any] = []
-        live_inputs: dict[str, torch.Tensor] = {}
-        produced: dict[str, torch.Tensor] = {}
-        guards: dict[str, Guarded] = {}
-        for a in workload.args:
-            if isinstance(a, Scalar):
-                values.append(dev_inputs[a.name])
-                continue
-            shape = workload.tensor_shape(a, bindings)
-            if a.is_read:
-                g = guarded(shape, a.torch_dtype, device, data=dev_inputs[a.name])
-            else:
-                g = guarded(shape, a.torch_dtype, device, pattern=pattern)
-            guards[a.name] = g
-            t = g.tensor
-            if a.role == "in":
-                live_inputs[a.name] = t
-            elif a.role in ("out", "inout"):
-                produced[a.name] = t
-            values.append(t)
-        runner.launch(values, schedule)
-        for name, g in guards.items():
-            breach = g.breach()
-            if breach:
-                checks.append(ShapeCheck(bindings, seed, name, False, note="out of bounds"))
-                return Verdict("out_of_bounds", f"the kernel wrote to '{name}' at {breach} ({where}, run {run})", checks)
-        for name, t in live_inputs.items():
-            before = dev_inputs[name]
-            if same_bytes(t, before):
-                continue
-            changed = ~(_bytes_per_element(t) == _bytes_per_element(before)).all(dim=1)
-            if bool(changed.any()):
-                idx = first_index(changed.cpu(), list(t.shape))
-                checks.append(ShapeCheck(bindings, seed, name, False, first_bad_index=idx, note="input mutated"))
-                return Verdict("input_mutated", f"input '{name}' was written by the kernel at index {idx} ({where}, run {run})", checks)
-        runs.append(produced)
+        launch = _allocate(workload, bindings, dev_inputs, pattern, device)
+        bad = _run(workload, runner, launch, schedule, dev_inputs, bindings, seed, f"{where}, run {run}", checks)
+        if bad is not None:
+            return bad
+        launches.append(launch)
+    runs = [launch.produced for launch in launches]
 
     outs = workload.outputs
     for t in outs:
@@ -329,23 +433,75 @@ def _check_one(
                 checks,
             )
     for t in outs:
-        tol = workload.tolerance_for(t)
         for run, produced in enumerate(runs):
-            ok, max_abs, max_rel, idx = compare(produced[t.name], expected[t.name], tol)
-            check = ShapeCheck(bindings, seed, t.name, ok, max_abs, max_rel, idx)
-            if not ok:
-                checks.append(check)
-                got = _elem(produced[t.name], idx) if idx else "?"
-                want = _elem(expected[t.name].reshape(produced[t.name].shape), idx) if idx else "?"
-                return Verdict(
-                    "mismatch",
-                    f"output '{t.name}' wrong at index {idx}: got {got}, expected {want} "
-                    f"(max abs err {max_abs:.3g}, max rel err {max_rel:.3g}; atol {tol.atol:g}, rtol {tol.rtol:g}; {where}, run {run})",
-                    checks,
-                )
+            bad, check = _mismatch(workload, t, produced[t.name], expected[t.name], dev_inputs, bindings, seed,
+                                   f"{where}, run {run}", checks)
+            if bad is not None:
+                return bad
             if run == 0:
                 checks.append(check)
+
+    refill_inputs = {k: (v.to(device) if isinstance(v, torch.Tensor) else v)
+                     for k, v in host_inputs(workload, bindings, seed + REFILL_SEED_OFFSET).items()}
+    refill_expected = workload.run_reference(refill_inputs)
+    last = launches[-1]
+    _refill(workload, last, refill_inputs, POISONS[0])
+    what = f"{where}, inputs refilled in place with new values"
+    bad = _run(workload, runner, last, runner.schedules[0], refill_inputs, bindings, seed, what, checks)
+    if bad is not None:
+        return bad
+    for t in outs:
+        bad, _ = _mismatch(workload, t, last.produced[t.name], refill_expected[t.name], refill_inputs, bindings, seed,
+                           what + " at the same addresses", checks,
+                           hint="; the kernel returned a result kept from an earlier call (keyed by input pointer?)")
+        if bad is not None:
+            return bad
     return None
+
+
+def _mismatch(workload: Workload, t: Tensor, got: torch.Tensor, want: torch.Tensor, inputs: Mapping[str, Any],
+              bindings: dict[str, int], seed: int, what: str, checks: list[ShapeCheck],
+              hint: str = "") -> tuple[Verdict | None, ShapeCheck]:
+    """Compare one output with the reference: (a `mismatch` verdict or None, the check)."""
+    tol = workload.tolerance_for(t)
+    allowance = accumulation_allowance(workload, t, inputs, bindings)
+    ok, max_abs, max_rel, idx = compare(got, want, tol, allowance)
+    check = ShapeCheck(bindings, seed, t.name, ok, max_abs, max_rel, idx)
+    if ok:
+        return None, check
+    checks.append(check)
+    nans = torch.isnan(got) if got.dtype.is_floating_point else None
+    if nans is not None and bool(nans.any()):
+        first = first_index(nans.cpu(), list(got.shape))
+        return Verdict(
+            "mismatch",
+            f"output '{t.name}': NaN in output at index {first} ({int(nans.sum())} of {got.numel()} elements NaN, "
+            f"expected {_elem(want.reshape(got.shape), first)}; {what}){hint}",
+            checks,
+        ), check
+    g = _elem(got, idx) if idx else "?"
+    w = _elem(want.reshape(got.shape), idx) if idx else "?"
+    bound = f"atol {tol.atol:g}, rtol {tol.rtol:g}" + (f", accumulation over {tol.length}" if allowance is not None else "")
+    return Verdict(
+        "mismatch",
+        f"output '{t.name}' wrong at index {idx}: got {g}, expected {w} "
+        f"(max abs err {max_abs:.3g}, max rel err {max_rel:.3g}; {bound}; {what})"
+        f"{_accumulation_hint(workload, t, got, want, inputs, bindings, allowance)}{hint}",
+        checks,
+    ), check
+
+
+def _accumulation_hint(workload: Workload, t: Tensor, got: torch.Tensor, want: torch.Tensor,
+                       inputs: Mapping[str, Any], bindings: dict[str, int], allowance: torch.Tensor | None) -> str:
+    """Words for a reduction-shaped output that fails only by the rounding a sum may gather."""
+    if allowance is not None or workload.tolerance_for(t).metric != "elementwise":
+        return ""
+    n = reduced_length(workload, t, bindings)
+    extra = accumulation_allowance(workload, t, inputs, bindings, length=n) if n else None
+    if extra is None or not compare(got, want, workload.tolerance_for(t), extra)[0]:
+        return ""
+    return (f"; every error is within the rounding of a sum of {n} terms in another order (4*sqrt(n)*u*sum|x|): if the "
+            f"kernel may choose its summation order, declare Tolerance.accumulation(...) for '{t.name}' in the workload")
 
 
 def _elem(t: torch.Tensor, idx: Sequence[int]) -> str:

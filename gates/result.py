@@ -24,6 +24,41 @@ VERDICT_CATEGORIES = (
 STAGES = ("parse", "compile", "run", "correctness", "profile", "done")
 
 
+def instance_key(name: str) -> str:
+    """A kernel instantiation's name without return type, namespaces and parameters, so that
+    ptxas's demangled `void (anonymous namespace)::k<32, false>(float const*, int)` and the
+    emulator's `{anonymous}::k<32, false>` are both `k<32, false>`."""
+    name = name.replace("(anonymous namespace)::", "").replace("{anonymous}::", "").strip()
+    depth, cut = 0, len(name)
+    for i, ch in enumerate(name):  # the parameter list: the first '(' outside template brackets
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "(" and depth == 0 and i > 0:
+            cut = i
+            break
+    head = name[:cut].strip()
+    depth, start = 0, 0
+    for i, ch in enumerate(head):  # the return type and namespaces: what precedes the last top-level ' ' or '::'
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif depth == 0 and (ch == " " or (ch == ":" and head[i - 1 : i + 1] == "::")):
+            start = i + 1
+    return head[start:]
+
+
+def launched_resources(result: dict[str, Any]) -> dict[str, Any]:
+    """The resources of the kernel instantiations a gate run launched (the emu backend records
+    them in `profile["launched"]`); all of them when the run recorded none, or none matched."""
+    res = result.get("resources") or {}
+    launched = {instance_key(n) for n in (result.get("profile") or {}).get("launched") or []}
+    picked = {k: v for k, v in res.items() if instance_key(k) in launched}
+    return picked or res
+
+
 @dataclass
 class Resources:
     """Per-kernel resources from `ptxas -v`."""

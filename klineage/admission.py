@@ -15,6 +15,11 @@ from typing import Any
 from klineage.store.db import Store
 from klineage.store.skills import get_skill, set_verification
 
+#: Where admissions live, for a store that has none (skills list, report).
+ADMISSIONS_NOTE = ("No skill admitted in {db}: a skill is admitted when `klineage heldout`, `klineage materialize` or "
+                   "`klineage skills verify` keeps it on a workload it was not mined from, recorded in the store that "
+                   "run used (its --db); run one of them with --db {db}.")
+
 
 def record_admissions(store: Store, result: Any) -> list[str]:
     """Update the skills a MaterializeResult kept; returns the ids newly admitted."""

@@ -26,11 +26,12 @@ app = typer.Typer(
     help="Mine verified CUDA optimization skills from expert kernels and apply them to new ones.",
 )
 out = Console()
+out.soft_wrap = not out.is_terminal  # piped to a file: whole lines, never wrapped at 80 columns
 err = Console(stderr=True, soft_wrap=True)  # messages stay one line, whatever the width
 
 
-def emit_json(doc: object) -> None:
-    sys.stdout.write(json.dumps(doc, indent=1, default=str) + "\n")
+def emit_json(doc: object, sort_keys: bool = False) -> None:
+    sys.stdout.write(json.dumps(doc, indent=1, default=str, sort_keys=sort_keys) + "\n")
 
 
 @app.command()
@@ -108,8 +109,7 @@ def gate_cmd(
         if not as_json:
             _print_result(k, r)
     if as_json:
-        docs = [{"kernel": str(k), **r.to_dict()} for k, r in results]
-        emit_json(docs[0] if len(docs) == 1 else docs)
+        emit_json([{"kernel": str(k), **r.to_dict()} for k, r in results])  # a list, one kernel or many
     if not all(r.accepted for _, r in results):
         raise typer.Exit(1)
 
@@ -212,13 +212,14 @@ app.add_typer(skills_app, name="skills")
 @skills_app.command("list")
 def skills_list(db: DbOption = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """The skills in the store."""
-    from klineage.skills import load_skills
+    from klineage.export import reading_store
+    from klineage.skills import load_skills, roundtrip_failed
     from klineage.store.db import Store
 
-    with Store(db, read_only=True) as store:
+    with Store(reading_store(db), read_only=True) as store:
         skills = load_skills(store)
     if as_json:
-        emit_json([s.to_dict() for s in skills])
+        emit_json([s.to_dict() for s in skills], sort_keys=True)  # byte-identical whatever the merge order
         return
     table = Table(title=f"{len(skills)} skills")
     for col in ("skill", "category", "workloads", "roundtrip", "effect (GPU speedup, else resources)", "admitted"):
@@ -233,8 +234,18 @@ def skills_list(db: DbOption = None, as_json: Annotated[bool, typer.Option("--js
         rts = [r.get("ok") for r in s.verification.get("roundtrips", [])]
         eff = "; ".join(f"{w}: {_effect(e)}" for w, e in s.effects.get("per_workload", {}).items())
         table.add_row(s.skill_id, category, ", ".join(s.scope.get("workloads", [])),
-                      f"{sum(bool(r) for r in rts)}/{len(rts)}", eff[:80], "yes" if s.admitted else "no")
+                      f"{sum(bool(r) for r in rts)}/{len(rts)}"
+                      + (" failed: evidence, not offered" if roundtrip_failed(s) else ""),
+                      eff[:80], "yes" if s.admitted else "no")
     out.print(table)
+    held = sum(roundtrip_failed(s) for s in skills)
+    if held:
+        out.print(f"{held} skill(s) whose every roundtrip failed are kept as evidence: the materializer does not offer "
+                  "them unless given --include-unverified", highlight=False)
+    if skills and not any(s.admitted for s in skills):
+        from klineage.admission import ADMISSIONS_NOTE
+
+        out.print(ADMISSIONS_NOTE.format(db=store.path), highlight=False)
 
 
 def _effect(e: dict) -> str:
@@ -252,15 +263,16 @@ def _nonzero(res: object) -> str:
 def skills_show(skill_id: str, db: DbOption = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """One skill: its card, with evidence."""
     from klineage.cards import to_markdown
+    from klineage.export import reading_store
     from klineage.skills import load_skills
     from klineage.store.db import Store
 
-    with Store(db, read_only=True) as store:
+    with Store(reading_store(db), read_only=True) as store:
         found = [s for s in load_skills(store) if s.skill_id == skill_id]
     if not found:
         raise KLineageError(f"no skill '{skill_id}' in the store")
     if as_json:
-        emit_json(found[0].to_dict())
+        emit_json(found[0].to_dict(), sort_keys=True)
     else:
         sys.stdout.write(to_markdown(found[0]))
 
@@ -296,9 +308,10 @@ def report(
     output: Annotated[Path, typer.Option("--out", help="The HTML file to write.")] = Path("report.html"),
 ) -> None:
     """One self-contained HTML page: lineages drawn, skill cards with evidence, materialization traces."""
+    from klineage.export import reading_store
     from klineage.report import write_report
 
-    path = write_report(db, output)
+    path = write_report(reading_store(db), output)
     out.print(f"wrote {path.resolve()}", highlight=False)
 
 
@@ -606,12 +619,15 @@ def materialize_cmd(
     measured: Annotated[list[Path] | None, typer.Option(
         "--measured", help="emu: GPU times of kernels (benchmarks/materialized_bench.py JSON, repeatable) for the "
                            "judge: faster by more than the spread, and alternative skills gated side by side.")] = None,
+    include_unverified: Annotated[bool, typer.Option(
+        "--include-unverified", help="Also offer skills whose every roundtrip failed (kept as evidence otherwise).")] = False,
 ) -> None:
     """Apply mined skills to a workload's kernel in curriculum order, each candidate gated, within a budget."""
     from klineage.materialize.command import MaterializeArgs, run
 
     args = MaterializeArgs(workload_dir, start, budget, provider, skills, order, seed, backend, db, out_dir, model,
-                           max_cost, base_url, ncu, timeout, as_json, measured or None, llm_timeout)
+                           max_cost, base_url, ncu, timeout, as_json, measured or None, llm_timeout,
+                           include_unverified)
     rc = run(args, out, err)
     if rc:
         raise typer.Exit(rc)
@@ -631,6 +647,8 @@ def heldout_cmd(
     timeout: Annotated[float, typer.Option(help="Seconds allowed per gate stage.")] = 120.0,
     jobs: Annotated[int, typer.Option("--jobs", min=1, help="Instances materialized at once (builds run in parallel; "
                                       "GPU runs still take turns).")] = 1,
+    include_unverified: Annotated[bool, typer.Option(
+        "--include-unverified", help="Also offer skills whose every roundtrip failed (kept as evidence otherwise).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
 ) -> None:
     """Materialize every held-out instance with the shipped skills; gate, speedup and copy check (exit 1 below the bar)."""
@@ -642,11 +660,11 @@ def heldout_cmd(
                            backend=backend, db=db, out=out_dir, timeout_s=timeout, as_json=as_json)
     check_args(args)
     build_provider(args)  # a missing API key stops here, before any gating
-    store, skill_list = open_skills(args)
+    store, skill_list = open_skills(args, err)  # says where a store it built is
     try:
         rep = run_heldout(skill_list, lambda: build_provider(args), backend=backend, budget=budget, skills_mode=skills,
                           order=order, seed=seed, names=only, out_dir=out_dir, store=store, timeout_s=timeout,
-                          jobs=jobs, progress=None if as_json else lambda r: err.print(r.progress_line(), highlight=False))
+                          jobs=jobs, include_unverified=include_unverified, progress=None if as_json else lambda r: err.print(r.progress_line(), highlight=False))
     finally:
         store.close()
     if as_json:

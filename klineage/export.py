@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from klineage.cards import CardError, from_json, from_markdown, to_json, to_markdown
@@ -71,6 +72,52 @@ def shipped_store(db: Path, export_dir: Path | None = None) -> Path:
             with Store(db) as store:
                 upsert(store, skills)
     return db
+
+
+def _shipped_paths() -> tuple[Path, Path | None]:
+    """(the repository's skills export, the store it is built into under $KLINEAGE_HOME, or None
+    without an export). One store per export content: an updated export is a new store."""
+    import hashlib
+
+    from klineage.paths import home, repo_root
+
+    jsonl = repo_root() / "skills_db" / "skills.jsonl"
+    if not jsonl.is_file():
+        return jsonl, None
+    digest = hashlib.sha256(jsonl.read_bytes()).hexdigest()[:16]
+    return jsonl, home() / "shipped" / f"skills-{digest}.duckdb"
+
+
+def reading_store(db: Path | None) -> Path | None:
+    """The store a reading command (skills list/show, report) opens without --db: the default
+    store when it exists, else the shipped store a `materialize` or `heldout` without --db built
+    under $KLINEAGE_HOME (and recorded its admissions in), else the default (which says it is
+    missing)."""
+    if db is not None or os.environ.get("KLINEAGE_DB"):
+        return db
+    from klineage.store.db import default_db_path
+
+    if default_db_path().exists():
+        return db
+    _, built = _shipped_paths()
+    return built if built is not None and built.exists() else db
+
+
+def shipped_store_in_home() -> tuple[Path | None, Path]:
+    """(the repository's shipped skills built into a store under $KLINEAGE_HOME, or None when the
+    export is missing, the export's path); a used one is reused."""
+    jsonl, db = _shipped_paths()
+    if db is None:
+        return None, jsonl
+    if not db.exists():
+        db.parent.mkdir(parents=True, exist_ok=True)
+        staging = db.with_suffix(f".{os.getpid()}.tmp")
+        staging.unlink(missing_ok=True)
+        shipped_store(staging)
+        if not staging.exists():
+            return None, jsonl
+        os.replace(staging, db)
+    return db, jsonl
 
 
 def read_cards(paths: list[Path]) -> list[Skill]:

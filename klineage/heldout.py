@@ -176,6 +176,7 @@ def run_heldout(
     timeout_s: float = 120.0,
     progress: Callable[[InstanceResult], None] | None = None,
     jobs: int = 1,
+    include_unverified: bool = False,
 ) -> HeldoutReport:
     """Materialize every (or every named) instance from its naive kernel; gate and copy-check each."""
     from klineage.gates.backend import GateOptions
@@ -195,7 +196,7 @@ def run_heldout(
         wl = load_workload(root / name)
         provider = make_provider()
         opts = MaterializeOptions(backend=backend, skills_mode=skills_mode, order=order, seed=seed,
-                                  out_dir=base / name, store=store,
+                                  out_dir=base / name, store=store, include_unverified=include_unverified,
                                   gate_options=GateOptions(backend=backend, timeout_s=timeout_s))
         try:
             res = materialize(wl, (root / name / "naive.cu").read_text(), skills, provider, budget, opts)

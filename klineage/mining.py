@@ -69,6 +69,7 @@ def mine_corpus(
     folders = find_workloads(dirs)
     workloads = {f: load_workload(f) for f in folders}  # bad workload.py: one clear error before any work
     store = Store(db)
+    runs.interrupt_stale_mining_runs(store)  # a run killed with -9 left its row `running`
     run_id = uuid.uuid4().hex[:12]
     args = {"dirs": [str(d) for d in dirs], "backend": backend, "max_steps": max_steps, "workers": workers, "beam": beam,
             "executor": executor if isinstance(executor, str) else executor.name}

@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from klineage.deopt.registry import get_operator
+from klineage.gates.result import launched_resources
 from klineage.store import lineage as lineage_rows
 from klineage.store.db import Store
 from klineage.store.skill_record import Skill
@@ -23,13 +24,36 @@ __all__ = ["Skill", "extract_skills", "load_skills", "merge", "resource_delta", 
 RESOURCE_FIELDS = ("registers", "shared_bytes", "spill_stores", "spill_loads", "stack_bytes", "barriers")
 
 
+def roundtrip_failed(skill: Skill) -> bool:
+    """Whether every roundtrip that was tried failed: the mined step could not be re-derived
+    forward where it was found, so the skill is evidence, not a skill the materializer offers
+    (unless asked: --include-unverified). A skill with no roundtrip tried is not judged here."""
+    oks = [r.get("ok") for r in skill.verification.get("roundtrips", [])]
+    return any(ok is False for ok in oks) and not any(ok is True for ok in oks)
+
+
+def offered(skills: list[Skill], include_unverified: bool = False) -> tuple[list[Skill], list[tuple[str, str]]]:
+    """(the skills the materializer may apply, (skill_id, reason) for those it keeps back)."""
+    keep: list[Skill] = []
+    held: list[tuple[str, str]] = []
+    for s in skills:
+        if roundtrip_failed(s) and not include_unverified:
+            n = len(s.verification.get("roundtrips", []))
+            held.append((s.skill_id, f"roundtrip failed in {n} of {n} lineages: evidence, not a skill "
+                                     "(--include-unverified to try it)"))
+        else:
+            keep.append(s)
+    return keep, held
+
+
 def skill_id_for(operator: str, preconditions: list[dict[str, Any]]) -> str:
     holding = sorted(p["name"] for p in preconditions if p.get("holds"))
     return f"{operator.replace(':', '-')}-{hashlib.sha1(json.dumps(holding).encode()).hexdigest()[:6]}"
 
 
 def resource_delta(optimized: dict[str, Any], simpler: dict[str, Any]) -> dict[str, int]:
-    """Totals over kernels: optimized minus simplified (what the optimization costs or saves)."""
+    """Totals over the given kernels (the instantiations launched, `launched_resources`):
+    optimized minus simplified (what the optimization costs or saves)."""
     def total(res: dict[str, Any], f: str) -> int:
         return sum(int(r.get(f, 0)) for r in res.values())
 
@@ -87,7 +111,11 @@ def extract_skills(store: Store, wl: Workload) -> list[Skill]:
         device = (optimized or {}).get("device", "unknown")
         effect: dict[str, Any] = {"resources": "unmeasured", "time_ratio": "unmeasured", "device": device}
         if optimized and simpler and optimized.get("resources") and simpler.get("resources"):
-            effect["resources"] = resource_delta(optimized["resources"], simpler["resources"])
+            # only the instantiations the launches used: a size dispatch compiles many, runs one
+            used = launched_resources(optimized)
+            effect["resources"] = resource_delta(used, launched_resources(simpler))
+            if len(used) < len(optimized["resources"]):
+                effect["instantiations"] = sorted(used)
         t_opt = (optimized or {}).get("timing") or {}
         t_simple = (simpler or {}).get("timing") or {}
         if t_opt.get("median_ms") and t_simple.get("median_ms"):

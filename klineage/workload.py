@@ -40,16 +40,35 @@ SCALAR_DTYPES = ("int32", "int64", "float32", "float64")
 ROLES = ("in", "out", "inout", "scratch")
 SHAPE_SETS = ("test", "emu", "bench")
 FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
+Dim = int | str
 
 
 @dataclass(frozen=True)
 class Tolerance:
     """Pass when |got - want| <= atol + rtol * |want| elementwise (`elementwise`), or when
-    ||got - want||_F <= rtol * ||want||_F (`frobenius`, for long dot products such as GEMM)."""
+    ||got - want||_F <= rtol * ||want||_F (`frobenius`, for long dot products such as GEMM).
+
+    `accumulation` (give `length`, the reduced length: a symbol or arithmetic on symbols) adds
+    the rounding a sum of `length` terms may gather in any order, elementwise:
+    |got - want| <= atol + rtol * |want| + 4 * sqrt(length) * u * S, where u is the unit roundoff
+    of the output's dtype (fp32: 2**-24) and S is the reference evaluated on the absolute values
+    of the inputs (for a sum, the sum of magnitudes; for a dot product, sum |x_i * w_i|): the
+    probabilistic bound of Higham and Mary (2019). Use it for outputs that sum many terms in an
+    order the kernel is free to choose (row sums, norms).
+    """
 
     atol: float
     rtol: float
     metric: str = "elementwise"
+    length: Dim | None = None
+
+    @classmethod
+    def accumulation(cls, length: Dim, atol: float = 1e-5, rtol: float = 1.3e-6) -> Tolerance:
+        """The accumulation-aware bound for outputs that each sum `length` terms."""
+        return cls(atol, rtol, "accumulation", length)
+
+
+METRICS = ("elementwise", "frobenius", "accumulation")
 
 
 #: Defaults follow torch.testing.assert_close for each dtype; integers and bool are exact.
@@ -66,7 +85,6 @@ DEFAULT_TOLERANCES: dict[str, Tolerance] = {
 }
 
 InitFn = Callable[[tuple[int, ...], torch.dtype, torch.Generator], torch.Tensor]
-Dim = int | str
 
 
 @dataclass(frozen=True)
@@ -345,7 +363,25 @@ class Workload:
                 out.append(f"tolerance for unknown dtype '{dt}'")
             elif not isinstance(tol, Tolerance):
                 out.append(f"tolerance for '{dt}' must be a Tolerance")
+        tols = [(f"tolerance for '{dt}'", t) for dt, t in self.tolerances.items() if isinstance(t, Tolerance)]
+        tols += [(f"tensor '{t.name}' tolerance", t.tolerance) for t in self.tensors if t.tolerance is not None]
+        for what, tol in tols:
+            out += _tolerance_problems(what, tol, symbols)
         return out
+
+
+def _tolerance_problems(what: str, tol: Tolerance, symbols: set[str]) -> list[str]:
+    if tol.metric not in METRICS:
+        return [f"{what}: unknown metric '{tol.metric}' (known: {', '.join(METRICS)})"]
+    if tol.metric != "accumulation":
+        return []
+    if tol.length is None:
+        return [f"{what}: metric 'accumulation' needs length= (the reduced length, e.g. \"N\")"]
+    try:
+        unbound = sorted(symbols_of(tol.length) - symbols)
+    except SyntaxError:
+        return [f"{what}: bad length {tol.length!r}"]
+    return [f"{what}: length {tol.length!r} names {', '.join(unbound)}, not a shape symbol"] if unbound else []
 
 
 #: one user file imported at a time (mining loads workloads from several threads); re-entrant, so

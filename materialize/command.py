@@ -36,6 +36,9 @@ from klineage.skills import Skill, load_skills
 from klineage.store.db import Store, default_db_path
 from klineage.workload import load_workload
 
+#: The store keeps a run's budget in an INTEGER column (32 bits).
+MAX_BUDGET = 2**31 - 1
+
 
 @dataclass
 class MaterializeArgs:
@@ -57,6 +60,7 @@ class MaterializeArgs:
     as_json: bool = False
     measured: list[Path] | None = None  # materialized_bench.py JSON: GPU times for the judge of a CPU run
     llm_timeout_s: float | None = None  # seconds of silence allowed per LLM attempt (None: the client's default)
+    include_unverified: bool = False  # also offer skills whose every roundtrip failed
 
 
 def _check(args: MaterializeArgs) -> None:
@@ -69,8 +73,8 @@ def _check(args: MaterializeArgs) -> None:
         raise KLineageError(f"unknown --order '{args.order}' (known: {', '.join(ORDERS)})")
     if args.backend not in ("emu", "cuda"):
         raise KLineageError(f"unknown backend '{args.backend}' (known: emu, cuda)")
-    if args.budget < 1:
-        raise KLineageError("--budget must be at least 1")
+    if not 1 <= args.budget <= MAX_BUDGET:
+        raise KLineageError(f"--budget must be between 1 and {MAX_BUDGET} (got {args.budget})")
     if args.max_cost is not None and args.max_cost <= 0:
         raise KLineageError("--max-cost must be a positive amount in USD")
     if args.provider == "offline" and (args.model or args.max_cost is not None or args.base_url
@@ -90,20 +94,43 @@ def start_path(args: MaterializeArgs) -> Path:
     return path
 
 
-def open_skills(args: MaterializeArgs) -> tuple[Store, list[Skill]]:
-    db = args.db or default_db_path()
-    if args.db is None and args.skills == "all":
-        from klineage.export import shipped_store
+def open_skills(args: MaterializeArgs, note: Console | None = None) -> tuple[Store, list[Skill]]:
+    """The skill store: --db, else $KLINEAGE_DB or ./skills_db/skills.duckdb when it exists, else
+    the repository's shipped skills (skills_db/skills.jsonl) built into a store under
+    $KLINEAGE_HOME, never a new file in the working folder. `note` is told where it was built."""
+    if args.db is not None:
+        db = args.db
+        if args.skills == "all" and not db.exists():
+            raise KLineageError(f"{db}: no such skill store (given with --db; run `klineage mine --db {db}` first, "
+                                "or use --skills none)")
+    else:
+        db = default_db_path()
+        if not db.exists() and args.skills != "all":
+            db = _scratch_db()
+        elif not db.exists():
+            from klineage.export import shipped_store_in_home
 
-        db = shipped_store(db)  # a fresh clone has the text export, not the DuckDB file
-    if args.skills == "all" and not db.exists():
-        raise KLineageError(f"{db}: no skill store (run `klineage mine` first, give --db, or use --skills none)")
+            built, export = shipped_store_in_home()
+            if built is None:
+                raise KLineageError(f"{db}: no skill store, and no shipped skills ({export}) to build one from "
+                                    "(run `klineage mine` first, give --db, or use --skills none)")
+            if note is not None:
+                note.print(escape(f"skills: {db} not found; using the shipped skills of {export}, built into {built}"),
+                           highlight=False)
+            db = built
     store = Store(db)
     skills = load_skills(store) if args.skills == "all" else []
     if args.skills == "all" and not skills:
         store.close()
         raise KLineageError(f"{db}: the skill store is empty (run `klineage mine` first, or use --skills none)")
     return store, skills
+
+
+def _scratch_db() -> Path:
+    """Where a --skills none run without a store records its steps: under $KLINEAGE_HOME."""
+    from klineage.paths import home
+
+    return home() / "materialize" / "runs.duckdb"
 
 
 def build_provider(args: MaterializeArgs) -> Provider:
@@ -163,7 +190,7 @@ def run(args: MaterializeArgs, out: Console, err: Console) -> int:
         raise KLineageError(f"{start}: not UTF-8 text") from None
     provider = build_provider(args)  # a missing API key stops here, before any gating
     measured = read_measured(args.measured) if args.measured else None
-    store, skills = open_skills(args)
+    store, skills = open_skills(args, err)
     show = not args.as_json and err.is_terminal
 
     def progress(s: StepRecord) -> None:
@@ -179,7 +206,7 @@ def run(args: MaterializeArgs, out: Console, err: Console) -> int:
     options = MaterializeOptions(
         backend=args.backend, skills_mode=args.skills, order=args.order, seed=args.seed, out_dir=args.out, store=store,
         gate_options=GateOptions(backend=args.backend, timeout_s=args.timeout_s, ncu=args.ncu), progress=progress,
-        announce=announce, start_name=start.name, measured=measured,
+        announce=announce, start_name=start.name, measured=measured, include_unverified=args.include_unverified,
     )
     try:
         if spinner is not None:

@@ -45,7 +45,7 @@ from klineage.materialize.matching import MatchReport, Target, forward_sites, ma
 from klineage.materialize.measured import MeasuredTimes
 from klineage.materialize.providers.base import Move, ProposalRequest, Provider
 from klineage.materialize.record import RunRecorder, device_of, safe_name
-from klineage.skills import Skill
+from klineage.skills import Skill, offered
 from klineage.source.digest import source_hash
 from klineage.source.model import CudaSource
 from klineage.store.db import Store
@@ -71,6 +71,7 @@ class MaterializeOptions:
     start_name: str = "start.cu"
     measured: MeasuredTimes | None = None  # GPU times measured elsewhere: the judge's GPU rule on a CPU run
     tournament: bool | None = None  # gate alternative skills side by side; None: when the judge has times
+    include_unverified: bool = False  # also offer skills whose every roundtrip failed (klineage.skills.offered)
 
 
 @dataclass
@@ -223,7 +224,8 @@ class _Run:
         provider.set_recorder(self.rec.exchange)
         self.rec.start(provider.name, provider.model, opts.skills_mode, opts.order, budget, self.gopts.backend)
         self.max_proposals = opts.max_proposals or 3 * budget
-        self.run_skills = list(skills) if opts.skills_mode == "all" else []
+        self.run_skills, self.held_back = (offered(list(skills), opts.include_unverified) if opts.skills_mode == "all"
+                                           else ([], []))
         self.steps: list[StepRecord] = []
         self.skipped_at_start: list[tuple[str, str]] = []
         self.gated = 0
@@ -296,7 +298,7 @@ class _Run:
                                     self.opts.order, self.rng, self.line.applied_ops)
         moves = self.moves
         if not self.steps:
-            self.skipped_at_start = list(report.skipped)
+            self.skipped_at_start = self.held_back + list(report.skipped)
         open_moves = [m for m in moves if self.attempts[(self.line.epoch, self._memo(m))] < self._limit(m)]
         if self.line.hints:  # a line gone back to: what paid on the line it came from first, what was slower last
             open_moves.sort(key=lambda m: self.line.hints.get(self._memo(m), 1))

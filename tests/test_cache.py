@@ -3,6 +3,7 @@ other's files, and exactly one verdict is published."""
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -24,7 +25,7 @@ def test_concurrent_gates_of_one_source(tmp_path: Path) -> None:
 
 def test_store_keeps_the_first_publication(tmp_path: Path) -> None:
     key = "ab" * 32
-    first = GateResult.reject("run", "timeout", "first")
+    first = GateResult.reject("correctness", "mismatch", "first")
     second = GateResult.reject("run", "crash", "second")
     a, b = cache.fresh_dir(key, tmp_path), cache.fresh_dir(key, tmp_path)
     assert a != b
@@ -32,3 +33,31 @@ def test_store_keeps_the_first_publication(tmp_path: Path) -> None:
     cache.store(key, second, tmp_path, staging=b)
     hit = cache.load_cached(key, tmp_path)
     assert hit is not None and hit.message == "first" and not b.exists()
+
+
+def test_verdicts_that_would_not_come_again_are_not_reused(tmp_path: Path) -> None:
+    """A timeout, or a child that died without saying why, is archived but gated again next time."""
+    for i, result in enumerate([GateResult.reject("run", "timeout", "k.cu: no result within 1 s"),
+                                GateResult.reject("run", "crash", f"k.cu: {cache.UNEXPLAINED_DEATH} (SIGKILL)")]):
+        key = f"{i:02d}" * 32
+        cache.store(key, result, tmp_path)
+        assert cache.load_cached(key, tmp_path) is None
+        assert (cache.artifact_dir(key, tmp_path) / "unreused.json").exists()
+    explained = GateResult.reject("run", "crash", "k.cu:6: kernel 'vadd': invalid memory access")
+    cache.store("cd" * 32, explained, tmp_path)
+    assert cache.load_cached("cd" * 32, tmp_path) is not None
+
+
+def test_an_entry_of_another_protocol_version_is_not_reused(tmp_path: Path) -> None:
+    key = "ef" * 32
+    cache.store(key, GateResult(True, "done", "ok"), tmp_path)
+    path = cache.artifact_dir(key, tmp_path) / "result.json"
+    doc = json.loads(path.read_text())
+    assert doc["protocol"] == cache.PROTOCOL_VERSION
+    assert cache.load_cached(key, tmp_path) is not None
+    doc["protocol"] = cache.PROTOCOL_VERSION - 1
+    path.write_text(json.dumps(doc))
+    assert cache.load_cached(key, tmp_path) is None
+    del doc["protocol"]
+    path.write_text(json.dumps(doc))
+    assert cache.load_cached(key, tmp_path) is None

@@ -104,9 +104,10 @@ def test_gate_parse_error_is_a_rejection(tmp_path: Path, monkeypatch, capsys) ->
     k = tmp_path / "k.cu"
     k.write_text('__global__ void k(float* y) { y[0] = ; }\nextern "C" void launch(const float* x, float* y, int M, int N, cudaStream_t s) {}\n')
     code, out, _ = run_cli(["gate", str(k), "--workload", str(EXAMPLES / "row_sum"), "--json"], monkeypatch, capsys)
-    doc = json.loads(out)
+    docs = json.loads(out)
     assert code == 1
-    assert doc["category"] == "parse_error" and f"{k}:1:" in doc["message"]
+    assert isinstance(docs, list) and len(docs) == 1  # one shape, one kernel or many
+    assert docs[0]["category"] == "parse_error" and f"{k}:1:" in docs[0]["message"]
 
 
 def test_gate_missing_launcher_is_a_rejection(tmp_path: Path, monkeypatch, capsys) -> None:
@@ -114,7 +115,7 @@ def test_gate_missing_launcher_is_a_rejection(tmp_path: Path, monkeypatch, capsy
     k.write_text("__global__ void k(float* y) { y[0] = 1; }\n")
     code, out, _ = run_cli(["gate", str(k), "--workload", str(EXAMPLES / "row_sum"), "--json"], monkeypatch, capsys)
     assert code == 1
-    assert 'no extern "C" launch' in json.loads(out)["message"]
+    assert 'no extern "C" launch' in json.loads(out)[0]["message"]
 
 
 def test_usage_error(monkeypatch, capsys) -> None:
@@ -129,3 +130,41 @@ def test_cuda_backend_without_gpu_is_bad_input(monkeypatch, capsys) -> None:
         pytest.skip("a GPU is visible")
     k = str(EXAMPLES / "row_sum/naive.cu")
     _one_line_error(*run_cli(["gate", k, "--backend", "cuda"], monkeypatch, capsys), "needs a CUDA GPU")
+
+
+def test_gate_output_to_a_file_is_not_wrapped(tmp_path: Path, monkeypatch, capsys) -> None:
+    """stdout is not a terminal: a long message stays one line (no 80-column wrapping)."""
+    k = tmp_path / "k.cu"
+    k.write_text('extern "C" void launch(const float* x, float* y, int M, int N) {}\n')
+    code, out, _ = run_cli(["gate", str(k), "--workload", str(EXAMPLES / "row_sum")], monkeypatch, capsys)
+    assert code == 1
+    line = next(ln for ln in out.splitlines() if "REJECTED" in ln)
+    assert len(line) > 120 and line.rstrip().endswith("cudaStream_t stream))")
+
+
+def test_skills_import_into_a_foreign_duckdb_is_refused_untouched(tmp_path: Path, monkeypatch, capsys) -> None:
+    import duckdb
+
+    from tests.conftest import REPO
+
+    other = tmp_path / "other.duckdb"
+    con = duckdb.connect(str(other))
+    con.execute("CREATE TABLE skills (who VARCHAR)")
+    con.close()
+    before = other.read_bytes()
+    card = sorted((REPO / "skills_db" / "cards").glob("*.md"))[0]
+    _one_line_error(*run_cli(["skills", "import", str(card), "--db", str(other)], monkeypatch, capsys), "another tool")
+    assert other.read_bytes() == before
+
+
+def test_skills_list_says_which_skills_are_evidence_only(tmp_path: Path, monkeypatch, capsys) -> None:
+    from tests.test_materialize_helpers import scale_skills, skill_store
+
+    skills = scale_skills()
+    skills[0].verification = {"roundtrips": [{"workload": "scale_test", "ok": False, "message": "apply refused"}] * 4}
+    db = skill_store(tmp_path / "s.duckdb", skills)
+    code, out, _ = run_cli(["skills", "list", "--db", str(db)], monkeypatch, capsys)
+    assert code == 0
+    assert "0/4 failed" in out  # in the skill's row (the rest of the cell may fold)
+    assert "1 skill(s) whose every roundtrip failed are kept as evidence" in out
+    assert "No skill admitted in" in out and "klineage heldout" in out

@@ -42,6 +42,9 @@ CASES = [
     ("vadd/launch_bounds_exceeded.cu", "vadd", "crash", False, ("256 threads exceeds __launch_bounds__(128)", "vadd")),
     ("vadd/launch_bounds_template.cu", "vadd", "crash", False, ("exceeds __launch_bounds__(64)",)),
     ("vadd/launch_bounds_fits.cu", "vadd", "ok", False, ()),
+    # launches on another stream than the launcher's argument, as the GPU gate's CUPTI window sees them
+    ("vadd/default_stream.cu", "vadd", "side_stream", False, ("default stream", "kernel 'vadd'")),
+    ("vadd/side_stream.cu", "vadd", "side_stream", False, ("stream other than the launch stream",)),
 ]
 
 

@@ -71,7 +71,7 @@ def test_unknown_instance_is_bad_input(monkeypatch, capsys) -> None:
 
 def test_missing_store_is_bad_input(monkeypatch, capsys, tmp_path: Path) -> None:
     code, _, err = run_cli(["heldout", "--db", str(tmp_path / "none.duckdb")], monkeypatch, capsys)
-    assert code == 2 and "no skill store" in err
+    assert code == 2 and "none.duckdb: no such skill store (given with --db" in err
 
 
 @pytest.mark.slow

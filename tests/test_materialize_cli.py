@@ -4,6 +4,7 @@ failure (exit 3, the run closed) and an unknown model (exit 2)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -43,7 +44,8 @@ def _run(**kw: object) -> int:
         ({"provider": "gpt"}, "unknown provider 'gpt'"),
         ({"skills": "some"}, "unknown --skills 'some'"),
         ({"order": "alpha"}, "unknown --order 'alpha'"),
-        ({"budget": 0}, "--budget must be at least 1"),
+        ({"budget": 0}, "--budget must be between 1 and 2147483647"),
+        ({"budget": 3_000_000_000}, "--budget must be between 1 and 2147483647"),
         ({"provider": "anthropic", "max_cost": -1.0}, "--max-cost must be a positive"),
         ({"model": "claude-sonnet-4-5"}, "apply to an LLM provider"),
         ({"measured": [Path("t.json")], "backend": "cuda"}, "with --backend cuda the gate times"),
@@ -62,7 +64,7 @@ def test_bad_inputs(tmp_path: Path, db: Path, monkeypatch: pytest.MonkeyPatch) -
         _run(workload_dir=bare, db=db)
     with pytest.raises(KLineageError, match="no such start kernel"):
         _run(workload_dir=SCALE, start=tmp_path / "nope.cu", db=db)
-    with pytest.raises(KLineageError, match="no skill store"):
+    with pytest.raises(KLineageError, match=r"missing.duckdb: no such skill store \(given with --db"):
         _run(workload_dir=SCALE, db=tmp_path / "missing.duckdb")
     empty = skill_store(tmp_path / "empty.duckdb", [])
     with pytest.raises(KLineageError, match="the skill store is empty"):
@@ -137,3 +139,53 @@ def test_cost_limit_via_cli(db: Path, tmp_path: Path) -> None:
     assert "stopped: cost limit reached" in r.stderr
     trace = json.loads((tmp_path / "out" / "trace.json").read_text())
     assert "cost limit" in trace["stop_reason"] and trace["cost"]["spent_usd"] >= 0.002
+
+
+def test_budget_above_int32_is_one_line_exit_2(db: Path, tmp_path: Path) -> None:
+    r = _cli(str(SCALE), "--db", str(db), "--budget", "3000000000", "--out", str(tmp_path / "out"))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines() == ["error: --budget must be between 1 and 2147483647 (got 3000000000)"]
+
+
+def test_without_db_no_store_appears_in_the_working_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shipped skills are built into a store under $KLINEAGE_HOME, and the run says where."""
+    from io import StringIO
+
+    from klineage.materialize.command import open_skills
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("KLINEAGE_DB", raising=False)
+    monkeypatch.setenv("KLINEAGE_HOME", str(tmp_path / "home"))
+    said = StringIO()
+    store, skills = open_skills(MaterializeArgs(SCALE), Console(file=said, width=400))
+    store.close()
+    assert skills and not (tmp_path / "skills_db").exists()
+    assert store.path.parent == tmp_path / "home" / "shipped"
+    assert f"built into {store.path}" in said.getvalue()
+    built = store.path
+    store, skills = open_skills(MaterializeArgs(SCALE, skills="none"))
+    store.close()
+    assert skills == [] and store.path.is_relative_to(tmp_path / "home") and not (tmp_path / "skills_db").exists()
+    # skills list and the report without --db read that store: the admissions recorded there show
+    from klineage.export import reading_store
+
+    assert reading_store(None) == built
+    assert reading_store(tmp_path / "x.duckdb") == tmp_path / "x.duckdb"
+
+
+def test_skill_whose_roundtrip_failed_is_not_offered(tmp_path: Path) -> None:
+    """launch_bounds could not be re-derived forward where it was mined: evidence, not a skill."""
+    from tests.test_materialize_helpers import scale_skills
+
+    failed = {"roundtrips": [{"workload": "scale_test", "ok": False, "message": "apply refused"}]}
+    skills = [dataclasses.replace(s, verification=failed) if s.operator == "launch_bounds" else s for s in scale_skills()]
+    db = skill_store(tmp_path / "s.duckdb", skills)
+    r = _cli(str(SCALE), "--db", str(db), "--budget", "3", "--out", str(tmp_path / "out"), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["applied"] == ["restrict-scale_test"]
+    held = dict(map(tuple, doc["skipped_at_start"]))
+    assert "evidence, not a skill" in held["launch_bounds-scale_test"]
+    r = _cli(str(SCALE), "--db", str(db), "--budget", "3", "--out", str(tmp_path / "out2"), "--json",
+             "--include-unverified")
+    assert json.loads(r.stdout)["applied"] == ["restrict-scale_test", "launch_bounds-scale_test"], r.stderr

@@ -155,6 +155,7 @@ def _fake_gpu(monkeypatch: pytest.MonkeyPatch, bad: str = "") -> None:
     monkeypatch.setattr(cb, "time_variant", lambda r, bench, stream, budget_s, slow_ok: (_Summary(ms_of(r.text)), 1, 1))
     monkeypatch.setattr(timing_mod, "Bench", lambda wl, b, dev: SimpleNamespace(vendor_call=lambda: None, refill=None))
     monkeypatch.setattr(timing_mod, "timed", lambda *a, **k: SimpleNamespace(summary=_Summary(4.0)))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda d: "fake GPU")
     monkeypatch.setattr(torch.cuda, "current_stream", lambda d: None)
@@ -206,3 +207,38 @@ def test_main_with_runs_reports_each_family_apart(tmp_path: Path, monkeypatch: p
     log = capsys.readouterr().out
     assert "memory-bound (2), curriculum: 2 kernels checked ok, geomean x naive 5.66" in log
     assert "compute-bound (1), curriculum: 1 kernels checked ok, geomean x naive 2.00" in log
+
+
+def test_any_workload_folder_and_kernel_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A workload folder outside the repository and kernel files anywhere: listed by --dry-run."""
+    wl = tmp_path / "my_workload"
+    wl.mkdir()
+    (wl / "workload.py").write_text((REPO / "examples/row_sum/workload.py").read_text())
+    (wl / "naive.cu").write_text((REPO / "examples/row_sum/naive.cu").read_text())
+    mine = tmp_path / "elsewhere" / "mine.cu"
+    mine.parent.mkdir()
+    mine.write_text((REPO / "examples/row_sum/expert.cu").read_text())
+    assert mb.main(["--workload", str(wl), "--kernel", f"fast={mine}", "--kernel", str(mine), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("my_workload 2 ") and "'fast'" in out and "'mine'" in out
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["--workload", "/nonexistent/wl"], "--workload /nonexistent/wl: no workload.py"),
+    (["--kernel", "k.cu"], "--kernel needs exactly one --workload"),
+])
+def test_bad_workload_or_kernel_is_one_line(argv: list[str], words: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert mb.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [words] or words in err and len(err.strip().splitlines()) == 1
+
+
+def test_without_a_gpu_it_says_so_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible")
+    code = mb.main(["--workload", str(REPO / "examples/row_sum"), "--kernel", str(REPO / "examples/row_sum/expert.cu"),
+                    "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "no CUDA GPU visible here" in err[0]

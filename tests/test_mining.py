@@ -122,6 +122,12 @@ def test_kill_minus_9_then_resume(tmp_path: Path, mined: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["workloads"][0]["accepted"] >= 0
     assert _snapshot(db) == _snapshot(mined)
+    runs = _table(db, "SELECT status FROM mining_runs ORDER BY started_at")
+    assert [r["status"] for r in runs] == ["interrupted", "done"]  # the killed run's row does not stay `running`
+    # the skills as `skills list --json` prints them: byte-identical to an uninterrupted run's
+    listed = [subprocess.run([sys.executable, "-m", "klineage", "skills", "list", "--json", "--db", str(d)], env=env,
+                             capture_output=True, text=True, timeout=300).stdout for d in (db, mined)]
+    assert listed[0] and listed[0] == listed[1]
 
 
 def test_explicit_beam_1_is_the_default_walk(mined: Path, tmp_path: Path) -> None:

@@ -4,13 +4,15 @@ each cheat must be caught with its own category, and an honest kernel must pass.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
+from klineage.errors import WorkloadError
 from klineage.gates.protocol import POISONS, check_workload, compare, holds_pattern, same_bytes
-from klineage.workload import Tolerance, load_workload
+from klineage.workload import Tolerance, Workload, load_workload
 from tests.conftest import EXAMPLES
 
 Kernel = Callable[[torch.Tensor, torch.Tensor, int, int, int], None]
@@ -94,7 +96,7 @@ def _nan_out(x, y, m, n, s):
         (_wrong, "mismatch", "output 'y' wrong"),
         (_hard_coded_size, "mismatch", "output 'y' wrong"),
         (_writes_past_end, "out_of_bounds", "outside its bounds"),
-        (_nan_out, "mismatch", "nan"),
+        (_nan_out, "mismatch", "NaN in output at index [0]"),
     ],
 )
 def test_cheats_are_rejected(kernel: Kernel, category: str, words: str) -> None:
@@ -159,3 +161,85 @@ def test_same_bytes_compares_bits() -> None:
     assert same_bytes(a, a.clone())  # NaN equals itself bit for bit
     assert not same_bytes(a, torch.tensor([-0.0, float("nan"), 1.0]))
     assert not torch.equal(a, a.clone())  # (what value equality would say)
+
+
+def _keeps_result_by_pointer() -> Kernel:
+    """A cheat: the output of the first call for an input address is returned for that address."""
+    kept: dict[int, torch.Tensor] = {}
+
+    def kernel(x, y, m, n, s):
+        if x.data_ptr() in kept and kept[x.data_ptr()].shape == y.shape:
+            y.copy_(kept[x.data_ptr()])
+            return
+        honest(x, y, m, n, s)
+        kept[x.data_ptr()] = y.clone()
+
+    return kernel
+
+
+def test_pointer_keyed_cache_is_caught_whatever_the_addresses() -> None:
+    """The last launch of each shape reuses its buffers with new values: the kept result is stale."""
+    v = _verdict(_keeps_result_by_pointer())
+    assert v.category == "mismatch", v.message
+    assert "refilled in place" in v.message and "keyed by input pointer" in v.message
+
+
+def test_each_launch_of_a_pair_has_buffers_of_its_own() -> None:
+    """The second launch gets the same values at new addresses (the first launch's buffers are
+    still alive), then the last one runs again in place: three launches, two address sets."""
+    seen: list[tuple[int, int]] = []
+
+    def kernel(x, y, m, n, s):
+        seen.append((x.data_ptr(), y.data_ptr()))
+        honest(x, y, m, n, s)
+
+    wl = load_workload(EXAMPLES / "row_sum")
+    v = check_workload(wl, FakeRunner(kernel), shapes=[{"M": 5, "N": 7}], seeds=(0,))
+    assert v.ok, v.message
+    assert len(seen) == 3 and seen[0] != seen[1] and seen[2] == seen[1]
+
+
+def _rowsum_workload(tmp_path: Path, tolerance: str) -> Workload:
+    (tmp_path / "workload.py").write_text(
+        "import torch\n"
+        "from klineage import Scalar, Tensor, Tolerance, Workload\n"
+        "def reference(x, M, N):\n"
+        "    return x.double().sum(1).float()\n"
+        "WORKLOAD = Workload(name='rs', args=[Tensor('x', ('M', 'N')), Tensor('y', ('M',), role='out'),\n"
+        "    Scalar('M'), Scalar('N')], reference=reference, shapes={'test': [{'M': 129, 'N': 4097}]},\n"
+        f"    tolerances={tolerance})\n")
+    return load_workload(tmp_path)
+
+
+def _fp32_loop(x, y, m, n, s):
+    """An honest kernel's rounding: one fp32 accumulator per row, in column order."""
+    acc = torch.zeros(x.shape[0], dtype=torch.float32)
+    for j in range(x.shape[1]):
+        acc += x[:, j]
+    y.copy_(acc)
+
+
+def test_fp32_row_sum_fails_default_tolerance_only_by_accumulation(tmp_path: Path) -> None:
+    wl = _rowsum_workload(tmp_path, "{}")
+    v = check_workload(wl, FakeRunner(_fp32_loop), seeds=(0,))
+    assert v.category == "mismatch", v.message
+    assert "within the rounding of a sum of 4097 terms" in v.message
+    assert "Tolerance.accumulation" in v.message
+
+
+def test_accumulation_tolerance_accepts_honest_and_rejects_wrong(tmp_path: Path) -> None:
+    wl = _rowsum_workload(tmp_path, "{'float32': Tolerance.accumulation('N')}")
+    assert check_workload(wl, FakeRunner(_fp32_loop), seeds=(0, 1)).ok
+    v = check_workload(wl, FakeRunner(lambda x, y, m, n, s: y.copy_(x.double().sum(1).float() * 1.001)), seeds=(0,))
+    assert v.category == "mismatch", v.message
+    assert "accumulation over N" in v.message and "within the rounding" not in v.message
+
+
+@pytest.mark.parametrize(("tol", "words"), [
+    ("{'float32': Tolerance(1e-5, 1e-6, 'accumulation')}", "needs length="),
+    ("{'float32': Tolerance.accumulation('K')}", "names K, not a shape symbol"),
+    ("{'float32': Tolerance(1e-5, 1e-6, 'l2')}", "unknown metric 'l2'"),
+])
+def test_bad_accumulation_tolerance_is_one_clear_problem(tmp_path: Path, tol: str, words: str) -> None:
+    with pytest.raises(WorkloadError, match=words):
+        _rowsum_workload(tmp_path, tol)

@@ -77,3 +77,26 @@ def test_read_only_open_of_a_foreign_duckdb_file(tmp_path: Path) -> None:
     duckdb.connect(str(p)).close()
     with pytest.raises(StoreError, match="holds no KLineage tables"):
         Store(p, read_only=True)
+
+
+def test_foreign_duckdb_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    """A DuckDB file of another tool, even one with a `skills` table, is never migrated into."""
+    path = tmp_path / "other.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE skills (name VARCHAR, level INTEGER)")
+    con.execute("INSERT INTO skills VALUES ('sql', 3)")
+    con.close()
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="another tool \\(tables: skills\\)"):
+        Store(path)
+    assert path.read_bytes() == before
+    con = duckdb.connect(str(path), read_only=True)
+    assert [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()] == ["skills"]
+    con.close()
+
+
+def test_empty_duckdb_file_becomes_a_store(tmp_path: Path) -> None:
+    path = tmp_path / "empty.duckdb"
+    duckdb.connect(str(path)).close()
+    with Store(path) as store:
+        assert store.schema_version == SCHEMA_VERSION

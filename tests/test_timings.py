@@ -115,6 +115,13 @@ def test_import_gives_skills_a_time_effect_and_the_lineage_its_coverage(mined: P
     with Store(db, read_only=True) as s:
         assert s.scalar("SELECT count(*) FROM kernel_timings") == len(_states(db)) + 1
         assert lineage.build(s, WL).graph["timing"]["expert_ms"] == 1.0
+    # the report's Devices box counts the imported times instead of saying there are none
+    page = tmp_path / "report.html"
+    assert run_cli(["report", "--db", str(db), "--out", str(page)], monkeypatch, capsys)[0] == 0
+    html = page.read_text()
+    assert "No GPU timings in this store" not in html
+    assert "<td>Test GPU</td><td>timings import</td>" in html
+    assert "No skill admitted in" in html and "klineage heldout" in html  # where admissions live
 
 
 @pytest.mark.parametrize("content, message", [

@@ -19,7 +19,7 @@ import torch
 
 from klineage.gates.cuda.runner import CudaRunner
 from klineage.gates.cuda.stats import Summary, plan_reps, summarize
-from klineage.gates.protocol import Guarded, compare, guarded, host_inputs
+from klineage.gates.protocol import Guarded, accumulation_allowance, compare, guarded, host_inputs
 from klineage.workload import Scalar, Tensor, Workload
 
 DEFAULT_REPS = 50
@@ -175,7 +175,8 @@ def verify_after_timing(runner: CudaRunner, bench: Bench, stream: torch.cuda.Str
     runner.synchronize()
     expected = bench.workload.run_reference(fresh)
     for t in bench.workload.outputs:
-        ok, max_abs, _, idx = compare(bench.outputs[t.name], expected[t.name], bench.workload.tolerance_for(t))
+        allowance = accumulation_allowance(bench.workload, t, fresh, bench.bindings)
+        ok, max_abs, _, idx = compare(bench.outputs[t.name], expected[t.name], bench.workload.tolerance_for(t), allowance)
         if not ok:
             return (
                 f"output '{t.name}' is wrong after the timed repetitions (inputs refilled in place with new values): "

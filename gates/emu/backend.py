@@ -67,8 +67,9 @@ def make_runner(library: Path, workload: Workload, options: GateOptions) -> Any:
 
 
 def profile(runner: Any, workload: Workload, options: GateOptions) -> ProfileOutcome | None:
-    """The emulator reports no timing (DESIGN.md)."""
-    return None
+    """The emulator reports no timing (DESIGN.md); it names the kernel instantiations launched."""
+    launched = sorted(getattr(runner, "launched", ()))
+    return ProfileOutcome(profile={"launched": launched}) if launched else None
 
 
 def classify_failure(returncode: int, stderr: str) -> tuple[str, str] | None:

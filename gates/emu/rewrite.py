@@ -172,7 +172,7 @@ class _Rewriter:
         defs = [f for f in self.functions if f.name == name and f.is_global]
         fibers = self.fibers.get(name, True) if defs else True
         if len(defs) == 1 and (not defs[0].is_template or fn.type == "template_function"):
-            addr = f"(const void*)&{fn_text}"
+            addr = f"(const void*)&{fn_text}, ::klemu::instance_name<&{fn_text}>()"
         else:
             addr = "nullptr"
         cfg = [_text(src, c) for c in kcs.named_children if c.type != "comment"]

@@ -7,13 +7,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from klineage import lineage
+from klineage.admission import ADMISSIONS_NOTE
 from klineage.errors import KLineageError
+from klineage.gates.result import launched_resources
 from klineage.report import anchors
 from klineage.report.diff import DiffLine, diff_lines
 from klineage.report.lineage_svg import Edge, Node, lineage_svg
 from klineage.store import lineage as lineage_rows
 from klineage.store import runs
 from klineage.store.db import Store
+from klineage.store.timings import imported_by_device
 
 
 @dataclass
@@ -115,10 +118,11 @@ class Overview:
     devices: list[dict[str, Any]]
     mining_runs: list[dict[str, Any]]
     counts: dict[str, int]
+    admissions_note: str = ""  # where admissions live, shown when this store has none
 
 
 def _registers(result: dict[str, Any] | None) -> int | None:
-    res = (result or {}).get("resources") or {}
+    res = launched_resources(result or {})  # the instantiations the launches used
     regs = [int(r.get("registers", 0)) for r in res.values() if isinstance(r, dict)]
     return sum(regs) if regs else None
 
@@ -208,6 +212,9 @@ def overview(store: Store, workloads: list[WorkloadView], admitted: list[str], p
         d = devices.setdefault(key, {"device": key[0], "backend": key[1], "runs": 0, "timed": 0})
         d["runs"] += 1
         d["timed"] += int(bool((r["result"] or {}).get("timing")))
+    for r in imported_by_device(store):  # measured on a GPU apart from the gate (klineage timings import)
+        devices[(r["device"], "imported")] = {"device": r["device"], "backend": "timings import", "runs": r["kernels"],
+                                              "timed": r["kernels"]}
     return Overview(
         workloads=len(workloads),
         states=lineage_rows.count_states(store),
@@ -222,4 +229,5 @@ def overview(store: Store, workloads: list[WorkloadView], admitted: list[str], p
         devices=sorted(devices.values(), key=lambda d: (-d["runs"], d["device"])),
         mining_runs=runs.mining_runs(store),
         counts=store.counts(),
+        admissions_note=ADMISSIONS_NOTE.format(db=store.path),
     )

@@ -46,6 +46,11 @@ def _version_of(con: duckdb.DuckDBPyConnection) -> int:
     return int(row[0]) if row else 0
 
 
+def _table_names(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The tables of a DuckDB file, sorted (a file without KLineage's meta table)."""
+    return [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables ORDER BY 1").fetchall()]
+
+
 class Store:
     """A KLineage database. Use as a context manager or call close()."""
 
@@ -86,10 +91,15 @@ class Store:
             raise StoreError(f"{self.path}: not a KLineage database (corrupt or another format: {first})") from None
         try:
             version = _version_of(con)
+            tables = [] if version else _table_names(con)
         except duckdb.Error as e:
             raise StoreError(f"{self.path}: unreadable database ({str(e).splitlines()[0]})") from None
         finally:
             con.close()
+        if tables:
+            shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+            raise StoreError(f"{self.path}: a DuckDB file of another tool (tables: {shown}), not a KLineage store; "
+                             "left untouched (give --db a new path)")
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path}: written by a newer KLineage (schema {version}, this one knows {SCHEMA_VERSION}); left untouched"

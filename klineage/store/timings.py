@@ -4,6 +4,7 @@ the gate (klineage/timings.py reads the files; this module only stores and reads
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from klineage.store.db import Store
 
@@ -30,10 +31,16 @@ def put_timings(store: Store, rows: list[TimingRow]) -> None:
              for r in rows])
 
 
-def timing_rows(store: Store, workload: str) -> list[dict[str, object]]:
+def timing_rows(store: Store, workload: str) -> list[dict[str, Any]]:
     """(kernel_hash, device, median_ms, torch_ms) of `workload`, newest import first; none for a
     store of a schema older than the table."""
     if "kernel_timings" not in {r["table_name"] for r in store.rows("SELECT table_name FROM duckdb_tables()")}:
         return []  # a read-only store of an older schema
     return store.rows("SELECT kernel_hash, device, median_ms, torch_ms FROM kernel_timings WHERE workload = ?"
                       " ORDER BY imported_at DESC, device", [workload])
+
+
+def imported_by_device(store: Store) -> list[dict[str, Any]]:
+    """Per device: how many kernel times were imported, and when they were measured."""
+    return store.rows("SELECT device, count(*) AS kernels, min(measured_at) AS first, max(measured_at) AS last"
+                      " FROM kernel_timings GROUP BY device ORDER BY kernels DESC, device")

@@ -654,10 +654,50 @@ cudaError_t occupancy(int* n, const void*, int block, size_t smem) {
   return cudaSuccess;
 }
 
+// ---- streams: every launch and async copy names one; the gate gives the launcher its stream ---------------------
+static bool g_watch_streams = false;
+static const void* g_given_stream = nullptr;
+static int g_foreign = 0;
+static char g_foreign_first[512];
+static void note_foreign(const char* what, const void* s) {
+  if (!g_watch_streams || s == g_given_stream) return;
+  if (g_foreign++ != 0) return;
+  if (s == nullptr || s == (const void*)0x1)
+    std::snprintf(g_foreign_first, sizeof g_foreign_first, "%s on the default stream", what);
+  else if (s == (const void*)0x2)
+    std::snprintf(g_foreign_first, sizeof g_foreign_first, "%s on cudaStreamPerThread", what);
+  else
+    std::snprintf(g_foreign_first, sizeof g_foreign_first, "%s on stream %p", what, s);
+}
+static const char* g_launched[64];  // distinct instantiations launched since klemu_watch_stream
+static int g_n_launched = 0;
+void note_stream(const KInfo& k, const void* s) {
+  const char* inst = k.instance ? k.instance : k.name;
+  bool seen = false;
+  for (int i = 0; i < g_n_launched && !seen; ++i) seen = g_launched[i] == inst || std::strcmp(g_launched[i], inst) == 0;
+  if (!seen && g_n_launched < 64) g_launched[g_n_launched++] = inst;
+  if (!g_watch_streams || s == g_given_stream) return;
+  char what[400];
+  std::snprintf(what, sizeof what, "kernel '%s' (%s:%d)", k.name, k.file ? k.file : "?", k.line);
+  note_foreign(what, s);
+}
+
 }  // namespace klemu
 
 extern "C" void klemu_set_schedule(int s) { klemu::g_schedule = s; }
 extern "C" int klemu_get_schedule() { return klemu::g_schedule; }
+// The gate passes `s` as the launcher's stream, then reads how many launches used another one.
+extern "C" void klemu_watch_stream(const void* s) {
+  klemu::g_watch_streams = true;
+  klemu::g_given_stream = s;
+  klemu::g_foreign = 0;
+  klemu::g_foreign_first[0] = 0;
+  klemu::g_n_launched = 0;
+}
+extern "C" int klemu_foreign_launches() { return klemu::g_foreign; }
+extern "C" const char* klemu_foreign_first() { return klemu::g_foreign_first; }
+extern "C" int klemu_launched_count() { return klemu::g_n_launched; }
+extern "C" const char* klemu_launched_name(int i) { return i >= 0 && i < klemu::g_n_launched ? klemu::g_launched[i] : ""; }
 
 // ---- host runtime API -------------------------------------------------------------------------------------------
 using klemu::g_last_error;
@@ -686,16 +726,23 @@ cudaError_t cudaFree(void* p) { free(p); return ok(); }
 cudaError_t cudaFreeHost(void* p) { free(p); return ok(); }
 cudaError_t cudaFreeAsync(void* p, cudaStream_t) { free(p); return ok(); }
 cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) { if (n) std::memmove(d, s, n); return ok(); }
-cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind k, cudaStream_t) { return cudaMemcpy(d, s, n, k); }
+cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind k, cudaStream_t st) {
+  klemu::note_foreign("cudaMemcpyAsync", st);
+  return cudaMemcpy(d, s, n, k);
+}
 cudaError_t cudaMemcpy2D(void* d, size_t dp, const void* s, size_t sp, size_t w, size_t h, cudaMemcpyKind) {
   for (size_t r = 0; r < h; ++r) std::memmove((char*)d + r * dp, (const char*)s + r * sp, w);
   return ok();
 }
-cudaError_t cudaMemcpy2DAsync(void* d, size_t dp, const void* s, size_t sp, size_t w, size_t h, cudaMemcpyKind k, cudaStream_t) {
+cudaError_t cudaMemcpy2DAsync(void* d, size_t dp, const void* s, size_t sp, size_t w, size_t h, cudaMemcpyKind k, cudaStream_t st) {
+  klemu::note_foreign("cudaMemcpy2DAsync", st);
   return cudaMemcpy2D(d, dp, s, sp, w, h, k);
 }
 cudaError_t cudaMemset(void* d, int v, size_t n) { if (n) std::memset(d, v, n); return ok(); }
-cudaError_t cudaMemsetAsync(void* d, int v, size_t n, cudaStream_t) { return cudaMemset(d, v, n); }
+cudaError_t cudaMemsetAsync(void* d, int v, size_t n, cudaStream_t st) {
+  klemu::note_foreign("cudaMemsetAsync", st);
+  return cudaMemset(d, v, n);
+}
 cudaError_t cudaDeviceSynchronize() { return ok(); }
 cudaError_t cudaDeviceReset() { return ok(); }
 cudaError_t cudaSetDevice(int d) { return d == 0 ? ok() : (g_last_error = cudaErrorInvalidDevice); }

@@ -121,32 +121,49 @@ struct KInfo {
   const char* file;
   int line;           // line of the launch
   const void* fn;     // kernel address when known (for cudaFuncSetAttribute), else nullptr
+  const char* instance = nullptr;  // `instance_name<&kernel<...>>()` when known: which instantiation
 };
+// The instantiation a function pointer names, as g++ spells it: "... [with auto F = k<32, false>]".
+template <auto F>
+const char* instance_name() { return __PRETTY_FUNCTION__; }
 void run_grid(const KInfo& k, dim3 grid, dim3 block, size_t smem, void (*body)(void*), void* ctx);
+// Every launch's stream is seen: one on another stream than the launcher was given is counted
+// (klemu_foreign_launches), and the gate rejects it as `side_stream`, as the GPU gate does. The
+// kernel instantiation of every launch is recorded too (klemu_launched_name): the effects of a
+// skill count the instantiations the launches used, not every one the file compiles.
+void note_stream(const KInfo& k, const void* stream);
+template <class S>
+static inline const void* stream_of(S s) {
+  if constexpr (std::is_pointer_v<S>) return (const void*)s;
+  else if constexpr (std::is_null_pointer_v<S>) return nullptr;
+  else return (const void*)(uintptr_t)s;  // a literal 0: the legacy default stream
+}
 
 template <class F>
 struct Launch {
   const KInfo& info;
   dim3 grid, block;
   size_t smem;
+  const void* stream;  // nullptr: the default stream (no stream in the launch)
   F fn;
   template <class... A>
   void operator()(A... args) {
+    note_stream(info, stream);
     auto body = [&]() { fn(args...); };
     run_grid(info, grid, block, smem, [](void* c) { (*static_cast<decltype(body)*>(c))(); }, &body);
   }
 };
 template <class F, class S = int>
-static inline Launch<F> launch(const KInfo& k, dim3 grid, dim3 block, size_t smem, S /*stream*/, F fn) {
-  return Launch<F>{k, grid, block, smem, fn};
+static inline Launch<F> launch(const KInfo& k, dim3 grid, dim3 block, size_t smem, S stream, F fn) {
+  return Launch<F>{k, grid, block, smem, stream_of(stream), fn};
 }
 template <class F>
 static inline Launch<F> launch(const KInfo& k, dim3 grid, dim3 block, F fn) {
-  return Launch<F>{k, grid, block, 0, fn};
+  return Launch<F>{k, grid, block, 0, nullptr, fn};
 }
 template <class F>
 static inline Launch<F> launch(const KInfo& k, dim3 grid, dim3 block, size_t smem, F fn) {
-  return Launch<F>{k, grid, block, smem, fn};
+  return Launch<F>{k, grid, block, smem, nullptr, fn};
 }
 }  // namespace klemu
 
