@@ -45,7 +45,7 @@ def _median_ms(fn: Any, inputs: list[Any]) -> float:
     return sorted(times)[len(times) // 2]
 
 
-def evaluate(problem: Path, model_new: Path) -> dict[str, Any]:
+def evaluate(problem: Path, model_new: Path, timed: bool = True) -> dict[str, Any]:
     """KernelBench-style check of one ModelNew file (run in a child process)."""
     import torch
 
@@ -67,10 +67,70 @@ def evaluate(problem: Path, model_new: Path) -> dict[str, Any]:
         if want.shape == got.shape:
             out["max_abs_diff"] = max(out["max_abs_diff"], float((want - got).abs().max()))
             out["correct"] += int(torch.allclose(want, got, atol=1e-2, rtol=1e-2))
-    with torch.no_grad():
-        out["ref_ms"] = _median_ms(ref, inputs)
-        out["new_ms"] = _median_ms(new, inputs)
+    if timed:
+        with torch.no_grad():
+            out["ref_ms"] = _median_ms(ref, inputs)
+            out["new_ms"] = _median_ms(new, inputs)
     return out
+
+
+def _pair(item: dict[str, str], base: Path, out: Path) -> dict[str, Any]:
+    """One real solution: imported and wrapped by us, gated on cuda; and the original solution
+    file evaluated as KernelBench's evaluator does (its own load_inline build, the problem's size)."""
+    import os
+
+    name = item["name"]
+    wl = out / name
+    kl = [sys.executable, "-m", "klineage"]
+    problem, solution = base / item["problem"], base / item["solution"]
+    row: dict[str, Any] = {"name": name}
+    env = os.environ | {"TORCH_EXTENSIONS_DIR": str(out / f"{name}.ext")}  # solutions share extension names
+    steps = [
+        ("import", kl + ["import", "kernelbench", str(problem), "--solution", str(solution), "--out", str(wl)]),
+        ("gate", kl + ["gate", str(wl / "solution.cu"), "--workload", str(wl), "--backend", "cuda", "--json"]),
+    ]
+    for label, cmd in steps:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env)
+        (out / f"{name}.{label}.log").write_text(f"$ {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
+        if label == "import" and r.returncode != 0:
+            row["gate"] = "refused: " + ((r.stderr.strip().splitlines() or [""])[-1])[:160]
+            break
+        if label == "gate":
+            try:
+                g = json.loads(r.stdout)
+                g = g[0] if isinstance(g, list) else g
+                row["gate"], row["gate_message"] = g["category"], g.get("message", "")[:300]
+            except (json.JSONDecodeError, KeyError, IndexError):
+                row["gate"] = f"rc {r.returncode}"
+    cmd = [sys.executable, __file__, "--child", str(problem), str(solution), "--untimed"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env)
+    (out / f"{name}.evaluate.log").write_text(f"$ {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
+    if r.returncode == 0:
+        ev = json.loads(r.stdout.strip().splitlines()[-1])
+        row["kernelbench"] = "correct" if ev["correct"] == ev["trials"] else f"incorrect ({ev['correct']}/{ev['trials']})"
+        row["max_abs_diff"] = ev["max_abs_diff"]
+    else:
+        row["kernelbench"] = "error: " + ((r.stderr.strip().splitlines() or [""])[-1])[:160]
+    row["agree"] = (row.get("gate") == "ok") == (row["kernelbench"] == "correct")
+    return row
+
+
+def agreement(pairs: Path, out: Path, jobs: int) -> int:
+    """The cuda gate's verdict beside KernelBench's evaluator's on the same real solutions."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    out.mkdir(parents=True, exist_ok=True)
+    items = json.loads(pairs.read_text())
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        rows = list(pool.map(lambda it: _pair(it, pairs.parent, out), items))
+    (out / "agreement.json").write_text(json.dumps(rows, indent=2))
+    print("| solution | cuda gate | KernelBench-style | agree |")
+    print("| --- | --- | --- | --- |")
+    for r in rows:
+        print(f"| {r['name']} | {r.get('gate', '-')} | {r['kernelbench']} | {'yes' if r['agree'] else 'NO'} |")
+    n = len(rows)
+    print(f"agreement {sum(r['agree'] for r in rows)}/{n}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,10 +138,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="")
     p.add_argument("--only", default="", help="comma-separated problems (default: all of PROBLEMS)")
     p.add_argument("--child", nargs=2, metavar=("PROBLEM", "MODELNEW"), help=argparse.SUPPRESS)
+    p.add_argument("--untimed", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--pairs", default="", help="JSON list of {name, problem, solution} (paths relative to it): "
+                                               "the agreement check (issue 29)")
+    p.add_argument("--jobs", type=int, default=4)
     args = p.parse_args(argv)
     if args.child:
-        print(json.dumps(evaluate(Path(args.child[0]), Path(args.child[1]))))
+        print(json.dumps(evaluate(Path(args.child[0]), Path(args.child[1]), timed=not args.untimed)))
         return 0
+    if args.pairs:
+        return agreement(Path(args.pairs), Path(args.out) if args.out else Path(tempfile.mkdtemp()), args.jobs)
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp())
     out.mkdir(parents=True, exist_ok=True)
     kl = [sys.executable, "-m", "klineage"]

@@ -154,12 +154,12 @@ def guarded(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, pa
     if data is not None:
         g.tensor.copy_(data)
     elif pattern is not None and g.numel:
-        g.tensor.view(torch.uint8).fill_(pattern)
+        g.tensor.reshape(-1).view(torch.uint8).fill_(pattern)  # reshape: a 0-dim tensor has no byte view
     return g
 
 
 def _bytes_per_element(t: torch.Tensor) -> torch.Tensor:
-    return t.contiguous().view(torch.uint8).reshape(t.numel(), t.element_size())
+    return t.contiguous().reshape(-1).view(torch.uint8).reshape(t.numel(), t.element_size())
 
 
 def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -181,7 +181,7 @@ def holds_pattern(t: torch.Tensor, pattern: int) -> torch.Tensor:
         # size, equals `pattern` repeated in every byte (the same in either byte order)
         word = int.from_bytes(bytes([pattern]) * size, "little", signed=itype is not torch.uint8)
         try:
-            return t.contiguous().view(itype).reshape(-1) == word
+            return t.contiguous().reshape(-1).view(itype) == word
         except RuntimeError:  # a dtype torch will not view as an integer: byte by byte
             pass
     return (_bytes_per_element(t) == pattern).all(dim=1)
@@ -284,12 +284,14 @@ def check_workload(
     checks: list[ShapeCheck] = []
     device = runner.device
     bindings_list = list(shapes) if shapes is not None else workload.shape_set(shape_set)
+    note = f" ({workload.verdict_note})" if workload.verdict_note else ""
     for bindings in bindings_list:
         for seed in seeds:
             verdict = _check_one(workload, runner, dict(bindings), seed, device, checks)
             if verdict is not None:
+                verdict.message += note
                 return verdict
-    return Verdict("ok", f"{len(bindings_list)} shapes x {len(seeds)} seeds x {len(runner.schedules)} runs", checks)
+    return Verdict("ok", f"{len(bindings_list)} shapes x {len(seeds)} seeds x {len(runner.schedules)} runs{note}", checks)
 
 
 #: Added to the seed for the value set written in place before the last launch of a shape.

@@ -72,8 +72,26 @@ def _split_carrier(carrier: str) -> tuple[str, str]:
     return "\n".join(before).strip("\n"), "\n".join(after).strip("\n")
 
 
+def general_preconditions(skill: Skill) -> list[str]:
+    """The published convention: one line per kind (`Storage: ...`), each naming the general
+    conditions the skill needs, once. The instance facts behind them (`launch at line 57
+    passes distinct pointers`, one per site of every lineage step) stay in the evidence block.
+    An imported card keeps its upstream lines as written."""
+    held = [p for p in skill.preconditions if p.get("holds", True)]
+    if skill.origin == "imported":
+        return [f"{p['kind']}: {p.get('reason') or p.get('name')}" if p.get("kind") else str(p.get("reason") or p.get("name"))
+                for p in held]
+    groups: dict[str, list[str]] = {}
+    for p in held:
+        text = " ".join(str(p.get("name", "")).replace("_", " ").split())
+        if text and text not in groups.setdefault(precondition_kind(p), []):
+            groups[precondition_kind(p)].append(text)
+    order = [k for k in PRECONDITION_KINDS if k in groups] + sorted(k for k in groups if k not in PRECONDITION_KINDS)
+    return [f"{k}: {'; '.join(groups[k])}" for k in order]
+
+
 def front_matter(skill: Skill, platform: str) -> dict[str, Any]:
-    pre = [f"{precondition_kind(p)}: {p.get('reason') or p.get('name')}" for p in skill.preconditions if p.get("holds", True)]
+    pre = general_preconditions(skill)
     return {
         "skill_id": skill.skill_id,
         "intent": " ".join(skill.intent.split()),
@@ -87,6 +105,11 @@ def front_matter(skill: Skill, platform: str) -> dict[str, Any]:
 
 
 def card_body(skill: Skill) -> str:
+    """The Markdown body: an imported card's own, verbatim (its Overview, Preconditions, Scope,
+    Before/After and the prose between them); a mined skill's, written from the skill."""
+    upstream = next((p.get("body") for p in skill.provenance if isinstance(p, dict) and p.get("body")), None)
+    if skill.origin == "imported" and isinstance(upstream, str):
+        return upstream.strip("\n") + "\n"
     before, after = _split_carrier(skill.carrier)
     example = next(iter(skill.provenance), {})
     effects = skill.effects.get("per_workload", {})
@@ -105,8 +128,9 @@ def card_body(skill: Skill) -> str:
         "",
         "# Precondition",
         "",
-        *([f"- {precondition_kind(p)}: {p.get('name')} — {p.get('reason', '')}" for p in skill.preconditions]
-          or ["- none recorded"]),
+        *([f"- {line}" for line in general_preconditions(skill)] or ["- none recorded"]),
+        "",
+        "(Each fact checked at each site is in the KLineage Evidence block.)",
         "",
         "# Scope",
         "",
@@ -194,13 +218,12 @@ def _from_parts(front: dict[str, Any], body: str, extras: dict[str, Any] | None,
         pre.append({"name": re.sub(r"\W+", "_", (reason or text).strip().lower())[:48], "holds": True,
                     "reason": (reason or text).strip(), "kind": kind})
     scope = front.get("scope") or {}
-    before = re.search(r"## Before\s*```\w*\n(.*?)```", body, re.S)
-    after = re.search(r"## After\s*```\w*\n(.*?)```", body, re.S)
+    before, after = _fenced_after(body, "Before", "After"), _fenced_after(body, "After", None)
     carrier = ""
-    if before and after:
+    if before is not None and after is not None:
         carrier = "\n".join(["--- before.cu", "+++ after.cu",
-                             *[f"-{ln}" for ln in before.group(1).rstrip("\n").splitlines()],
-                             *[f"+{ln}" for ln in after.group(1).rstrip("\n").splitlines()]])
+                             *[f"-{ln}" for ln in before.rstrip("\n").splitlines()],
+                             *[f"+{ln}" for ln in after.rstrip("\n").splitlines()]])
     return Skill(
         skill_id=str(front["skill_id"]),
         operator="imported",
@@ -213,6 +236,20 @@ def _from_parts(front: dict[str, Any], body: str, extras: dict[str, Any] | None,
         provenance=[{"imported_from": where, "body": body}],
         origin="imported",
     )
+
+
+def _fenced_after(body: str, heading: str, stop: str | None) -> str | None:
+    """The first fenced code block under `## <heading>` (prose may stand between the heading and
+    the fence), not looking past `## <stop>`."""
+    m = re.search(rf"^##\s+{heading}\b[^\n]*\n", body, re.M)
+    if not m:
+        return None
+    rest = body[m.end():]
+    if stop is not None:
+        end = re.search(rf"^##\s+{stop}\b", rest, re.M)
+        rest = rest[: end.start()] if end else rest
+    fence = re.search(r"^```[^\n]*\n(.*?)^```", rest, re.S | re.M)
+    return fence.group(1) if fence else None
 
 
 def from_markdown(text: str, where: str = "<card>") -> Skill:

@@ -525,41 +525,67 @@ app.add_typer(export_app, name="export")
 
 @import_app.command("kernelbench")
 def import_kernelbench(
-    problem: Annotated[Path, typer.Argument(help="A KernelBench problem file (Model, get_inputs, get_init_inputs).")],
-    out_dir: Annotated[Path, typer.Option("--out", help="Workload folder to write.")],
+    problem: Annotated[Path | None, typer.Argument(help="A KernelBench problem file (Model, get_inputs, get_init_inputs).")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Workload folder to write (with --suite: a folder of them).")] = None,
     solution: Annotated[Path | None, typer.Option(help="A KernelBench solution (ModelNew + load_inline) to wrap.")] = None,
     strict: Annotated[bool, typer.Option(help="Torch's default tolerances instead of KernelBench's 1e-2.")] = False,
+    suite: Annotated[Path | None, typer.Option("--suite", help="A level folder (level1/): import every problem, print a table.")] = None,
+    emu_size: Annotated[int, typer.Option("--emu-size", min=1, help="Largest size constant on the emu shapes.")] = 16,
+    test_size: Annotated[int, typer.Option("--test-size", min=1, help="Largest size constant on the test shapes.")] = 64,
 ) -> None:
-    """A KernelBench problem as a workload folder; its solution (if given) as solution.cu there."""
-    from klineage.interop.kernelbench import import_problem
-    from klineage.interop.solution import wrap_solution
+    """A KernelBench problem as a workload folder (sizes scaled for the CPU, the problem's own kept as
+    bench); its solution (if given) as solution.cu there. --suite: every problem of a level."""
+    from klineage.errors import WorkloadError
+    from klineage.interop.kernelbench import Scale, import_problem
 
-    wl = import_problem(problem, out_dir, strict=strict)
+    scale = Scale(emu_size, test_size)
+    if out_dir is None:
+        raise WorkloadError("give --out: the workload folder to write")
+    if suite is not None:
+        from klineage.interop.suite import import_kernelbench_suite, print_table
+
+        rows = import_kernelbench_suite(suite, out_dir, strict=strict, scale=scale)
+        print_table(rows, f"KernelBench {suite.name}", out)
+        return
+    if problem is None:
+        raise WorkloadError("give a problem file or --suite LEVEL_DIR")
+    wl = import_problem(problem, out_dir, strict=strict, scale=scale, solution=solution)
     out.print(f"workload {wl.name} -> {out_dir / 'workload.py'}", highlight=False)
     if solution is not None:
-        kernel = wrap_solution(solution, wl)
-        (out_dir / "solution.cu").write_text(kernel)
-        out.print(f"solution -> {out_dir / 'solution.cu'}", highlight=False)
+        out.print(f"solution -> {out_dir / 'solution.cu'}" + (f" ({wl.verdict_note})" if wl.verdict_note else ""),
+                  highlight=False)
 
 
 @import_app.command("flashinfer")
 def import_flashinfer(
-    definition: Annotated[Path, typer.Argument(help="A FlashInfer-Bench definition JSON.")],
-    out_dir: Annotated[Path, typer.Option("--out", help="Workload folder to write.")],
+    definition: Annotated[Path | None, typer.Argument(help="A FlashInfer-Bench definition JSON.")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Workload folder to write (with --suite: a folder of them).")] = None,
     workloads: Annotated[Path | None, typer.Option(help="Its workloads JSONL (FlashInfer-Trace).")] = None,
     solution: Annotated[Path | None, typer.Option(help="A Solution JSON whose kernel.cu follows our launcher.")] = None,
+    suite: Annotated[Path | None, typer.Option("--suite", help="A FlashInfer-Trace dataset folder: import every definition, print a table.")] = None,
 ) -> None:
-    """A FlashInfer-Bench definition (+ workloads) as a workload folder."""
+    """A FlashInfer-Bench definition (+ workloads) as a workload folder; --suite: every definition of a dataset."""
+    from klineage.errors import WorkloadError
     from klineage.interop.flashinfer import import_definition, kernel_from_solution
 
+    if out_dir is None:
+        raise WorkloadError("give --out: the workload folder to write")
+    if suite is not None:
+        from klineage.interop.suite import import_flashinfer_suite, print_table
+
+        print_table(import_flashinfer_suite(suite, out_dir), f"FlashInfer-Trace {suite.name}", out)
+        return
+    if definition is None:
+        raise WorkloadError("give a definition JSON or --suite DATASET_DIR")
     defs = next((p for p in definition.parents if p.name == "definitions"), None)
     if workloads is None and defs is not None:  # a dataset: definitions/[op/]N.json, workloads/[op/]N.jsonl
         guess = defs.parent / "workloads" / definition.relative_to(defs).with_suffix(".jsonl")
         workloads = guess if guess.exists() else None
+    kernel = kernel_from_solution(solution) if solution is not None else None  # refused before anything is written
     wl = import_definition(definition, out_dir, workloads)
     out.print(f"workload {wl.name} -> {out_dir / 'workload.py'}", highlight=False)
-    if solution is not None:
-        (out_dir / "solution.cu").write_text(kernel_from_solution(solution))
+    if kernel is not None:
+        (out_dir / "solution.cu").write_text(kernel)
         out.print(f"solution -> {out_dir / 'solution.cu'}", highlight=False)
 
 

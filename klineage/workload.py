@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from klineage.domains import Domain
 from klineage.errors import WorkloadError
 
 #: dtype names accepted in specs -> (torch dtype, C type used by launchers)
@@ -93,7 +94,9 @@ class Tensor:
 
     role: `in` (read only: mutation is a rejection), `out` (poisoned before launch, every element
     must be written), `inout` (given inputs, compared after), `scratch` (allocated and poisoned by
-    the gate, never compared). `init` replaces the default random signed input generator.
+    the gate, never compared). `domain` says which values the operator is defined on (class
+    indices, probabilities, indptr offsets: klineage/domains.py); `init`, a function, replaces
+    both; without either, inputs are random and signed.
     """
 
     name: str
@@ -102,6 +105,7 @@ class Tensor:
     role: str = "in"
     init: InitFn | None = None
     tolerance: Tolerance | None = None
+    domain: Domain | None = None
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -191,6 +195,8 @@ class Workload:
     flops: Callable[[Mapping[str, int]], float] | None = None
     nondeterminism_tolerated: bool = False
     source_dir: Path | None = None
+    #: said in every verdict on this workload (e.g. "judged at the problem's own sizes only")
+    verdict_note: str = ""
 
     # ---- argument views -------------------------------------------------------------------
     @property
@@ -249,8 +255,7 @@ class Workload:
                 values[a.name] = self.scalar_value(a, bindings)
             elif a.is_read:
                 shape = self.tensor_shape(a, bindings)
-                init = a.init or default_init
-                x = init(shape, a.torch_dtype, gen)
+                x = self.draw_input(a, shape, gen, bindings)
                 if tuple(x.shape) != shape or x.dtype != a.torch_dtype:
                     raise WorkloadError(
                         f"{self.name}: init of '{a.name}' gave {tuple(x.shape)} {x.dtype}, "
@@ -258,6 +263,18 @@ class Workload:
                     )
                 values[a.name] = x.contiguous()
         return values
+
+    def draw_input(self, a: Tensor, shape: tuple[int, ...], gen: torch.Generator,
+                   bindings: Mapping[str, int]) -> torch.Tensor:
+        """One input's values: its `init`, else its value domain, else random signed values."""
+        if a.init is not None:
+            return a.init(shape, a.torch_dtype, gen)
+        if a.domain is not None:
+            try:
+                return a.domain.draw(shape, a.torch_dtype, gen, bindings)
+            except (ValueError, KeyError, ZeroDivisionError, RuntimeError) as e:
+                raise WorkloadError(f"{self.name}: domain of '{a.name}' at {dict(bindings)}: {e}") from None
+        return default_init(shape, a.torch_dtype, gen)
 
     def run_reference(self, inputs: Mapping[str, Any]) -> dict[str, torch.Tensor]:
         """Call the reference on copies of the inputs; name its results by the checked tensors."""
@@ -324,6 +341,12 @@ class Workload:
                     out.append(f"tensor '{a.name}': unknown dtype '{a.dtype}' (known: {', '.join(DTYPES)})")
                 if a.role not in ROLES:
                     out.append(f"tensor '{a.name}': unknown role '{a.role}' (known: {', '.join(ROLES)})")
+                if a.domain is not None:
+                    out += a.domain.problems(a.name, a.dtype)
+                    try:
+                        symbols |= a.domain.symbols()
+                    except SyntaxError:
+                        out.append(f"tensor '{a.name}': bad bound in its domain {a.domain}")
                 for d in a.shape:
                     try:
                         symbols |= symbols_of(d)

@@ -23,10 +23,10 @@ def test_cached_cli_answer_imports_no_torch(tmp_path: Path) -> None:
     cmd = [sys.executable, "-X", "importtime", "-m", "klineage", "gate", str(VADD / "good.cu"), "--json"]
     first = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert first.returncode == 0, first.stderr[-2000:]
-    assert not json.loads(first.stdout)["cached"]
+    assert not json.loads(first.stdout)[0]["cached"]
     again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert again.returncode == 0, again.stderr[-2000:]
-    assert json.loads(again.stdout)["cached"]
+    assert json.loads(again.stdout)[0]["cached"]
     imported = {
         ln.split("|")[-1].strip() for ln in again.stderr.splitlines() if ln.startswith("import time:")
     }

@@ -82,6 +82,7 @@ def classify(returncode: int, stderr: str) -> tuple[str, str] | None:
         return "crash", "arithmetic exception (SIGFPE: integer division by zero?)"
     if sig == signal.SIGILL:
         return "crash", "illegal instruction (SIGILL)"
-    if sig == signal.SIGABRT:
-        return "crash", "aborted (SIGABRT)"
+    if sig == signal.SIGABRT:  # say why when the program said it (the torch shim, an assert())
+        why = [ln.strip() for ln in stderr.splitlines() if "klineage torch shim:" in ln or "Assertion" in ln]
+        return "crash", "aborted (SIGABRT)" + (f": {why[-1]}" if why else "")
     return None

@@ -26,6 +26,8 @@ from typing import Any
 import torch
 
 from klineage.errors import WorkloadError
+from klineage.interop.checks import reference_problems
+from klineage.interop.fi_constraints import Rules, read_rules
 from klineage.workload import DTYPES, Scalar, Tensor, Tolerance, Workload
 
 #: Axis values tried for `emu` (CPU emulator) and odd `test` shapes, capped by observed values.
@@ -219,6 +221,19 @@ def _reference(code: str, where: str) -> Callable[..., Any]:
     return run
 
 
+def _run_params(run: Callable[..., Any]) -> list[str] | None:
+    """run()'s positional parameter names, or None when it takes *args."""
+    import inspect
+
+    try:
+        ps = inspect.signature(run).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind == p.VAR_POSITIONAL for p in ps):
+        return None
+    return [p.name for p in ps if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
 def workload_from_definition(definition_path: Path, workloads_path: Path | None = None,
                              root: Path | None = None) -> TraceWorkload:
     """Build the Workload of a FlashInfer-Bench definition (and its workloads as shape sets).
@@ -231,6 +246,7 @@ def workload_from_definition(definition_path: Path, workloads_path: Path | None 
     axes: Mapping[str, Any] = d["axes"]
     const = {a: int(s["value"]) for a, s in axes.items() if s.get("type") == "const"}
     var = [a for a, s in axes.items() if s.get("type") != "const"]
+    rules = read_rules(d.get("constraints") or [], axes, d["inputs"], where)
     used: set[str] = set()
     args: list[Tensor | Scalar] = []
     for role, group in (("in", d["inputs"]), ("out", d["outputs"])):
@@ -243,7 +259,8 @@ def workload_from_definition(definition_path: Path, workloads_path: Path | None 
                 if isinstance(dim, str) and dim not in axes:
                     raise WorkloadError(f"{where}: {name}: shape names axis '{dim}' that the definition does not declare")
             used |= {dim for dim in shape if isinstance(dim, str)}
-            args.append(Tensor(name, tuple(const.get(x, x) if isinstance(x, str) else x for x in shape), dtype, role=role))
+            args.append(Tensor(name, tuple(const.get(x, x) if isinstance(x, str) else x for x in shape), dtype, role=role,
+                               domain=rules.domains.get(name) if role == "in" else None))
     unused = [a for a in axes if a not in used]
     if unused:
         raise WorkloadError(f"{where}: axis {', '.join(unused)} is used by no input or output")
@@ -252,8 +269,16 @@ def workload_from_definition(definition_path: Path, workloads_path: Path | None 
     in_names = list(d["inputs"])
     out_names = list(d["outputs"])
 
+    params = _run_params(run)
+    if params is not None and len(params) != len(in_names) and not set(params) <= set(in_names):
+        raise WorkloadError(f"{where}: reference run() takes {len(params)} arguments ({', '.join(params)}); the definition "
+                            f"lists {len(in_names)} inputs ({', '.join(in_names)})")
+    by_name = params is not None and len(params) != len(in_names)  # run() reads some inputs, by name
+
     def reference(**kw: Any) -> dict[str, torch.Tensor]:
-        result = run(*[kw[n] for n in in_names])
+        result = run(**{n: kw[n] for n in params}) if by_name and params else run(*[kw[n] for n in in_names])
+        if isinstance(result, Mapping):
+            return dict(result)
         result = result if isinstance(result, tuple | list) else (result,)
         return dict(zip(out_names, result, strict=False))
 
@@ -268,7 +293,7 @@ def workload_from_definition(definition_path: Path, workloads_path: Path | None 
     def elements(b: Mapping[str, int]) -> int:
         return sum(math.prod(_shape(t, b)) for t in tensors)
 
-    shapes, chosen = _shape_sets(var, records, elements)
+    shapes, chosen = _shape_sets(var, records, elements, rules)
     root = root if root is not None else dataset_root(workloads_path)
     inputs = {t.name: t for t in tensors if t.role == "in"}
     fixed: list[dict[str, torch.Tensor]] = []
@@ -294,9 +319,11 @@ def workload_from_definition(definition_path: Path, workloads_path: Path | None 
 
 def _shape_sets(
     var: list[str], records: list[tuple[int, dict[str, Any]]], elements: Callable[[Mapping[str, int]], int],
+    rules: Rules,
 ) -> tuple[dict[str, list[dict[str, int]]], list[tuple[int, dict[str, Any]]]]:
     """Shape sets, and the records with safetensors inputs they use (`FIXED` indexes this list).
-    Random records give axis values only; each recorded one is an entry of its own."""
+    Random records give axis values only; each recorded one is an entry of its own. Synthetic
+    entries give every free axis one value and compute the derived ones (`rules`)."""
     complete = [(line, wl) for line, wl in records if all(a in (wl.get("axes") or {}) for a in var)]
     axes_of = lambda wl: {a: int(wl["axes"][a]) for a in var}  # noqa: E731
     size = lambda b: sum(b.values())  # noqa: E731
@@ -311,11 +338,17 @@ def _shape_sets(
     fixed_emu = [entry(*r) for r in [r for r in recorded if elements(axes_of(r[1])) <= EMU_MAX_ELEMENTS][:FIXED_EMU]]
     everything = [(size(b), b) for b in seen] + [(size(axes_of(wl)), (line, wl)) for line, wl in recorded]
     bench = [b if isinstance(b, dict) else entry(*b) for _, b in sorted(everything, key=lambda x: -x[0])[:2]]
-    bench = bench or [{a: 4096 for a in var}]
-    test = [{a: v for a in var} for v in TEST_VALUES] + sorted(seen, key=size)[:2] + fixed_test
-    emu = [{a: v for a in var} for v in EMU_VALUES] + fixed_emu
+    bench = bench or [rules.bind({a: 4096 for a in var})]
+    test = [rules.bind(_spread(var, v)) for v in TEST_VALUES] + sorted(seen, key=size)[:2] + fixed_test
+    emu = [rules.bind(_spread(var, v)) for v in EMU_VALUES] + fixed_emu
     uniq = lambda xs: [dict(t) for t in dict.fromkeys(tuple(sorted(x.items())) for x in xs)]  # noqa: E731
     return {"test": uniq(test), "emu": uniq(emu), "bench": uniq(bench)}, _in_order(chosen, records)
+
+
+def _spread(var: list[str], v: int) -> dict[str, int]:
+    """One synthetic binding: the free axes at v, v + v//2 + 1, ... (distinct, so that a kernel
+    that confuses two axes, e.g. pages with indices, is not right by coincidence)."""
+    return {a: v + i * (v // 2 + 1) for i, a in enumerate(var)}
 
 
 def _in_order(chosen: Mapping[int, int], records: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, dict[str, Any]]]:
@@ -338,7 +371,7 @@ def import_definition(definition_path: Path, out_dir: Path, workloads_path: Path
     """Write a workload folder (definition.json, workloads.jsonl, workload.py, the safetensors files
     its shape sets read, at their dataset-relative paths); validate it first."""
     wl = workload_from_definition(definition_path, workloads_path)
-    problems = wl.problems()
+    problems = wl.problems() or reference_problems(wl, ("emu",))
     if problems:
         raise WorkloadError(f"{definition_path}: " + "; ".join(problems))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -395,6 +428,13 @@ def kernel_from_solution(path: Path) -> str:
     file = entry.split("::")[0] if "::" in entry else "kernel.cu"
     if file not in sources:
         raise WorkloadError(f"{path}: entry point '{entry}' names no file among its sources ({', '.join(sources) or 'none'})")
+    text = sources[file]
+    binding = str(doc.get("spec", {}).get("binding", ""))
+    if "tvm" in binding.lower() or "TVM_FFI_DLL_EXPORT" in text or "tvm::ffi::" in text:
+        raise WorkloadError(
+            f"{path}: entry point '{entry}' is a TVM-FFI function (tvm::ffi::TensorView arguments, exported with "
+            "TVM_FFI_DLL_EXPORT_TYPED_FUNC), not the C launcher `launch`; it cannot be wrapped mechanically"
+        )
     if not entry.endswith("::launch"):
         raise WorkloadError(
             f"{path}: entry point '{entry}' is a torch binding, not the C launcher `launch`; it cannot be wrapped mechanically"

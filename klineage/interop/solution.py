@@ -11,8 +11,10 @@ exact reason. Export: a ModelNew file that subclasses the problem's Model and ca
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import libcst as cst
 
@@ -42,7 +44,140 @@ def torch_adapter_header() -> str:
     return resources.files("klineage.interop").joinpath("torch_adapter.h").read_text()
 
 
-def _forward_call(py_text: str, functions: set[str], where: str) -> tuple[list[str], str, list[cst.Arg]]:
+#: tensor methods that are the identity on the gate's buffers (contiguous, on the device)
+_IDENTITY_METHODS = ("cuda", "contiguous", "detach")
+
+
+@dataclass
+class _Forward:
+    """What `ModelNew.forward` amounts to: one call of a load_inline binding, with each argument
+    as C text; found by evaluating forward's statements (and an autograd.Function's forward)."""
+
+    binding: str
+    args: list[str]
+
+
+class _Evaluator:
+    """Follows `forward` through assignments, identity methods (`x.cuda()`, `x.contiguous()`),
+    `Function.apply(...)` and the solution's own scalar attributes (`self.dim = dim` in
+    __init__); anything else is refused with the construct named."""
+
+    def __init__(self, module: cst.Module, functions: set[str], wl: Workload, init_values: list[Any], where: str) -> None:
+        self.module, self.functions, self.wl, self.where = module, functions, wl, where
+        self.classes = {c.name.value: c for c in module.body if isinstance(c, cst.ClassDef)}
+        self.init_values = init_values
+
+    def code(self, node: cst.CSTNode) -> str:
+        return cst.Module([]).code_for_node(node)
+
+    def refuse(self, what: str) -> WrapError:
+        return WrapError(f"{self.where}: {what}; wrap it by hand")
+
+    def method(self, cls: str, name: str) -> cst.FunctionDef | None:
+        c = self.classes.get(cls)
+        if c is None:
+            return None
+        return next((s for s in c.body.body if isinstance(s, cst.FunctionDef) and s.name.value == name), None)
+
+    def run(self, fn: cst.FunctionDef, env: dict[str, Any], cls: str, depth: int = 0) -> Any:
+        if depth > 3:
+            raise self.refuse("forward calls through more than three levels")
+        for stmt in fn.body.body:
+            if not isinstance(stmt, cst.SimpleStatementLine):
+                head = self.code(stmt.with_changes(leading_lines=())).strip().splitlines()[0]  # not its comments
+                raise self.refuse(f"{cls}.{fn.name.value} has a `{head}` block")
+            for small in stmt.body:
+                if isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString | cst.ConcatenatedString):
+                    continue  # a docstring
+                if isinstance(small, cst.Return):
+                    if small.value is None:
+                        raise self.refuse(f"{cls}.{fn.name.value} returns nothing")
+                    return self.value(small.value, env, depth)
+                if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                    env[small.targets[0].target.value] = self.value(small.value, env, depth)
+                    continue
+                if isinstance(small, cst.Expr) and _call_attr(small.value) == "save_for_backward":
+                    continue  # autograd bookkeeping
+                if isinstance(small, cst.Assert | cst.Pass):
+                    continue
+                raise self.refuse(f"{cls}.{fn.name.value} has the statement `{self.code(small).strip()}`")
+        raise self.refuse(f"{cls}.{fn.name.value} does not return")
+
+    def value(self, v: cst.BaseExpression, env: dict[str, Any], depth: int) -> Any:
+        """C text of a tensor or number, or a _Forward for a binding call."""
+        if isinstance(v, cst.Name):
+            if v.value in env:
+                return env[v.value]
+            raise self.refuse(f"`{v.value}` is not a forward argument or a local")
+        if isinstance(v, cst.Integer | cst.Float):
+            return v.value
+        if isinstance(v, cst.UnaryOperation) and isinstance(v.operator, cst.Minus) and isinstance(v.expression, cst.Integer | cst.Float):
+            return "-" + v.expression.value
+        if isinstance(v, cst.Call):
+            func = v.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _IDENTITY_METHODS and not v.args:
+                return self.value(func.value, env, depth)
+            if isinstance(func, cst.Attribute) and func.attr.value == "apply" and isinstance(func.value, cst.Name):
+                target = self.method(func.value.value, "forward")
+                if target is None:
+                    raise self.refuse(f"`{func.value.value}.apply` is not an autograd.Function of the solution")
+                params = [p.name.value for p in target.params.params][1:]  # after ctx
+                args = [self.value(a.value, env, depth) for a in v.args]
+                return self.run(target, dict(zip(params, args, strict=False)), func.value.value, depth + 1)
+            name = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else "")
+            if name in self.functions:
+                for a in v.args:
+                    if a.keyword is not None:
+                        raise self.refuse(f"keyword argument '{a.keyword.value}' in the binding call")
+                args = [self.value(a.value, env, depth) for a in v.args]
+                if any(isinstance(a, _Forward) for a in args):
+                    raise self.refuse("a binding's result feeds another binding")
+                return _Forward(name, [str(a) for a in args])
+            raise self.refuse(f"forward calls `{self.code(v)}`, not one of the load_inline functions {sorted(self.functions)}")
+        chain = _self_chain(v)
+        if chain:
+            return self.attribute(chain)
+        raise self.refuse(f"binding argument `{self.code(v)}` is an expression")
+
+    def attribute(self, chain: list[str]) -> str:
+        """`self.<parameter of the problem's Model>` as a buffer, or a scalar attribute that
+        ModelNew.__init__ sets from a literal or from one of its (init-input) parameters."""
+        pname = "p_" + "_".join(chain)
+        t = next((a for a in self.wl.args if isinstance(a, Tensor) and a.name == pname), None)
+        if t is not None:
+            return _wrap(t)
+        init = self.method("ModelNew", "__init__")
+        if len(chain) == 1 and init is not None:
+            params = [p.name.value for p in init.params.params][1:]
+            for stmt in init.body.body:
+                if not isinstance(stmt, cst.SimpleStatementLine):
+                    continue
+                for small in stmt.body:
+                    if not (isinstance(small, cst.Assign) and len(small.targets) == 1
+                            and _self_chain(small.targets[0].target) == chain):
+                        continue
+                    val = small.value
+                    if isinstance(val, cst.Integer | cst.Float):
+                        return val.value
+                    if isinstance(val, cst.Name) and val.value in params:
+                        i = params.index(val.value)
+                        known = self.init_values[i] if i < len(self.init_values) else None
+                        if isinstance(known, int | float) and not isinstance(known, bool):
+                            return repr(known)
+                        default = init.params.params[i + 1].default
+                        if i >= len(self.init_values) and isinstance(default, cst.Integer | cst.Float):
+                            return default.value  # not passed by get_init_inputs(): the default
+        raise self.refuse(f"self.{'.'.join(chain)} is neither a parameter or buffer of the problem's Model nor a "
+                          "number ModelNew.__init__ sets from a literal or an init input equal at every size")
+
+
+def _call_attr(v: cst.BaseExpression) -> str:
+    if isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute):
+        return v.func.attr.value
+    return ""
+
+
+def _forward(py_text: str, functions: set[str], wl: Workload, where: str) -> _Forward:
     try:
         module = cst.parse_module(py_text)
     except cst.ParserSyntaxError as e:
@@ -53,43 +188,22 @@ def _forward_call(py_text: str, functions: set[str], where: str) -> tuple[list[s
     fwd = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "forward"), None)
     if fwd is None:
         raise WrapError(f"{where}: ModelNew has no forward()")
-    params = [p.name.value for p in fwd.params.params][1:]
-    body = [s for s in fwd.body.body if not (isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.Expr)
-                                            and isinstance(s.body[0].value, cst.SimpleString))]
-    if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine) or not isinstance(body[0].body[0], cst.Return):
-        raise WrapError(f"{where}: ModelNew.forward does more than `return <binding>(...)`; wrap it by hand")
-    ret = body[0].body[0].value
-    if not isinstance(ret, cst.Call):
-        raise WrapError(f"{where}: ModelNew.forward does not return a call of a load_inline binding")
-    func = ret.func
-    name = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else "")
-    if name not in functions:
-        raise WrapError(f"{where}: forward calls '{name or '?'}', not one of the load_inline functions {sorted(functions)}")
-    return params, name, list(ret.args)
+    from klineage.interop.kernelbench import KernelBenchWorkload
 
-
-def _c_arg(arg: cst.Arg, params: list[str], wl: Workload, where: str) -> str:
-    v = arg.value
-    if arg.keyword is not None:
-        raise WrapError(f"{where}: keyword argument '{arg.keyword.value}' in the binding call; wrap it by hand")
-    if isinstance(v, cst.Name) and v.value in params:
-        i = params.index(v.value)
+    kb = wl if isinstance(wl, KernelBenchWorkload) else None
+    ev = _Evaluator(module, functions, wl, kb.constant_init_inputs() if kb else [], where)
+    env: dict[str, Any] = {}
+    for i, p in enumerate([p.name.value for p in fwd.params.params][1:]):
         t = next((a for a in wl.args if isinstance(a, Tensor) and a.name == f"x{i}"), None)
-        if t is None:
-            raise WrapError(f"{where}: forward parameter '{v.value}' is not a tensor input of the workload")
-        return _wrap(t)
-    chain = _self_chain(v)
-    if chain:
-        pname = "p_" + "_".join(chain)
-        t = next((a for a in wl.args if isinstance(a, Tensor) and a.name == pname), None)
-        if t is None:
-            raise WrapError(f"{where}: self.{'.'.join(chain)} is not a parameter or buffer of the problem's Model")
-        return _wrap(t)
-    if isinstance(v, cst.Integer | cst.Float):
-        return v.value
-    if isinstance(v, cst.UnaryOperation) and isinstance(v.operator, cst.Minus) and isinstance(v.expression, cst.Integer | cst.Float):
-        return "-" + v.expression.value
-    raise WrapError(f"{where}: binding argument `{cst.Module([]).code_for_node(v)}` is an expression; wrap it by hand")
+        scalar = kb.input_scalar(i) if kb else None
+        if t is not None:
+            env[p] = _wrap(t)
+        elif scalar is not None:
+            env[p] = repr(scalar)
+    result = ev.run(fwd, env, "ModelNew")
+    if not isinstance(result, _Forward):
+        raise WrapError(f"{where}: ModelNew.forward does not return the result of a load_inline binding; wrap it by hand")
+    return result
 
 
 def _self_chain(v: cst.BaseExpression) -> list[str]:
@@ -127,13 +241,12 @@ def wrap_solution(solution: Path, wl: Workload) -> str:
         return ours
     functions = {f for e in embedded for f in e.functions}
     source = "\n".join(e.value for e in cuda)
-    if "AT_DISPATCH" in source:
-        raise WrapError(f"{where}: the binding dispatches on dtype with AT_DISPATCH_*; wrap it by hand")
-    params, binding, call_args = _forward_call(py_text, functions, where)
+    fwd = _forward(py_text, functions, wl, where)
     outs = [t for t in wl.tensors if t.role == "out"]
     if len(outs) != 1:
         raise WrapError(f"{where}: the workload has {len(outs)} outputs; only single-output bindings are wrapped")
-    args = ", ".join(_c_arg(a, params, wl, where) for a in call_args)
+    args = ", ".join(fwd.args)
+    binding = fwd.binding
     sig = wl.c_signature()
     launcher = "\n".join([
         f"{sig} {{",
@@ -192,7 +305,6 @@ def export_model_new(kernel_text: str, wl: Workload, problem: Path) -> str:
         raise KLineageError(f"{problem}: the workload folder has no problem.py (only imported KernelBench problems export back)")
     tensors = [a for a in wl.args if isinstance(a, Tensor)]
     scalars = [a for a in wl.args if isinstance(a, Scalar)]
-    params = [t for t in tensors if t.name.startswith("p_")]
     ctype = {"float32": "float", "float64": "double", "float16": "__half", "bfloat16": "__nv_bfloat16",
              "int32": "int", "int64": "long long", "int8": "int8_t", "uint8": "uint8_t", "bool": "bool"}
     cast = ", ".join(
@@ -205,11 +317,15 @@ def export_model_new(kernel_text: str, wl: Workload, problem: Path) -> str:
     kernel_text = kernel_text.replace(shim_header(), torch_adapter_header())
     binding = _EXPORT_HEAD + kernel_text + _EXPORT_TAIL + f"    launch({cast});\n}}\n"
     decl = "void klineage_run(std::vector<torch::Tensor> ts, std::vector<int64_t> dims);"
-    from klineage.interop.kernelbench import _Problem
+    from klineage.interop.kernelbench import KernelBenchWorkload, _Problem
 
-    state_names = list(_Problem(problem).state)  # original (dotted) names, in launcher order
-    if len(state_names) != len(params):
+    if not isinstance(wl, KernelBenchWorkload):
+        raise KLineageError(f"{problem}: the workload was not imported from a KernelBench problem")
+    state_names = list(wl.params.values())  # original (dotted) names, in launcher order
+    if list(_Problem(problem).build({}, meta=True).state) != state_names:
         raise KLineageError(f"{problem}: the model's parameters changed since the workload was imported")
+    index = {t.name: i for i, t in enumerate(tensors)}
+    dims = [(index[s.name.rsplit("_d", 1)[0]], int(s.name.rsplit("_d", 1)[1])) for s in scalars]
     return f'''"""KernelBench solution exported by KLineage for {wl.name}: ModelNew calls the gated kernel."""
 
 import torch
@@ -222,6 +338,7 @@ _CPP_SRC = {decl!r}
 _ext = load_inline(name="klineage_{re.sub(r"[^0-9A-Za-z_]", "_", wl.name)}", cpp_sources=_CPP_SRC,
                    cuda_sources=_CUDA_SRC, functions=["klineage_run"], verbose=False)
 _STATE = {state_names!r}
+_DIMS = {dims!r}  # (tensor, axis) of each launcher size argument
 
 
 class ModelNew(Model):
@@ -245,7 +362,7 @@ class ModelNew(Model):
         tensors = [x.contiguous() for x in inputs if isinstance(x, torch.Tensor)]
         params = [state[k].contiguous() for k in _STATE]
         results = [torch.empty(o.shape, dtype=o.dtype, device=tensors[0].device) for o in outs]
-        dims = [d for t in tensors for d in t.shape] + [d for r in results for d in r.shape]
-        _ext.klineage_run(tensors + params + results, [int(d) for d in dims])
+        every = tensors + params + results
+        _ext.klineage_run(every, [int(every[i].shape[j]) for i, j in _DIMS])
         return results[0] if len(results) == 1 else tuple(results)
 '''
