@@ -28,19 +28,17 @@ def prepare(db: Path) -> int:
     sys.path.insert(0, str(ROOT))
     from klineage import lineage
     from klineage.store.db import Store
+    from klineage.store.lineage import state_sources, state_workloads
 
     with Store(db, read_only=True) as store:  # the root: the end of the taken path (a beam walk has several deepest states)
-        roots = {w["workload"]: lineage.build(store, w["workload"]).graph["root"]
-                 for w in store.rows("SELECT DISTINCT workload FROM states")}
-        rows = [r for r in store.rows(
-            "SELECT st.workload, st.state_hash, st.depth, k.source FROM states st"
-            " JOIN kernels k ON k.kernel_hash = st.state_hash ORDER BY st.workload") if roots[r["workload"]] == r["state_hash"]]
+        roots = {w: lineage.build(store, w).graph["root"] for w in state_workloads(store)}
+        rows = [r for r in state_sources(store) if roots[r.workload] == r.state_hash]
     for r in rows:
-        d = ROOTS / r["workload"]
+        d = ROOTS / r.workload
         d.mkdir(parents=True, exist_ok=True)
-        (d / "root.cu").write_text(r["source"])
-        (d / "root.json").write_text(json.dumps({"workload": r["workload"], "depth": r["depth"], "db": str(db)}) + "\n")
-        print(f"{r['workload']}: root at depth {r['depth']}")
+        (d / "root.cu").write_text(r.source)
+        (d / "root.json").write_text(json.dumps({"workload": r.workload, "depth": r.depth, "db": str(db)}) + "\n")
+        print(f"{r.workload}: root at depth {r.depth}")
     return 0
 
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import hashlib
 import json
 import math
@@ -65,8 +66,8 @@ from klineage.materialize import MaterializeOptions, make_provider, materialize 
 from klineage.materialize.judge import site_counts  # noqa: E402
 from klineage.materialize.measured import MeasuredTimes, read_measured  # noqa: E402
 from klineage.skills import Skill, load_skills, merge  # noqa: E402
+from klineage.source.digest import source_hash  # noqa: E402
 from klineage.store.db import Store  # noqa: E402
-from klineage.walker import source_hash  # noqa: E402
 from klineage.workload import load_workload  # noqa: E402
 
 MODES = {  # name -> (skills mode, order)
@@ -84,14 +85,14 @@ def leave_one_out(skills: list[Skill], held_out: str, dtypes_of: dict[str, list[
         if not prov:
             continue
         t = copy.deepcopy(s)
-        t.provenance = prov
         per = t.effects.get("per_workload", {})
-        t.effects = {**t.effects, "per_workload": {w: e for w, e in per.items() if w != held_out}}
-        t.risks = [r for r in t.risks if r.get("workload") != held_out]
         workloads = sorted({p.get("workload") for p in prov if p.get("workload")})
-        t.scope = {**t.scope, "workloads": workloads,
-                   "dtypes": sorted({d for w in workloads for d in dtypes_of.get(w, [])}) or t.scope.get("dtypes", [])}
-        out.append(t)
+        out.append(dataclasses.replace(
+            t, provenance=prov,
+            effects={**t.effects, "per_workload": {w: e for w, e in per.items() if w != held_out}},
+            risks=[r for r in t.risks if r.get("workload") != held_out],
+            scope={**t.scope, "workloads": workloads,
+                   "dtypes": sorted({d for w in workloads for d in dtypes_of.get(w, [])}) or t.scope.get("dtypes", [])}))
     return out
 
 

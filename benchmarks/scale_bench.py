@@ -35,6 +35,7 @@ sys.path.insert(0, str(REPO))
 from klineage.executor import GateExecutor, make_executor  # noqa: E402
 from klineage.mining import mine_corpus  # noqa: E402
 from klineage.store.db import Store  # noqa: E402
+from klineage.store.lineage import table_rows  # noqa: E402
 
 
 @dataclass
@@ -52,16 +53,16 @@ class Run:
 def snapshot(db: Path) -> dict[str, Any]:
     """Every stored row that mining decides, without timings or run ids."""
     with Store(db, read_only=True) as s:
+        t = table_rows(s)
         return {
-            "states": sorted((r["workload"], r["state_hash"], r["depth"]) for r in s.rows("SELECT * FROM states")),
+            "states": sorted((r["workload"], r["state_hash"], r["depth"]) for r in t["states"]),
             "steps": sorted(
                 (r["step_id"], r["from_state"], r["to_state"] or "", r["operator"], bool(r["accepted"]), r["category"],
                  r["message"] or "", bool(r["taken"]), str(r["roundtrip_ok"]), r["carrier"] or "", r["gate_key"] or "")
-                for r in s.rows("SELECT * FROM steps")),
-            "kernels": sorted(r["kernel_hash"] for r in s.rows("SELECT kernel_hash FROM kernels")),
-            "gate_runs": sorted((r["gate_key"], bool(r["accepted"]), r["category"], r["message"] or "")
-                                for r in s.rows("SELECT * FROM gate_runs")),
-            "skills": sorted(r["skill_id"] for r in s.rows("SELECT skill_id FROM skills")),
+                for r in t["steps"]),
+            "kernels": sorted(r["kernel_hash"] for r in t["kernels"]),
+            "gate_runs": sorted((r["gate_key"], bool(r["accepted"]), r["category"], r["message"] or "") for r in t["gate_runs"]),
+            "skills": sorted(r["skill_id"] for r in t["skills"]),
         }
 
 

@@ -77,7 +77,7 @@ def install() -> None:
     _timed(cache_mod, "load_cached", "gate: cache lookup")
     _timed(cache_mod, "store", "gate: cache store")
     _timed(walker_mod.Walker, "_candidates", "walk: candidates (find + remove)")
-    _timed(walker_mod.Walker, "_gate_until_accepted", "walk: waiting for a step's verdicts")
+    _timed(walker_mod.Walker, "_gate_until", "walk: waiting for a state's verdicts")
 
     real_gate = executor_mod.gate
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-CATEGORIES = (
+#: a gate verdict's category (not an operator family: those are klineage.deopt.base.CATEGORIES)
+VERDICT_CATEGORIES = (
     "ok",
     "parse_error",
     "compile_error",
@@ -120,7 +121,7 @@ class GateResult:
     elapsed_s: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.category not in CATEGORIES:
+        if self.category not in VERDICT_CATEGORIES:
             raise ValueError(f"unknown gate category {self.category!r}")
         if self.stage not in STAGES:
             raise ValueError(f"unknown gate stage {self.stage!r}")

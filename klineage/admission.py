@@ -9,11 +9,11 @@ imported cards become `verified` on their first kept application.
 
 from __future__ import annotations
 
-import json
+from dataclasses import replace
 from typing import Any
 
-from klineage.skills import Skill
 from klineage.store.db import Store
+from klineage.store.skills import get_skill, set_verification
 
 #: Where admissions live, for a store that has none (skills list, report).
 ADMISSIONS_NOTE = ("No skill admitted in {db}: a skill is admitted when `klineage heldout`, `klineage materialize` or "
@@ -27,10 +27,9 @@ def record_admissions(store: Store, result: Any) -> list[str]:
     for step in result.steps:
         if not step.kept or not step.skill_id:
             continue
-        rows = store.rows("SELECT * FROM skills WHERE skill_id = ?", [step.skill_id])
-        if not rows:
+        skill = get_skill(store, step.skill_id)
+        if skill is None:
             continue
-        skill = Skill.from_row(rows[0])
         entry = {"workload": result.workload, "run_id": result.run_id, "step": step.index, "gate_key": step.gate_key,
                  "backend": result.backend, "effect": step.reason, "time_ms": step.time_ms}
         done = skill.verification.get("materialized_on", [])
@@ -40,10 +39,8 @@ def record_admissions(store: Store, result: Any) -> list[str]:
         if skill.origin == "imported":
             skill.verification["status"] = "verified"
         if result.workload not in skill.scope.get("workloads", []) and not skill.admitted:
-            skill.admitted = True
+            skill = replace(skill, admitted=True)
             skill.verification["admitted_by"] = entry
             newly.append(skill.skill_id)
-        with store.transaction() as con:
-            con.execute("UPDATE skills SET verification = ?, admitted = ?, updated_at = current_timestamp WHERE skill_id = ?",
-                        [json.dumps(skill.verification, default=str), skill.admitted, skill.skill_id])
+        set_verification(store, skill)
     return newly

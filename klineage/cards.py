@@ -17,7 +17,7 @@ import yaml
 
 from klineage.deopt.base import PRECONDITION_KINDS
 from klineage.errors import KLineageError
-from klineage.skills import Skill
+from klineage.store.skill_record import SKILL_FIELDS, Skill
 
 EVIDENCE_HEADING = "# KLineage Evidence"
 _KIND_HINTS = (
@@ -167,10 +167,13 @@ def _sorted_keys(value: Any) -> Any:
     return value
 
 
+#: the skill's fields beyond the front matter's, in declaration order: the evidence block's keys
+EXTRA_FIELDS = tuple(f for f in SKILL_FIELDS if f not in ("skill_id", "intent"))
+
+
 def _extras(skill: Skill) -> dict[str, Any]:
     d = skill.to_dict()
-    return {k: _sorted_keys(d[k]) for k in ("operator", "anchor", "carrier", "preconditions", "effects", "evidence",
-                                            "risks", "scope", "verification", "provenance", "admitted", "origin")}
+    return {k: _sorted_keys(d[k]) for k in EXTRA_FIELDS}
 
 
 def to_markdown(skill: Skill, platform: str = platform_string()) -> str:
@@ -199,12 +202,14 @@ def _validate_front(front: Any, where: str) -> dict[str, Any]:
 
 def _from_parts(front: dict[str, Any], body: str, extras: dict[str, Any] | None, where: str) -> Skill:
     front = _validate_front(front, where)
+    if extras is not None and not isinstance(extras, dict):
+        raise CardError(f"{where}: the evidence block is not a JSON object")
     if extras:
-        skill = Skill(skill_id=str(front["skill_id"]), operator=extras.get("operator", "imported"), intent=str(front["intent"]))
-        for k, v in extras.items():
-            if k in Skill.__dataclass_fields__ and k not in ("skill_id", "intent"):
-                setattr(skill, k, v)
-        return skill
+        unknown = sorted(set(extras) - set(EXTRA_FIELDS) - {"skill_id", "intent"})
+        if unknown:
+            raise CardError(f"{where}: the evidence block has keys that are not skill fields: {', '.join(unknown)}")
+        fields = {k: v for k, v in extras.items() if k in EXTRA_FIELDS}
+        return Skill(**{"operator": "imported", **fields, "skill_id": str(front["skill_id"]), "intent": str(front["intent"])})
     pre = []
     for item in front["preconditions"]:
         text = str(item)

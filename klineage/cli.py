@@ -494,9 +494,10 @@ def timings_coverage(
     """Per workload, from imported times: naive, root, expert and torch, and the lineage coverage."""
     from klineage import lineage as lin
     from klineage.store.db import Store
+    from klineage.store.lineage import state_workloads
 
     with Store(db, read_only=True) as store:
-        names = [r["workload"] for r in store.rows("SELECT DISTINCT workload FROM states ORDER BY 1")]
+        names = state_workloads(store)
         rows = [{"workload": n, **lin.build(store, n).graph.get("timing", {})} for n in names]
     if as_json:
         emit_json(rows)

@@ -10,6 +10,7 @@ from klineage.cards import CardError, from_json, from_markdown, to_json, to_mark
 from klineage.errors import KLineageError
 from klineage.skills import Skill, load_skills, upsert
 from klineage.store.db import Store
+from klineage.store.skill_record import SkillFieldError
 
 
 def export_skills(db: Path | None, out_dir: Path, fmt: str = "md") -> Path:
@@ -48,7 +49,12 @@ def read_jsonl(path: Path) -> list[Skill]:
             row = json.loads(line)
         except json.JSONDecodeError as e:
             raise CardError(f"{path}:{i}: not valid JSON ({e.msg})") from None
-        out.append(Skill.from_row(row))
+        if not isinstance(row, dict):
+            raise CardError(f"{path}:{i}: not a skill object")
+        try:
+            out.append(Skill.from_dict(row, f"{path}:{i}"))
+        except (SkillFieldError, TypeError) as e:
+            raise CardError(str(e) if isinstance(e, SkillFieldError) else f"{path}:{i}: {e}") from None
     return out
 
 

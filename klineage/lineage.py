@@ -21,16 +21,15 @@ import networkx as nx
 
 from klineage.errors import KLineageError
 from klineage.skills import skill_id_for
+from klineage.store import lineage as lineage_rows
 from klineage.store.db import Store
 from klineage.timings import kernel_times
 
 
 def build(store: Store, workload: str) -> nx.DiGraph:
-    states = store.rows(
-        "SELECT st.state_hash, st.depth, st.is_expert, g.result FROM states st LEFT JOIN gate_runs g ON g.gate_key = st.gate_key"
-        " WHERE st.workload = ? ORDER BY st.depth, st.state_hash", [workload])
+    states = lineage_rows.states_with_results(store, workload)
     if not states:
-        known = [r["workload"] for r in store.rows("SELECT DISTINCT workload FROM states ORDER BY 1")]
+        known = lineage_rows.state_workloads(store)
         raise KLineageError(f"no lineage for workload '{workload}' (known: {', '.join(known) or 'none'})")
     g = nx.DiGraph(workload=workload)
     timed = kernel_times(store, workload)  # GPU times imported apart, for states gated on the CPU
@@ -40,9 +39,7 @@ def build(store: Store, workload: str) -> nx.DiGraph:
         g.add_node(s["state_hash"], depth=s["depth"], expert=bool(s["is_expert"]),
                    time_ms=timing.get("median_ms") or (apart.median_ms if apart else None),
                    **({"device": apart.device} if apart and not timing.get("median_ms") else {}))
-    steps = store.rows(  # the taken step last: it is the edge kept where two steps join the same states
-        "SELECT step_id, from_state, to_state, operator, site, roundtrip_ok, preconditions, taken FROM steps"
-        " WHERE workload = ? AND accepted AND to_state IS NOT NULL ORDER BY taken, step_id", [workload])
+    steps = lineage_rows.accepted_edges(store, workload)  # the taken step last: the edge kept where two join
     for st in steps:
         if st["from_state"] not in g or st["to_state"] not in g:
             continue
@@ -55,7 +52,8 @@ def build(store: Store, workload: str) -> nx.DiGraph:
                    site=(st["site"] or {}).get("summary", ""), roundtrip=st["roundtrip_ok"], effect=effect, taken=taken)
     g.graph["expert"] = next(n for n, e in g.nodes(data="expert") if e)
     g.graph["root"] = _path_end(g, g.graph["expert"])
-    naive = store.scalar("SELECT kernel_hash FROM kernels WHERE workload = ? AND role = 'naive' LIMIT 1", [workload])
+    naive_row = lineage_rows.naive_kernel(store, workload)
+    naive = naive_row["kernel_hash"] if naive_row else None
     if naive in timed:
         g.graph["timing"] = timing_summary(g.nodes[g.graph["root"]].get("time_ms"), g.nodes[g.graph["expert"]].get("time_ms"),
                                            timed[naive].median_ms, timed[naive].torch_ms, timed[naive].device)

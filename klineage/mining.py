@@ -14,7 +14,6 @@ stops every walk at its next gate verdict; what was committed stays, and a re-ru
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import time
 import uuid
@@ -29,9 +28,10 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from klineage.errors import KLineageError
 from klineage.executor import GateExecutor, make_executor
 from klineage.gates.backend import GateOptions
-from klineage.skills import extract, upsert
+from klineage.skills import extract_skills, upsert
+from klineage.store import runs
 from klineage.store.db import Store
-from klineage.store.runs import interrupt_stale_mining_runs
+from klineage.store.skills import count_skills
 from klineage.walker import WalkConfig, Walker, WalkSummary, find_workloads
 from klineage.workload import load_workload
 
@@ -69,7 +69,7 @@ def mine_corpus(
     folders = find_workloads(dirs)
     workloads = {f: load_workload(f) for f in folders}  # bad workload.py: one clear error before any work
     store = Store(db)
-    interrupt_stale_mining_runs(store)  # a run killed with -9 left its row `running`
+    runs.interrupt_stale_mining_runs(store)  # a run killed with -9 left its row `running`
     run_id = uuid.uuid4().hex[:12]
     args = {"dirs": [str(d) for d in dirs], "backend": backend, "max_steps": max_steps, "workers": workers, "beam": beam,
             "executor": executor if isinstance(executor, str) else executor.name}
@@ -86,8 +86,7 @@ def mine_corpus(
             store.close()
             raise
         llm_operator = LLMOperator(provider)
-    with store.transaction() as con:
-        con.execute("INSERT INTO mining_runs (run_id, args, status) VALUES (?, ?, 'running')", [run_id, json.dumps(args)])
+    runs.start_mining_run(store, run_id, args)
     config = WalkConfig(options=GateOptions(backend=backend, timeout_s=timeout_s), max_steps=max_steps,
                         workers=workers, roundtrip=roundtrip, llm=llm_operator, llm_attempts=llm_attempts,
                         beam=beam)
@@ -116,22 +115,20 @@ def mine_corpus(
                         progress.update(tasks[i], description=f"{folder.name}: failed: {outcome}"[:100])
                     continue
                 # after every walk, in corpus order: merges never depend on which walk ended first
-                skills = upsert(store, extract(store, workloads[folder])) if not outcome.skipped else []
+                skills = upsert(store, extract_skills(store, workloads[folder])) if not outcome.skipped else []
                 if progress is not None:
                     done = outcome.skipped or f"{outcome.accepted} steps, {len(set(skills))} skills"
                     progress.update(tasks[i], description=f"{folder.name}: {done[:90]}")
                 results.append({**outcome.__dict__, "skills": sorted(set(skills))})
         if failure is not None:
             raise failure
-        with store.transaction() as con:
-            con.execute("UPDATE mining_runs SET status = 'done', finished_at = current_timestamp WHERE run_id = ?", [run_id])
-        total_skills = int(store.scalar("SELECT count(*) FROM skills"))
+        runs.finish_mining_run(store, run_id, "done")
+        total_skills = count_skills(store)
     except BaseException as e:
         status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
         reason = f"{type(e).__name__}: {e}"[:1000]  # a provider failure (LLMError) among them
-        with contextlib.suppress(Exception), store.transaction() as con:  # never masks the error itself
-            con.execute("UPDATE mining_runs SET status = ?, reason = ?, finished_at = current_timestamp WHERE run_id = ?",
-                        [status, reason, run_id])
+        with contextlib.suppress(Exception):  # never masks the error itself
+            runs.finish_mining_run(store, run_id, status, reason)
         raise
     finally:
         store.close()

@@ -7,43 +7,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import replace
 from typing import Any
 
 from klineage.deopt.registry import get_operator
 from klineage.gates.result import launched_resources
 from klineage.source.canon import CANON_STEP
+from klineage.store import lineage as lineage_rows
 from klineage.store.db import Store
+from klineage.store.skill_record import Skill
+from klineage.store.skills import get_skill, load_skills, put_skill
 from klineage.timings import kernel_times
 from klineage.workload import Workload
 
+__all__ = ["Skill", "extract_skills", "load_skills", "merge", "resource_delta", "skill_id_for", "upsert"]
+
 RESOURCE_FIELDS = ("registers", "shared_bytes", "spill_stores", "spill_loads", "stack_bytes", "barriers")
-
-
-@dataclass
-class Skill:
-    skill_id: str
-    operator: str
-    intent: str
-    anchor: dict[str, Any] = field(default_factory=dict)
-    carrier: str = ""
-    preconditions: list[dict[str, Any]] = field(default_factory=list)
-    effects: dict[str, Any] = field(default_factory=dict)
-    evidence: dict[str, Any] = field(default_factory=dict)
-    risks: list[dict[str, Any]] = field(default_factory=list)
-    scope: dict[str, Any] = field(default_factory=dict)
-    verification: dict[str, Any] = field(default_factory=dict)
-    provenance: list[dict[str, Any]] = field(default_factory=list)
-    admitted: bool = False
-    origin: str = "mined"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Skill:
-        keys = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in row.items() if k in keys and v is not None})
 
 
 def roundtrip_failed(skill: Skill) -> bool:
@@ -68,9 +47,6 @@ def offered(skills: list[Skill], include_unverified: bool = False) -> tuple[list
     return keep, held
 
 
-JSON_FIELDS = ("anchor", "preconditions", "effects", "evidence", "risks", "scope", "verification", "provenance")
-
-
 def skill_id_for(operator: str, preconditions: list[dict[str, Any]]) -> str:
     holding = sorted(p["name"] for p in preconditions if p.get("holds"))
     return f"{operator.replace(':', '-')}-{hashlib.sha1(json.dumps(holding).encode()).hexdigest()[:6]}"
@@ -83,13 +59,6 @@ def resource_delta(optimized: dict[str, Any], simpler: dict[str, Any]) -> dict[s
         return sum(int(r.get(f, 0)) for r in res.values())
 
     return {f: total(optimized, f) - total(simpler, f) for f in RESOURCE_FIELDS}
-
-
-def _gate_result(store: Store, key: str | None) -> dict[str, Any] | None:
-    if not key:
-        return None
-    rows = store.rows("SELECT result, device FROM gate_runs WHERE gate_key = ?", [key])
-    return rows[0]["result"] | {"device": rows[0]["device"]} if rows else None
 
 
 def _union(a: list[Any], b: list[Any]) -> list[Any]:
@@ -105,34 +74,29 @@ def _union(a: list[Any], b: list[Any]) -> list[Any]:
 
 def merge(old: Skill, new: Skill) -> Skill:
     """Keep every piece of evidence of both (same operator, same holding preconditions)."""
-    merged = Skill(**old.to_dict())
-    merged.carrier = old.carrier if old.carrier and len(old.carrier) <= len(new.carrier) else new.carrier
-    merged.preconditions = _union(old.preconditions, new.preconditions)
-    merged.effects = {"per_workload": {**old.effects.get("per_workload", {}), **new.effects.get("per_workload", {})}}
-    merged.evidence = {k: _union(old.evidence.get(k, []), new.evidence.get(k, [])) for k in
-                       set(old.evidence) | set(new.evidence)}
-    merged.risks = _union(old.risks, new.risks)
-    merged.scope = {k: sorted(set(old.scope.get(k, [])) | set(new.scope.get(k, []))) for k in
-                    set(old.scope) | set(new.scope)}
-    merged.verification = {**old.verification, **new.verification,
-                           "roundtrips": _union(old.verification.get("roundtrips", []),
-                                                new.verification.get("roundtrips", []))}
-    merged.provenance = _union(old.provenance, new.provenance)
-    return merged
+    return replace(
+        old,
+        carrier=old.carrier if old.carrier and len(old.carrier) <= len(new.carrier) else new.carrier,
+        preconditions=_union(old.preconditions, new.preconditions),
+        effects={"per_workload": {**old.effects.get("per_workload", {}), **new.effects.get("per_workload", {})}},
+        evidence={k: _union(old.evidence.get(k, []), new.evidence.get(k, [])) for k in set(old.evidence) | set(new.evidence)},
+        risks=_union(old.risks, new.risks),
+        scope={k: sorted(set(old.scope.get(k, [])) | set(new.scope.get(k, []))) for k in set(old.scope) | set(new.scope)},
+        verification={**old.verification, **new.verification,
+                      "roundtrips": _union(old.verification.get("roundtrips", []), new.verification.get("roundtrips", []))},
+        provenance=_union(old.provenance, new.provenance),
+    )
 
 
-def extract(store: Store, wl: Workload) -> list[Skill]:
+def extract_skills(store: Store, wl: Workload) -> list[Skill]:
     """Skills from this workload's lineage (taken steps), not yet merged with the store."""
-    steps = store.rows(
-        "SELECT s.*, st.depth FROM steps s JOIN states st ON st.workload = s.workload AND st.state_hash = s.from_state"
-        " WHERE s.workload = ? AND s.taken AND s.operator <> ? ORDER BY st.depth", [wl.name, CANON_STEP])
-    if not steps:  # the canonical step (expert -> canonical form) is part of the lineage, never a skill
+    # the canonical step (expert -> canonical form) is part of the lineage, never a skill
+    steps = [s for s in lineage_rows.taken_steps(store, wl.name) if s["operator"] != CANON_STEP]
+    if not steps:
         return []
-    expert_hash = store.scalar("SELECT state_hash FROM states WHERE workload = ? AND is_expert", [wl.name])
-    gate_of_state = {r["state_hash"]: r["gate_key"] for r in store.rows(
-        "SELECT state_hash, gate_key FROM states WHERE workload = ?", [wl.name])}
-    rejected = store.rows(
-        "SELECT step_id, operator, category, message, site FROM steps WHERE workload = ? AND NOT accepted", [wl.name])
+    expert_hash = lineage_rows.expert_state(store, wl.name)
+    gate_of_state = lineage_rows.state_gate_keys(store, wl.name)
+    rejected = lineage_rows.rejected_steps(store, wl.name)
     depth_total = len(steps)
     timed = kernel_times(store, wl.name)
     skills = []
@@ -144,8 +108,8 @@ def extract(store: Store, wl: Workload) -> list[Skill]:
             op = get_operator(step["operator"])
             op_name, intent, category = op.name, op.intent, op.category
         pre = step["preconditions"] or []
-        optimized = _gate_result(store, gate_of_state.get(step["from_state"]))
-        simpler = _gate_result(store, step["gate_key"])
+        optimized = lineage_rows.gate_result(store, gate_of_state.get(step["from_state"]))
+        simpler = lineage_rows.gate_result(store, step["gate_key"])
         device = (optimized or {}).get("device", "unknown")
         effect: dict[str, Any] = {"resources": "unmeasured", "time_ratio": "unmeasured", "device": device}
         if optimized and simpler and optimized.get("resources") and simpler.get("resources"):
@@ -210,23 +174,9 @@ def upsert(store: Store, skills: list[Skill]) -> list[str]:
     ids = []
     with store.transaction() as con:
         for s in skills:
-            existing = store.rows("SELECT * FROM skills WHERE skill_id = ?", [s.skill_id])
-            if existing:
-                s = merge(Skill.from_row(existing[0]), s)
-            d = s.to_dict()
-            con.execute(
-                "INSERT OR REPLACE INTO skills (skill_id, operator, intent, anchor, carrier, preconditions, effects, evidence,"
-                " risks, scope, verification, provenance, admitted, origin, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)",
-                [d["skill_id"], d["operator"], d["intent"], *[json.dumps(d[f]) for f in ("anchor",)], d["carrier"],
-                 *[json.dumps(d[f]) for f in ("preconditions", "effects", "evidence", "risks", "scope", "verification",
-                                               "provenance")], d["admitted"], d["origin"]],
-            )
-            for sid in s.evidence.get("steps", []):
-                con.execute("INSERT INTO skill_evidence VALUES (?, ?) ON CONFLICT DO NOTHING", [s.skill_id, sid])
+            existing = get_skill(store, s.skill_id)
+            if existing is not None:
+                s = merge(existing, s)
+            put_skill(con, s)
             ids.append(s.skill_id)
     return ids
-
-
-def load_skills(store: Store) -> list[Skill]:
-    return [Skill.from_row(r) for r in store.rows("SELECT * FROM skills ORDER BY operator, skill_id")]

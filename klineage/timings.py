@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from klineage.errors import KLineageError
+from klineage.store import lineage as lineage_rows
 from klineage.store.db import Store
+from klineage.store.timings import TimingRow, put_timings, timing_rows
 
 
 class TimingsError(KLineageError):
@@ -55,24 +57,22 @@ class ImportReport:
 
 def export_states(store: Store, out_dir: Path, workloads: list[str] | None = None) -> dict[str, Any]:
     """Write every state's source and the index `materialized_bench.py --extra` reads; returns the index."""
-    rows = store.rows(
-        "SELECT s.workload, s.state_hash, s.depth, k.source FROM states s JOIN kernels k ON k.kernel_hash = s.state_hash"
-        " ORDER BY s.workload, s.depth, s.state_hash")
-    known = sorted({r["workload"] for r in rows})
+    rows = lineage_rows.state_sources(store)
+    known = sorted({r.workload for r in rows})
     if workloads:
         unknown = sorted(set(workloads) - set(known))
         if unknown:
             raise TimingsError(f"no lineage for {', '.join(unknown)} in {store.path} (known: {', '.join(known) or 'none'})")
-        rows = [r for r in rows if r["workload"] in workloads]
+        rows = [r for r in rows if r.workload in workloads]
     if not rows:
         raise TimingsError(f"{store.path}: no lineage states to export (mine first)")
     files: dict[str, list[str]] = {}
     for r in rows:
-        rel = f"{r['workload']}/{r['state_hash']}.cu"
+        rel = f"{r.workload}/{r.state_hash}.cu"
         path = out_dir / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(r["source"])
-        files.setdefault(r["workload"], []).append(rel)
+        path.write_text(r.source)
+        files.setdefault(r.workload, []).append(rel)
     index = {"kind": "lineage-states", "db": str(store.path), "files": files}
     (out_dir / "index.json").write_text(json.dumps(index, indent=1))
     return index
@@ -102,9 +102,8 @@ def import_timings(store: Store, paths: list[Path], refresh: bool = True) -> Imp
     devices = sorted({str(doc["device"]) for _, doc in docs})
     report = ImportReport(source=", ".join(map(str, paths)), device=", ".join(devices),
                           measured_at=", ".join(sorted({str(doc.get("date", "")) for _, doc in docs})))
-    known = {(r["workload"], r["h"]) for r in store.rows(
-        "SELECT workload, state_hash AS h FROM states UNION SELECT workload, kernel_hash FROM kernels WHERE role = 'naive'")}
-    values: dict[tuple[str, str, str], list[Any]] = {}
+    known = lineage_rows.timeable_kernels(store)
+    values: dict[tuple[str, str, str], TimingRow] = {}
     for path, doc in docs:
         for row in doc["rows"]:
             name = row["name"]
@@ -117,44 +116,38 @@ def import_timings(store: Store, paths: list[Path], refresh: bool = True) -> Imp
                 if (name, digest) not in known:
                     report.not_states += 1
                     continue
-                values[(name, digest, str(doc["device"]))] = [
+                values[(name, digest, str(doc["device"]))] = TimingRow(
                     name, digest, str(doc["device"]), float(ms), torch_ms, json.dumps(row.get("bench")),
-                    str(doc.get("date", "")), str(path)]
+                    str(doc.get("date", "")), str(path))
     if not values:
         raise TimingsError(f"{report.source}: none of the timed kernels is a state or naive kernel of {store.path} "
                            f"({report.not_states} other kernels, {report.not_ok} not ok); export the states of this store first")
     for name, _, _ in values:
         report.imported[name] = report.imported.get(name, 0) + 1
-    with store.transaction() as con:
-        con.executemany(
-            "INSERT OR REPLACE INTO kernel_timings (workload, kernel_hash, device, median_ms, torch_ms, shape, measured_at,"
-            " source, imported_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, current_timestamp)", list(values.values()))
+    put_timings(store, list(values.values()))
     if refresh:
         _refresh_skills(store, sorted(report.imported), report)
     return report
 
 
 def _refresh_skills(store: Store, workloads: list[str], report: ImportReport) -> None:
-    from klineage.skills import extract, upsert
+    from klineage.skills import extract_skills, upsert
     from klineage.workload import load_workload
 
     for name in workloads:
-        expert = store.scalar("SELECT path FROM kernels WHERE workload = ? AND role = 'expert' LIMIT 1", [name])
+        expert = lineage_rows.expert_path(store, name)
         folder = Path(expert).parent if expert else None
         if folder is None or not (folder / "workload.py").is_file():
             report.not_refreshed[name] = f"workload folder {folder} not found here; run `klineage mine` on it again"
             continue
-        upsert(store, extract(store, load_workload(folder)))
+        upsert(store, extract_skills(store, load_workload(folder)))
         report.refreshed.append(name)
 
 
 def kernel_times(store: Store, workload: str) -> dict[str, KernelTime]:
     """The newest imported time of each state (and the naive kernel) of `workload`, by kernel hash;
     one device: the newest import's."""
-    if "kernel_timings" not in {r["table_name"] for r in store.rows("SELECT table_name FROM duckdb_tables()")}:
-        return {}  # a read-only store of an older schema
-    rows = store.rows("SELECT kernel_hash, device, median_ms, torch_ms FROM kernel_timings WHERE workload = ?"
-                      " ORDER BY imported_at DESC, device", [workload])
+    rows = timing_rows(store, workload)
     if not rows:
         return {}
     device = rows[0]["device"]

@@ -1,10 +1,13 @@
 """The backward walker (DESIGN.md, 'Walker, lineage, skills').
 
-From an expert kernel it tries the operators' sites in the soft removal order, gates each
-simplification, and moves to the first accepted one; it repeats until no simplification passes
-or the step budget ends. Rejected attempts are kept: they are the evidence of what breaks. Every
-accepted step is re-derived forward (roundtrip). Each step is committed in its own transaction,
-and a re-run resumes from the store: a step already recorded is never gated again.
+One walk engine, a search with a frontier of width N (`WalkConfig.beam`; N = 1 is the greedy
+walk): from an expert kernel it tries the operators' sites in the soft removal order, gates each
+simplification, and moves to the first accepted one (N of them); it repeats until no
+simplification passes or the step budget ends. Rejected attempts are kept: they are the evidence
+of what breaks. The accepted steps of the path from the expert to the root are re-derived forward
+(roundtrip). Each expanded state's attempts commit in one transaction (`_expand`: the one place
+where steps are gated and recorded), and a re-run resumes from the store: a step already
+recorded is never gated again.
 
 Several walkers may run at once in threads of one driver (`klineage mine`), sharing the store and
 the executor; a walk reads and writes only its own workload's rows, so its rows do not depend on
@@ -27,7 +30,9 @@ simplest state reached: the deepest state, and among those of that depth the fir
 (the first state of the last frontier). The steps of one path from the expert to the root are
 marked `taken` (each state's path goes through the frontier state that first reached it): skills
 are extracted from them as from a greedy walk, and only they are re-derived forward (roundtrip),
-in a last transaction after the search. With N = 1 the walk is the greedy one, unchanged.
+in a last transaction after the search. With N = 1 the frontier is one state and the walk is the
+greedy one; when none of its simplifications passes, an LLM operator (`WalkConfig.llm`, greedy
+walk only) is asked for one.
 """
 
 from __future__ import annotations
@@ -49,14 +54,12 @@ from klineage.executor import GateExecutor, GateJob, LocalExecutor
 from klineage.gates.backend import GateOptions
 from klineage.gates.result import GateResult
 from klineage.source.canon import CANON_STEP, canonical_form
+from klineage.source.digest import source_hash
 from klineage.source.model import CudaSource
 from klineage.source.text import normalize
+from klineage.store import lineage as rows
 from klineage.store.db import Store
 from klineage.workload import Workload, load_workload
-
-
-def source_hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -151,23 +154,17 @@ class Walker:
     # ---- recording --------------------------------------------------------------------------
     def _record_kernel(self, con: Any, wl: Workload, text: str, role: str, path: str | None) -> str:
         h = source_hash(text)
-        con.execute(  # a kernel two workloads share belongs to the first name, whatever the walk order
-            "INSERT INTO kernels (kernel_hash, workload, role, path, source) VALUES (?, ?, ?, ?, ?)"
-            " ON CONFLICT (kernel_hash) DO UPDATE SET workload = excluded.workload, role = excluded.role,"
-            " path = excluded.path WHERE excluded.workload < kernels.workload",
-            [h, wl.name, role, path, text],
-        )
+        rows.record_kernel(con, h, wl.name, role, path, text)
         return h
 
     def _record_gate(self, con: Any, wl: Workload, text: str, r: GateResult) -> None:
         device = (r.profile or {}).get("device") or ("cpu-emulator" if r.backend == "emu" else r.backend)
-        con.execute(
-            "INSERT INTO gate_runs (gate_key, kernel_hash, workload, backend, accepted, stage, category, message, result, elapsed_s, device)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (gate_key) DO UPDATE SET workload = excluded.workload,"
-            " result = excluded.result, elapsed_s = excluded.elapsed_s WHERE excluded.workload < gate_runs.workload",
-            [r.artifact_id, source_hash(text), wl.name, r.backend, r.accepted, r.stage, r.category, r.message,
-             json.dumps(r.to_dict()), r.elapsed_s, device],
-        )
+        rows.record_gate_run(con, source_hash(text), wl.name, r, device)
+
+    @staticmethod
+    def _step_row(wl: Workload, state: str, a: Attempt, gate_key: str | None) -> rows.StepRow:
+        return rows.StepRow(a.step_id, wl.name, state, source_hash(a.to_text) if a.to_text else None, a.operator,
+                            a.site.to_dict(), a.accepted, a.category, a.message, gate_key)
 
     def _job(self, wl: Workload, text: str, name: str) -> GateJob:
         if wl.source_dir is None:
@@ -210,25 +207,9 @@ class Walker:
             summary.elapsed_s = time.perf_counter() - t0
             return summary
         with self.store.transaction() as con:
-            con.execute(
-                "INSERT INTO states VALUES (?, ?, 0, true, ?) ON CONFLICT DO NOTHING",
-                [wl.name, source_hash(expert_text), expert_gate.artifact_id],
-            )
+            rows.add_expert_state(con, wl.name, source_hash(expert_text), expert_gate.artifact_id)
         start_text, start = self._canonical(wl, expert_text, summary)
-        if self.config.beam > 1:
-            self._beam(wl, start_text, summary, start)
-            summary.elapsed_s = time.perf_counter() - t0
-            return summary
-        visited = {source_hash(expert_text), source_hash(start_text)}
-        text, depth = start_text, start
-        while depth - start < self.config.max_steps:
-            nxt = self._step(wl, folder, text, depth, visited, summary)
-            if nxt is None:
-                break
-            text, depth = nxt, depth + 1
-            visited.add(source_hash(text))
-        summary.states = depth + 1
-        summary.depth = depth
+        self._search(wl, start_text, summary, start)
         summary.elapsed_s = time.perf_counter() - t0
         return summary
 
@@ -246,30 +227,23 @@ class Walker:
         if not canon.changed:
             return expert_text, 0
         text = canon.source.text
-        root = canon.source.tree.root_node
-        site = Site(CANON_STEP, canon.source.anchor(root), 0, len(canon.source.text_bytes),
+        rules = ",".join(dict.fromkeys(canon.applied))
+        site = Site(CANON_STEP, canon.source.anchor(canon.source.tree.root_node), 0, len(canon.source.text_bytes),
                     "canonical form: " + ", ".join(dict.fromkeys(canon.applied)),
-                    (("kind", "canonical"), ("rules", ",".join(dict.fromkeys(canon.applied)))))
+                    (("kind", "canonical"), ("rules", rules)))
         a = Attempt(step_id(wl.name, expert, CANON_STEP, site), CANON_STEP, site, "pending", "", False, text)
-        self._ensure_result(wl, a, 0, summary)
-        assert a.result is not None
+        a.result = self._gate(wl, text, f"{wl.name}/{CANON_STEP}.cu")
+        summary.gate_runs += 1
+        summary.cached_gates += int(a.result.cached)
         a.accepted, a.category, a.message = a.result.accepted, a.result.category, a.result.message
         rt = {"ok": None, "message": "canonical form: recorded, never a skill", "kind": "canonical"}
+        mark = rows.PathMark(None, rt, carrier_diff(text, expert_text), []) if a.accepted else None
         with self.store.transaction() as con:
             self._record_kernel(con, wl, text, "state", None)
             self._record_gate(con, wl, text, a.result)
-            con.execute(
-                "INSERT INTO steps (step_id, workload, from_state, to_state, operator, site, accepted, category, message,"
-                " gate_key, taken, roundtrip_ok, roundtrip, carrier, preconditions) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-                " NULL, ?, ?, '[]') ON CONFLICT (step_id) DO UPDATE SET taken = excluded.taken, accepted = excluded.accepted,"
-                " category = excluded.category, message = excluded.message, gate_key = excluded.gate_key",
-                [a.step_id, wl.name, expert, source_hash(text), CANON_STEP, json.dumps(site.to_dict()), a.accepted,
-                 a.category, a.message, a.result.artifact_id, a.accepted, json.dumps(rt),
-                 carrier_diff(text, expert_text)],
-            )
+            rows.add_step(con, self._step_row(wl, expert, a, a.result.artifact_id), mark)
             if a.accepted:
-                con.execute("INSERT INTO states VALUES (?, ?, 1, false, ?) ON CONFLICT DO NOTHING",
-                            [wl.name, source_hash(text), a.result.artifact_id])
+                rows.add_state(con, wl.name, source_hash(text), 1, a.result.artifact_id)
         if not a.accepted:
             summary.rejected += 1
             self.progress(f"{wl.name}: canonical form rejected ({a.category}); walking from the expert")
@@ -299,9 +273,7 @@ class Walker:
     def _recall(self, wl: Workload, state: str, attempts: list[Attempt], revisit: Callable[[str], bool]) -> None:
         """Refuse the candidates that give back a state `revisit` names (never gated); give the
         others already recorded from this state their recorded verdict (never gated again)."""
-        known = {r["step_id"]: r for r in self.store.rows(
-            "SELECT step_id, accepted, category, message, gate_key FROM steps WHERE workload = ? AND from_state = ?",
-            [wl.name, state])}
+        known = rows.recorded_verdicts(self.store, wl.name, state)
         for a in attempts:
             if a.to_text is not None and revisit(source_hash(a.to_text)):
                 a.category, a.message = "refused", "revisits an earlier state of this lineage"
@@ -311,100 +283,8 @@ class Walker:
                 a.category, a.message, a.accepted = row["category"], row["message"], bool(row["accepted"])
                 a.gate_key = row["gate_key"]
 
-    def _step(self, wl: Workload, folder: Path, text: str, depth: int, visited: set[str],
-              summary: WalkSummary) -> str | None:
-        self._check_stop()
-        state = source_hash(text)
-        taken = self.store.rows(
-            "SELECT s.to_state, k.source FROM steps s JOIN kernels k ON k.kernel_hash = s.to_state"
-            " WHERE s.workload = ? AND s.from_state = ? AND s.taken", [wl.name, state])
-        if taken:  # resume: this step was committed by an earlier run
-            self.progress(f"{wl.name}: step {depth + 1} already recorded")
-            return taken[0]["source"]
-        src = CudaSource.from_text(text, f"{wl.name}/state-{depth}.cu")
-        attempts = self._candidates(wl, src, state)
-        self._recall(wl, state, attempts, lambda h: h in visited)
-        chosen = self._gate_until_accepted(wl, attempts, depth, summary)
-        if chosen is None and self.config.llm is not None:
-            chosen = self._ask_llm(wl, src, state, attempts, visited, summary)
-        rt = None
-        if chosen is not None:
-            rt = self._roundtrip(wl, src, chosen) if self.config.roundtrip else {
-                "ok": None, "message": "roundtrip not run (--no-roundtrip)", "preconditions": self._facts(src, chosen)}
-        self._check_stop()
-        with self.store.transaction() as con:
-            for a in attempts:
-                if a.category == "pending":
-                    continue
-                if a.result is not None and a.to_text is not None:
-                    self._record_kernel(con, wl, a.to_text, "state", None)
-                    self._record_gate(con, wl, a.to_text, a.result)
-                is_taken = chosen is not None and a is chosen
-                carrier = preconditions = None
-                if is_taken and a.to_text is not None:
-                    carrier = carrier_diff(a.to_text, text)
-                    preconditions = json.dumps(rt.get("preconditions", []) if rt else [])
-                con.execute(
-                    "INSERT INTO steps (step_id, workload, from_state, to_state, operator, site, accepted, category, message,"
-                    " gate_key, taken, roundtrip_ok, roundtrip, carrier, preconditions) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                    " ON CONFLICT (step_id) DO UPDATE SET taken = excluded.taken, roundtrip_ok = excluded.roundtrip_ok,"
-                    " roundtrip = excluded.roundtrip, carrier = excluded.carrier, preconditions = excluded.preconditions",
-                    [a.step_id, wl.name, state, source_hash(a.to_text) if a.to_text else None, a.operator,
-                     json.dumps(a.site.to_dict()), a.accepted, a.category, a.message,
-                     a.result.artifact_id if a.result else None, is_taken,
-                     (rt or {}).get("ok") if is_taken else None, json.dumps(rt) if is_taken and rt else None,
-                     carrier, preconditions],
-                )
-            if chosen is not None and chosen.to_text is not None:
-                con.execute(
-                    "INSERT INTO states VALUES (?, ?, ?, false, ?) ON CONFLICT DO NOTHING",
-                    [wl.name, source_hash(chosen.to_text), depth + 1, chosen.result.artifact_id if chosen.result else None],
-                )
-        summary.refused += sum(a.category == "refused" for a in attempts)
-        summary.rejected += sum(a.category not in ("refused", "pending", "ok") for a in attempts)
-        if chosen is None:
-            self.progress(f"{wl.name}: no simplification passes after {depth} steps")
-            return None
-        summary.accepted += 1
-        self.progress(f"{wl.name}: step {depth + 1}: {chosen.operator} at {chosen.site.summary}")
-        return chosen.to_text
-
-    def _gate_until_accepted(self, wl: Workload, attempts: list[Attempt], depth: int,
-                             summary: WalkSummary) -> Attempt | None:
-        """Gate the pending candidates through the executor, consuming verdicts as they complete;
-        the first accepted in source order wins. Only candidates up to the winner are recorded,
-        so the rows do not depend on how many ran at once or where (verdicts gated past the
-        winner still fill the cache)."""
-        for a in attempts:
-            if a.accepted and a.to_text is not None:
-                return self._ensure_result(wl, a, depth, summary)
-        pending = [a for a in attempts if a.category == "pending"]
-        jobs = [self._job(wl, a.to_text or "", f"{wl.name}/{a.operator}@{a.site.line}.cu") for a in pending]
-        verdicts: dict[int, GateResult] = {}
-        resolved = 0  # verdicts 0 .. resolved-1 are in and all rejected
-        winner: int | None = None
-        stream = self.executor.run(jobs)
-        try:
-            for i, r in stream:
-                self._check_stop()
-                verdicts[i] = r
-                while resolved in verdicts and not verdicts[resolved].accepted:
-                    resolved += 1
-                if resolved in verdicts:
-                    winner = resolved
-                    break
-        finally:
-            stream.close()
-        last = winner if winner is not None else len(pending) - 1
-        for i in range(last + 1):
-            a, r = pending[i], verdicts[i]
-            a.result, a.accepted, a.category, a.message = r, r.accepted, r.category, r.message
-            summary.gate_runs += 1
-            summary.cached_gates += int(r.cached)
-        return pending[winner] if winner is not None else None  # later candidates stay 'pending'
-
     def _ask_llm(self, wl: Workload, src: CudaSource, state: str, attempts: list[Attempt],
-                 visited: set[str], summary: WalkSummary) -> Attempt | None:
+                 revisit: Callable[[str], bool], summary: WalkSummary) -> Attempt | None:
         """When no rule applies: the LLM operator proposes one removal, gated like the rest; a
         rejection is fed back for the next attempt."""
         llm = self.config.llm
@@ -428,7 +308,7 @@ class Walker:
             a = Attempt(step_id(wl.name, state, removal.operator + f"#{i}", site), removal.operator, site, "pending", "",
                         False, removal.source)
             attempts.append(a)
-            if source_hash(removal.source) in visited:
+            if revisit(source_hash(removal.source)):
                 a.category, a.message, a.to_text = "refused", "revisits an earlier state of this lineage", None
                 feedback = "that simplification gives back a state this lineage already passed through"
                 continue
@@ -440,16 +320,13 @@ class Walker:
             feedback = f"{a.category}: {a.message}"
         return None
 
-    def _ensure_result(self, wl: Workload, a: Attempt, depth: int, summary: WalkSummary) -> Attempt:
-        a.result = self._gate(wl, a.to_text or "", f"{wl.name}/{a.operator}@{a.site.line}.cu")
-        summary.gate_runs += 1
-        summary.cached_gates += int(a.result.cached)
-        return a
-
-    # ---- the beam walk (WalkConfig.beam > 1; the module docstring has the rules) --------------
-    def _beam(self, wl: Workload, expert_text: str, summary: WalkSummary, start: int = 0) -> None:
+    # ---- the search: a frontier of `beam` states per depth (1: greedy; the module docstring) ----
+    def _search(self, wl: Workload, expert_text: str, summary: WalkSummary, start: int = 0) -> None:
+        """Expand the frontier depth by depth until no state of it has a passing simplification
+        or `max_steps` depths are walked; then mark the path from the start (the expert, or its
+        canonical form at depth 1) to the root."""
         width = self.config.beam
-        expert = source_hash(expert_text)  # the start: the expert, or its canonical form at depth 1
+        expert = source_hash(expert_text)
         depth_of = {expert: start}  # every state reached, at its smallest depth
         text_of = {expert: expert_text}
         parent: dict[str, tuple[str, Attempt]] = {}  # state -> the step that first reached it, in beam order
@@ -479,14 +356,22 @@ class Walker:
 
     def _expand(self, wl: Workload, text: str, depth: int, depth_of: dict[str, int],
                 summary: WalkSummary) -> list[Attempt]:
-        """Gate one frontier state's simplifications in soft removal order until `beam` pass;
-        record them (and the rejections before the last) in one transaction; return the accepted."""
+        """Gate one frontier state's simplifications in soft removal order until `beam` pass (the
+        greedy walk with an LLM operator asks it when none does); record them (and the rejections
+        before the last) in one transaction; return the accepted."""
         self._check_stop()
         state = source_hash(text)
         src = CudaSource.from_text(text, f"{wl.name}/state-{depth}.cu")
         attempts = self._candidates(wl, src, state)
-        self._recall(wl, state, attempts, lambda h: depth_of.get(h, depth + 1) <= depth)
+
+        def revisit(h: str) -> bool:  # a state reached at this depth or before
+            return depth_of.get(h, depth + 1) <= depth
+
+        self._recall(wl, state, attempts, revisit)
         accepted = self._gate_until(wl, attempts, self.config.beam, summary)
+        if not accepted and self.config.llm is not None and self.config.beam == 1:
+            chosen = self._ask_llm(wl, src, state, attempts, revisit, summary)
+            accepted = [chosen] if chosen is not None else []
         self._check_stop()
         with self.store.transaction() as con:
             for a in attempts:
@@ -495,19 +380,12 @@ class Walker:
                 if a.result is not None and a.to_text is not None:
                     self._record_kernel(con, wl, a.to_text, "state", None)
                     self._record_gate(con, wl, a.to_text, a.result)
-                con.execute(  # already recorded (resume): kept as it is; the path's marks come last
-                    "INSERT INTO steps (step_id, workload, from_state, to_state, operator, site, accepted, category, message,"
-                    " gate_key, taken) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, false) ON CONFLICT (step_id) DO NOTHING",
-                    [a.step_id, wl.name, state, source_hash(a.to_text) if a.to_text else None, a.operator,
-                     json.dumps(a.site.to_dict()), a.accepted, a.category, a.message,
-                     a.result.artifact_id if a.result else a.gate_key],
-                )
+                # already recorded (resume): kept as it is; the path's marks come last
+                rows.add_step(con, self._step_row(wl, state, a, a.result.artifact_id if a.result else a.gate_key),
+                              keep_existing=True)
             for a in accepted:
-                con.execute(
-                    "INSERT INTO states VALUES (?, ?, ?, false, ?) ON CONFLICT (workload, state_hash) DO UPDATE"
-                    " SET depth = excluded.depth, gate_key = excluded.gate_key WHERE excluded.depth < states.depth",
-                    [wl.name, source_hash(a.to_text or ""), depth + 1, a.result.artifact_id if a.result else a.gate_key],
-                )
+                rows.add_state(con, wl.name, source_hash(a.to_text or ""), depth + 1,
+                               a.result.artifact_id if a.result else a.gate_key, smallest_depth=True)
         summary.refused += sum(a.category == "refused" for a in attempts)
         summary.rejected += sum(a.category not in ("refused", "pending", "ok") for a in attempts)
         summary.accepted += len(accepted)
@@ -561,31 +439,23 @@ class Walker:
         """Roundtrip the steps from the expert to the root and mark them `taken` (with carrier and
         preconditions), unmarking any other step of this workload, in one transaction. A path step
         already marked with its roundtrip (a re-run) is not re-derived."""
-        done = {r["step_id"]: r for r in self.store.rows(
-            "SELECT step_id, taken, roundtrip_ok, roundtrip, carrier, preconditions FROM steps"
-            " WHERE workload = ? AND taken AND operator <> ?", [wl.name, CANON_STEP])}
-        marks = []
+        done = {sid: r for sid, r in rows.taken_marks(self.store, wl.name).items() if r["operator"] != CANON_STEP}
+        marks: list[tuple[str, rows.PathMark]] = []
         for depth, (state, a) in enumerate(path):
             row = done.get(a.step_id)
             if row is not None and row["roundtrip"] is not None:
-                marks.append((a.step_id, row["roundtrip_ok"], json.dumps(row["roundtrip"]), row["carrier"],
-                              json.dumps(row["preconditions"] or [])))
+                marks.append((a.step_id, rows.PathMark(row["roundtrip_ok"], row["roundtrip"], row["carrier"],
+                                                       row["preconditions"] or [])))
                 continue
             self._check_stop()
             src = CudaSource.from_text(text_of[state], f"{wl.name}/state-{depth}.cu")
             rt = self._roundtrip(wl, src, a) if self.config.roundtrip else {
                 "ok": None, "message": "roundtrip not run (--no-roundtrip)", "preconditions": self._facts(src, a)}
-            marks.append((a.step_id, rt.get("ok"), json.dumps(rt), carrier_diff(a.to_text or "", text_of[state]),
-                          json.dumps(rt.get("preconditions", []))))
+            marks.append((a.step_id, rows.PathMark(rt.get("ok"), rt, carrier_diff(a.to_text or "", text_of[state]),
+                                                   rt.get("preconditions", []))))
         self._check_stop()
         on_path = {m[0] for m in marks}
-        with self.store.transaction() as con:
-            for sid in sorted(set(done) - on_path):
-                con.execute("UPDATE steps SET taken = false, roundtrip_ok = NULL, roundtrip = NULL, carrier = NULL,"
-                            " preconditions = NULL WHERE step_id = ?", [sid])
-            for sid, ok, rt_json, carrier, pre in marks:
-                con.execute("UPDATE steps SET taken = true, roundtrip_ok = ?, roundtrip = ?, carrier = ?, preconditions = ?"
-                            " WHERE step_id = ?", [ok, rt_json, carrier, pre, sid])
+        rows.mark_path(self.store, sorted(set(done) - on_path), marks)
 
     def _facts(self, before: CudaSource, step: Attempt) -> list[dict[str, Any]]:
         """The static facts that made the optimization valid, recorded in the skill: at the forward

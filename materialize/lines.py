@@ -16,7 +16,7 @@ from klineage.deopt.registry import get_operator
 from klineage.errors import KLineageError
 from klineage.gates.result import GateResult
 from klineage.materialize.judge import gain_and_spread
-from klineage.walker import source_hash
+from klineage.source.digest import source_hash
 
 if TYPE_CHECKING:
     from klineage.materialize.loop import StepRecord

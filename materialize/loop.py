@@ -46,9 +46,9 @@ from klineage.materialize.measured import MeasuredTimes
 from klineage.materialize.providers.base import Move, ProposalRequest, Provider
 from klineage.materialize.record import RunRecorder, device_of, safe_name
 from klineage.skills import Skill, offered
+from klineage.source.digest import source_hash
 from klineage.source.model import CudaSource
 from klineage.store.db import Store
-from klineage.walker import source_hash
 from klineage.workload import Workload
 
 SKILLS_MODES = ("all", "none")
@@ -205,216 +205,258 @@ def materialize(
         raise KLineageError(f"unknown order '{opts.order}' (known: {', '.join(ORDERS)})")
     if budget < 1:
         raise KLineageError("--budget must be at least 1")
-    t0 = time.perf_counter()
-    run_id = uuid.uuid4().hex[:12]
-    out_dir = opts.out_dir or Path("materialized") / workload.name / run_id
-    gopts = opts.gate_options or GateOptions(backend=opts.backend, timeout_s=opts.timeout_s)
-    rng = random.Random(opts.seed)
-    rec = RunRecorder(opts.store, out_dir, run_id, workload.name)
-    provider.set_recorder(rec.exchange)
-    rec.start(provider.name, provider.model, opts.skills_mode, opts.order, budget, gopts.backend)
-    max_proposals = opts.max_proposals or 3 * budget
-    run_skills, held_back = offered(list(skills), opts.include_unverified) if opts.skills_mode == "all" else ([], [])
+    return _Run(workload, skills, provider, budget, opts).run(start_source)
 
-    def say(text: str) -> None:
-        if opts.announce is not None:
-            opts.announce(text)
 
-    start_path = rec.write_source(opts.start_name, start_source)
-    say(f"gating the start kernel {opts.start_name}")
-    rec.kernel(start_source, "naive", start_path)
-    start_gate = gate(start_source, workload, gopts, name=opts.start_name)
-    rec.gate_run(start_source, start_gate)
-    steps: list[StepRecord] = []
-    skipped_at_start: list[tuple[str, str]] = []
-    gated = 0
-    stop_reason = ""
+class _Run:
+    """One materialization run: the state the loop's steps share (the line being continued, the
+    best kernel over all lines, the parked lines, the budget spent) and the steps themselves."""
 
-    unmeasured: list[str] = []
-    timed_by = (f"the {gopts.backend} gate" if start_gate.timing is not None
-                else f"measured on {opts.measured.device}: {', '.join(opts.measured.files)}" if opts.measured is not None
-                else None)
+    def __init__(self, workload: Workload, skills: Sequence[Skill], provider: Provider, budget: int,
+                 opts: MaterializeOptions) -> None:
+        self.t0 = time.perf_counter()
+        self.workload, self.provider, self.budget, self.opts = workload, provider, budget, opts
+        self.run_id = uuid.uuid4().hex[:12]
+        self.out_dir = opts.out_dir or Path("materialized") / workload.name / self.run_id
+        self.gopts = opts.gate_options or GateOptions(backend=opts.backend, timeout_s=opts.timeout_s)
+        self.rng = random.Random(opts.seed)
+        self.rec = RunRecorder(opts.store, self.out_dir, self.run_id, workload.name)
+        provider.set_recorder(self.rec.exchange)
+        self.rec.start(provider.name, provider.model, opts.skills_mode, opts.order, budget, self.gopts.backend)
+        self.max_proposals = opts.max_proposals or 3 * budget
+        self.run_skills, self.held_back = (offered(list(skills), opts.include_unverified) if opts.skills_mode == "all"
+                                           else ([], []))
+        self.steps: list[StepRecord] = []
+        self.skipped_at_start: list[tuple[str, str]] = []
+        self.gated = 0
+        self.proposals = 0
+        self.provider_failed = False
+        self.moves: list[Move] = []  # this round's ranked moves
+        self.stop_reason = ""
+        self.feedback = ""
+        self.unmeasured: list[str] = []
+        self.attempts: Counter[tuple[str, str]] = Counter()
+        self.seen: set[str] = set()
+        self.parked: list[Line] = []  # tournament losers that beat the kernel they started from: lines to go back to
+        # a tournament needs times to pick by: a timing backend, or times measured elsewhere (forced on
+        # without them, it gates the alternatives for a later round to time, and the first one holds)
+        self.tournament = (opts.tournament if opts.tournament is not None
+                           else (self.gopts.backend == "cuda" or opts.measured is not None))
 
-    def judged(text: str, r: GateResult) -> GateResult:
-        """The gate's result with the measured GPU time where the gate itself timed nothing."""
-        if r.timing is not None or opts.measured is None or not r.accepted:
-            return r
-        t = opts.measured.lookup(workload.name, text)
-        if t is None:
-            if (h := source_hash(text)) not in unmeasured:
-                unmeasured.append(h)
-            return r
-        return dataclasses.replace(r, timing=t)
-
-    start_timed = judged(start_source, start_gate)  # with its measured time, if any
-    line = Line(start_source, start_timed, None, None, None, [], [], source_hash(start_source))
-    best = line  # the best kernel over all lines (a line's head; replaced, never mutated)
-
-    def result(status: str) -> MaterializeResult:
-        ledger = provider.ledger
-        return MaterializeResult(
-            run_id=run_id, workload=workload.name, status=status, stop_reason=stop_reason, provider=provider.name,
-            model=provider.model, skills_mode=opts.skills_mode, order=opts.order, backend=gopts.backend, budget=budget,
-            gated=gated, start_gate=start_gate.to_dict(), best_source=best.source, best_step=best.step,
-            start_time_ms=_ms(start_timed), best_time_ms=_ms(best.gate),
-            torch_time_ms=best.gate.timing.reference_median_ms if best.gate.timing else None,
-            applied=list(best.applied), steps=steps, skipped_at_start=skipped_at_start,
-            cost=ledger.to_dict() if ledger is not None else None, out_dir=str(out_dir),
-            elapsed_s=time.perf_counter() - t0, timed_by=timed_by, unmeasured=list(unmeasured),
-        )
-
-    def save(status: str) -> MaterializeResult:
-        res = result(status)
-        rec.write_trace(res.to_dict())
+    # ---- the run --------------------------------------------------------------------------
+    def run(self, start_source: str) -> MaterializeResult:
+        if not self._gate_start(start_source):
+            self.stop_reason = (f"the start kernel fails its own gate ({self.start_gate.category}: "
+                                f"{self.start_gate.message}); nothing to improve from")
+            res = self._save("start_rejected")
+            self.rec.finish("start_rejected", None, {"stop_reason": self.stop_reason})
+            return res
+        self.target = Target(self.workload.name, tuple(self.workload.dtypes), device_of(self.start_gate))
+        self.seen.add(source_hash(start_source))
+        while self._round():
+            pass
+        status = ("provider_failed" if self.provider_failed
+                  else "improved" if self.best.step is not None else "no_improvement")
+        self.rec.write_source("best.cu", self.best.source)
+        res = self._save(status)
+        self.rec.finish(status, source_hash(self.best.source), {
+            "stop_reason": self.stop_reason, "gated": self.gated, "applied": self.best.applied,
+            "speedup": res.speedup, "cost": res.cost})
         return res
 
-    if not start_gate.accepted:
-        stop_reason = (f"the start kernel fails its own gate ({start_gate.category}: {start_gate.message}); "
-                       "nothing to improve from")
-        res = save("start_rejected")
-        rec.finish("start_rejected", None, {"stop_reason": stop_reason})
-        return res
+    def _gate_start(self, start_source: str) -> bool:
+        """Gate the start kernel; the first line starts from it. True when it passes."""
+        opts = self.opts
+        start_path = self.rec.write_source(opts.start_name, start_source)
+        self._say(f"gating the start kernel {opts.start_name}")
+        self.rec.kernel(start_source, "naive", start_path)
+        self.start_gate = gate(start_source, self.workload, self.gopts, name=opts.start_name)
+        self.rec.gate_run(start_source, self.start_gate)
+        self.timed_by = (f"the {self.gopts.backend} gate" if self.start_gate.timing is not None
+                         else f"measured on {opts.measured.device}: {', '.join(opts.measured.files)}"
+                         if opts.measured is not None else None)
+        self.start_timed = self._judged(start_source, self.start_gate)  # with its measured time, if any
+        self.line = Line(start_source, self.start_timed, None, None, None, [], [], source_hash(start_source))
+        self.best = self.line  # the best kernel over all lines (a line's head; replaced, never mutated)
+        return self.start_gate.accepted
 
-    target = Target(workload.name, tuple(workload.dtypes), device_of(start_gate))
-    attempts: Counter[tuple[str, str]] = Counter()
-    seen = {source_hash(start_source)}
-    feedback = ""
-    proposals = 0
-    provider_failed = False
-    parked: list[Line] = []  # tournament losers that beat the kernel they started from: lines to go back to
-    # a tournament needs times to pick by: a timing backend, or times measured elsewhere (forced on
-    # without them, it gates the alternatives for a later round to time, and the first one holds)
-    tournament = opts.tournament if opts.tournament is not None else (gopts.backend == "cuda" or opts.measured is not None)
+    def _round(self) -> bool:
+        """Pick the next move (and its alternatives), gate them, settle the tournament; False
+        when the run stops."""
+        if self.gated >= self.budget:
+            self.stop_reason = f"budget of {self.budget} gated candidates spent"
+            return False
+        if self.proposals >= self.max_proposals:
+            self.stop_reason = f"{self.max_proposals} proposals made without spending the budget"
+            return False
+        try:
+            src = CudaSource.from_text(self.line.source, "current.cu")
+        except SourceError as e:  # the gate accepted it, so this is a parser gap: stop cleanly
+            self.stop_reason = f"the current kernel cannot be analysed: {e}"
+            return False
+        self.moves, report = _moves(src, self.run_skills, self.provider, self.target, self.opts.skills_mode,
+                                    self.opts.order, self.rng, self.line.applied_ops)
+        moves = self.moves
+        if not self.steps:
+            self.skipped_at_start = self.held_back + list(report.skipped)
+        open_moves = [m for m in moves if self.attempts[(self.line.epoch, self._memo(m))] < self._limit(m)]
+        if self.line.hints:  # a line gone back to: what paid on the line it came from first, what was slower last
+            open_moves.sort(key=lambda m: self.line.hints.get(self._memo(m), 1))
+        if not open_moves:
+            if self.parked:
+                self.line = go_back(self.parked, self.line)
+                self._say(f"going back to the line of step {self.line.origin}")
+                return True
+            self.stop_reason = ("no applicable skill left to try" if self.opts.skills_mode == "all"
+                                else "no operator site left to try")
+            return False
+        group = [open_moves[0]]
+        if self.tournament:
+            group += alternatives(src, open_moves[0], open_moves[1:])
+        tried, keys, ended = self._gate_group(group, [m.key for m in moves])
+        self._settle(len(group) > 1, tried, keys)
+        return not ended
 
-    def limit(m: Move) -> int:
-        return max_proposals if m.key == "free" else provider.attempts_per_move
+    def _gate_group(self, group: list[Move], ranked: list[str]) -> tuple[list[Tried], list[str], bool]:
+        """Ask for and gate a candidate of each move of the group (while budget lasts): the tried
+        ones, the keys their attempts count under, and whether the provider ended the run."""
+        tried: list[Tried] = []
+        keys: list[str] = []
+        for move in group:
+            if tried and (self.gated >= self.budget or self.proposals >= self.max_proposals):
+                break
+            key = self._memo(move)
+            self.attempts[(self.line.epoch, key)] += 1
+            self.proposals += 1
+            try:
+                tried.append(self._attempt(move, len(self.steps) + len(tried) + 1, ranked))
+                keys.append(key)
+            except CostLimitReached as e:
+                self.stop_reason = str(e)
+                return tried, keys, True
+            except LLMError as e:
+                self.stop_reason, self.provider_failed = f"provider error: {e}", True
+                return tried, keys, True
+            except BaseException as e:  # a bug, Ctrl-C: the run's row and trace are closed, then it propagates
+                self.stop_reason = f"{type(e).__name__}: {e}"
+                status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+                self._save(status)
+                self.rec.finish(status, None, {"stop_reason": self.stop_reason, "gated": self.gated})
+                raise
+        return tried, keys, False
 
-    def memo(m: Move) -> str:
-        """What a move's attempts are counted by: the operator for a mechanical provider (every
-        skill of one operator gives the same candidate), else the move itself."""
-        return f"op:{m.operator.name}" if provider.mechanical and m.operator is not None else m.key
+    def _settle(self, contest: bool, tried: list[Tried], keys: list[str]) -> None:
+        """The tournament's winner extends the line (and may become the best), the losers that
+        beat the head are parked as lines; the steps are recorded."""
+        line = self.line
+        head_leads = self.best is line
+        winner, losers = hold_tournament(tried, contest, head_leads, self.best)
+        for key, (step, _cand, _r) in zip(keys, tried, strict=True):
+            line.tried[key] = outcome(step)
+        self.parked += [line.branch(*loser) for loser in losers]
+        if winner is not None:
+            self.line = line.extend(*winner, structural=structural(winner[0].operator))
+            if head_leads or faster(self.line.gate, self.best.gate):
+                self.best = self.line
+            self.feedback = ""
+        for step, _cand, _r in tried:
+            if winner is None and step.verdict != "duplicate":
+                self.feedback = (f"{step.candidate_file} was not kept ({step.verdict}): {step.reason}"
+                                 if step.candidate_file else step.reason)
+            self.steps.append(step)
+            self.rec.step(step.to_dict() | {"time_ms": step.time_ms})
+            if self.opts.progress is not None:
+                self.opts.progress(step)
+        self.rec.write_trace(self._result("running").to_dict())
 
-    def attempt(move: Move, index: int, ranked: list[str]) -> tuple[StepRecord, str | None, GateResult | None]:
+    # ---- one candidate --------------------------------------------------------------------
+    def _attempt(self, move: Move, index: int, ranked: list[str]) -> Tried:
         """Ask for one candidate of `move` on the line's head, gate it and judge it against the
         head: (the step, the candidate, its gate result with any measured time)."""
-        nonlocal gated
         step = StepRecord(index, move.key, move.skill.skill_id if move.skill else None,
                           move.operator.name if move.operator else None,
-                          [f"line {s.line}: {s.summary}" for s in move.sites], ranked=ranked, line=line.origin)
-        rec.step_index = step.index
+                          [f"line {s.line}: {s.summary}" for s in move.sites], ranked=ranked, line=self.line.origin)
+        self.rec.step_index = step.index
         t_step = time.perf_counter()
-        matched = [m.skill for m in moves if m.skill is not None]  # the current kernel's, in curriculum order
-        request = ProposalRequest(workload, line.source, move, feedback, step.index, gopts.backend, matched)
-        say(f"step {step.index}: {move.label}: asking {provider.name}")
-        proposal = provider.propose(request)  # CostLimitReached / LLMError end the run (caller)
+        matched = [m.skill for m in self.moves if m.skill is not None]  # the current kernel's, in curriculum order
+        request = ProposalRequest(self.workload, self.line.source, move, self.feedback, step.index, self.gopts.backend,
+                                  matched)
+        self._say(f"step {step.index}: {move.label}: asking {self.provider.name}")
+        proposal = self.provider.propose(request)  # CostLimitReached / LLMError end the run (caller)
         step.note, step.cost_usd = proposal.note, proposal.cost_usd
         step.usage, step.exchange_ids = proposal.usage, proposal.exchange_ids
         cand, r = proposal.source, None
         if cand is None:
             step.verdict, step.reason = "no_candidate", proposal.note
-        elif source_hash(cand) in seen:
+        elif source_hash(cand) in self.seen:
             step.verdict, step.reason = "duplicate", "this candidate was already gated in this run"
             cand = None
         else:
-            seen.add(source_hash(cand))
-            name = f"step-{step.index:02d}-{safe_name(move.label)}.cu"
-            path = rec.write_source(name, cand)
-            step.candidate_file, step.kernel_hash = name, rec.kernel(cand, "candidate", path)
-            say(f"step {step.index}: {move.label}: gating {name} ({gated + 1}/{budget})")
-            raw = gate(cand, workload, gopts, name=name)
-            rec.gate_run(cand, raw)
-            gated += 1
-            r = judged(cand, raw)
-            v = judge(line.source, cand, line.gate, r, move.operator)
-            step.gated, step.accepted, step.category, step.message = True, r.accepted, r.category, r.message
-            step.gate_key, step.time_ms, step.resources = r.artifact_id, _ms(r), _resources(r)
-            step.verdict, step.reason, step.kept, step.detail = v.verdict, v.reason, v.kept, v.detail
-            if r.timing is not None and raw.timing is None:
-                step.detail["timed_by"] = r.timing.extra.get("measured")
-            if r.profile.get("ncu"):
-                step.detail["ncu"] = r.profile["ncu"]  # --ncu: the profiler's metrics of this candidate
+            self.seen.add(source_hash(cand))
+            r = self._gate_candidate(step, move, cand)
         step.elapsed_s = time.perf_counter() - t_step
         return step, cand, r
 
-    while True:
-        if gated >= budget:
-            stop_reason = f"budget of {budget} gated candidates spent"
-            break
-        if proposals >= max_proposals:
-            stop_reason = f"{max_proposals} proposals made without spending the budget"
-            break
-        try:
-            src = CudaSource.from_text(line.source, "current.cu")
-        except SourceError as e:  # the gate accepted it, so this is a parser gap: stop cleanly
-            stop_reason = f"the current kernel cannot be analysed: {e}"
-            break
-        moves, report = _moves(src, run_skills, provider, target, opts.skills_mode, opts.order, rng, line.applied_ops)
-        if not steps:
-            skipped_at_start = held_back + list(report.skipped)
-        open_moves = [m for m in moves if attempts[(line.epoch, memo(m))] < limit(m)]
-        if line.hints:  # a line gone back to: what paid on the line it came from first, what was slower last
-            open_moves.sort(key=lambda m: line.hints.get(memo(m), 1))
-        if not open_moves:
-            if parked:
-                line = go_back(parked, line)
-                say(f"going back to the line of step {line.origin}")
-                continue
-            stop_reason = ("no applicable skill left to try" if opts.skills_mode == "all"
-                           else "no operator site left to try")
-            break
-        group = [open_moves[0]]
-        if tournament:
-            group += alternatives(src, open_moves[0], open_moves[1:])
-        ranked = [m.key for m in moves]
-        tried: list[Tried] = []
-        keys: list[str] = []
-        ended = False
-        for move in group:
-            if tried and (gated >= budget or proposals >= max_proposals):
-                break
-            key = memo(move)
-            attempts[(line.epoch, key)] += 1
-            proposals += 1
-            try:
-                tried.append(attempt(move, len(steps) + len(tried) + 1, ranked))
-                keys.append(key)
-            except CostLimitReached as e:
-                stop_reason, ended = str(e), True
-                break
-            except LLMError as e:
-                stop_reason, ended, provider_failed = f"provider error: {e}", True, True
-                break
-            except BaseException as e:  # a bug, Ctrl-C: the run's row and trace are closed, then it propagates
-                stop_reason = f"{type(e).__name__}: {e}"
-                status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
-                save(status)
-                rec.finish(status, None, {"stop_reason": stop_reason, "gated": gated})
-                raise
-        head_leads = best is line
-        winner, losers = hold_tournament(tried, len(group) > 1, head_leads, best)
-        for key, (step, _cand, _r) in zip(keys, tried, strict=True):
-            line.tried[key] = outcome(step)
-        parked += [line.branch(*loser) for loser in losers]
-        if winner is not None:
-            line = line.extend(*winner, structural=structural(winner[0].operator))
-            if head_leads or faster(line.gate, best.gate):
-                best = line
-            feedback = ""
-        for step, _cand, _r in tried:
-            if winner is None and step.verdict != "duplicate":
-                feedback = (f"{step.candidate_file} was not kept ({step.verdict}): {step.reason}"
-                            if step.candidate_file else step.reason)
-            steps.append(step)
-            rec.step(step.to_dict() | {"time_ms": step.time_ms})
-            if opts.progress is not None:
-                opts.progress(step)
-        rec.write_trace(result("running").to_dict())
-        if ended:
-            break
+    def _gate_candidate(self, step: StepRecord, move: Move, cand: str) -> GateResult:
+        """Write, gate and judge a new candidate against the line's head, filling in its step."""
+        name = f"step-{step.index:02d}-{safe_name(move.label)}.cu"
+        path = self.rec.write_source(name, cand)
+        step.candidate_file, step.kernel_hash = name, self.rec.kernel(cand, "candidate", path)
+        self._say(f"step {step.index}: {move.label}: gating {name} ({self.gated + 1}/{self.budget})")
+        raw = gate(cand, self.workload, self.gopts, name=name)
+        self.rec.gate_run(cand, raw)
+        self.gated += 1
+        r = self._judged(cand, raw)
+        v = judge(self.line.source, cand, self.line.gate, r, move.operator)
+        step.gated, step.accepted, step.category, step.message = True, r.accepted, r.category, r.message
+        step.gate_key, step.time_ms, step.resources = r.artifact_id, _ms(r), _resources(r)
+        step.verdict, step.reason, step.kept, step.detail = v.verdict, v.reason, v.kept, v.detail
+        if r.timing is not None and raw.timing is None:
+            step.detail["timed_by"] = r.timing.extra.get("measured")
+        if r.profile.get("ncu"):
+            step.detail["ncu"] = r.profile["ncu"]  # --ncu: the profiler's metrics of this candidate
+        return r
 
-    status = "provider_failed" if provider_failed else "improved" if best.step is not None else "no_improvement"
-    rec.write_source("best.cu", best.source)
-    res = save(status)
-    rec.finish(status, source_hash(best.source), {"stop_reason": stop_reason, "gated": gated, "applied": best.applied,
-                                                 "speedup": res.speedup, "cost": res.cost})
-    return res
+    # ---- helpers --------------------------------------------------------------------------
+    def _say(self, text: str) -> None:
+        if self.opts.announce is not None:
+            self.opts.announce(text)
+
+    def _judged(self, text: str, r: GateResult) -> GateResult:
+        """The gate's result with the measured GPU time where the gate itself timed nothing."""
+        measured = self.opts.measured
+        if r.timing is not None or measured is None or not r.accepted:
+            return r
+        t = measured.lookup(self.workload.name, text)
+        if t is None:
+            if (h := source_hash(text)) not in self.unmeasured:
+                self.unmeasured.append(h)
+            return r
+        return dataclasses.replace(r, timing=t)
+
+    def _limit(self, m: Move) -> int:
+        return self.max_proposals if m.key == "free" else self.provider.attempts_per_move
+
+    def _memo(self, m: Move) -> str:
+        """What a move's attempts are counted by: the operator for a mechanical provider (every
+        skill of one operator gives the same candidate), else the move itself."""
+        return f"op:{m.operator.name}" if self.provider.mechanical and m.operator is not None else m.key
+
+    def _result(self, status: str) -> MaterializeResult:
+        ledger, best = self.provider.ledger, self.best
+        return MaterializeResult(
+            run_id=self.run_id, workload=self.workload.name, status=status, stop_reason=self.stop_reason,
+            provider=self.provider.name, model=self.provider.model, skills_mode=self.opts.skills_mode,
+            order=self.opts.order, backend=self.gopts.backend, budget=self.budget, gated=self.gated,
+            start_gate=self.start_gate.to_dict(), best_source=best.source, best_step=best.step,
+            start_time_ms=_ms(self.start_timed), best_time_ms=_ms(best.gate),
+            torch_time_ms=best.gate.timing.reference_median_ms if best.gate.timing else None,
+            applied=list(best.applied), steps=self.steps, skipped_at_start=self.skipped_at_start,
+            cost=ledger.to_dict() if ledger is not None else None, out_dir=str(self.out_dir),
+            elapsed_s=time.perf_counter() - self.t0, timed_by=self.timed_by, unmeasured=list(self.unmeasured),
+        )
+
+    def _save(self, status: str) -> MaterializeResult:
+        res = self._result(status)
+        self.rec.write_trace(res.to_dict())
+        return res

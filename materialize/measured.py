@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from klineage.gates.result import Timing
+from klineage.source.digest import source_hash
 from klineage.timings import TimingsError, read_bench
-from klineage.walker import source_hash
 
 
 @dataclass(frozen=True)

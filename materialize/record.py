@@ -14,9 +14,11 @@ from typing import Any
 
 from klineage.gates.result import GateResult
 from klineage.llm.base import Exchange
-from klineage.llm.record import store_exchange
+from klineage.source.digest import source_hash
+from klineage.store import lineage as lineage_rows
+from klineage.store import runs
 from klineage.store.db import Store
-from klineage.walker import source_hash
+from klineage.store.llm import put_exchange
 
 
 def device_of(r: GateResult) -> str:
@@ -41,58 +43,36 @@ class RunRecorder:
 
     # ---- DuckDB ---------------------------------------------------------------------------
     def start(self, provider: str, model: str | None, skills_mode: str, order: str, budget: int, backend: str) -> None:
-        if self.store is None:
-            return
-        with self.store.transaction() as con:
-            con.execute(
-                "INSERT INTO materialization_runs (run_id, workload, provider, model, skills_mode, order_mode, budget,"
-                " status, backend) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?)",
-                [self.run_id, self.workload, provider, model, skills_mode, order, budget, backend],
-            )
+        if self.store is not None:
+            runs.start_materialization_run(self.store, self.run_id, self.workload, provider, model, skills_mode, order,
+                                           budget, backend)
 
     def kernel(self, text: str, role: str, path: Path | None = None) -> str:
         h = source_hash(text)
         if self.store is not None:
             with self.store.transaction() as con:
-                con.execute(
-                    "INSERT INTO kernels (kernel_hash, workload, role, path, source) VALUES (?, ?, ?, ?, ?)"
-                    " ON CONFLICT DO NOTHING", [h, self.workload, role, str(path) if path else None, text])
+                lineage_rows.record_kernel(con, h, self.workload, role, str(path) if path else None, text,
+                                           first_name_wins=False)
         return h
 
     def gate_run(self, text: str, r: GateResult) -> None:
         if self.store is None or not r.artifact_id:
             return
         with self.store.transaction() as con:
-            con.execute(
-                "INSERT INTO gate_runs (gate_key, kernel_hash, workload, backend, accepted, stage, category, message,"
-                " result, elapsed_s, device) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                [r.artifact_id, source_hash(text), self.workload, r.backend, r.accepted, r.stage, r.category, r.message,
-                 json.dumps(r.to_dict(), default=str), r.elapsed_s, device_of(r)])
+            lineage_rows.record_gate_run(con, source_hash(text), self.workload, r, device_of(r), first_name_wins=False)
 
     def step(self, rec: dict[str, Any]) -> None:
-        if self.store is None:
-            return
-        with self.store.transaction() as con:
-            con.execute(
-                "INSERT OR REPLACE INTO materialization_steps (run_id, step_index, skill_id, operator, kernel_hash,"
-                " gate_key, accepted, kept, category, message, time_ms, cost_usd, verdict, detail)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [self.run_id, rec["index"], rec["skill_id"], rec["operator"], rec["kernel_hash"], rec["gate_key"],
-                 rec["accepted"], rec["kept"], rec["category"], rec["message"], rec["time_ms"], rec["cost_usd"],
-                 rec["verdict"], json.dumps(rec, default=str)])
+        if self.store is not None:
+            runs.put_materialization_step(self.store, self.run_id, rec)
 
     def exchange(self, ex: Exchange) -> None:
         """An LLM exchange (prompt, reply, tokens, cost, latency); the key is never part of it."""
         if self.store is not None:
-            store_exchange(self.store, ex, self.run_id, self.step_index)
+            put_exchange(self.store, ex, self.run_id, self.step_index)
 
     def finish(self, status: str, best_hash: str | None, summary: dict[str, Any]) -> None:
-        if self.store is None:
-            return
-        with self.store.transaction() as con:
-            con.execute(
-                "UPDATE materialization_runs SET finished_at = current_timestamp, status = ?, best_kernel_hash = ?,"
-                " summary = ? WHERE run_id = ?", [status, best_hash, json.dumps(summary, default=str), self.run_id])
+        if self.store is not None:
+            runs.finish_materialization_run(self.store, self.run_id, status, best_hash, summary)
 
     # ---- files ----------------------------------------------------------------------------
     def write_source(self, name: str, text: str) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -161,7 +162,8 @@ def test_skills_list_says_which_skills_are_evidence_only(tmp_path: Path, monkeyp
     from tests.test_materialize_helpers import scale_skills, skill_store
 
     skills = scale_skills()
-    skills[0].verification = {"roundtrips": [{"workload": "scale_test", "ok": False, "message": "apply refused"}] * 4}
+    skills[0] = dataclasses.replace(
+        skills[0], verification={"roundtrips": [{"workload": "scale_test", "ok": False, "message": "apply refused"}] * 4})
     db = skill_store(tmp_path / "s.duckdb", skills)
     code, out, _ = run_cli(["skills", "list", "--db", str(db)], monkeypatch, capsys)
     assert code == 0

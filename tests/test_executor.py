@@ -88,7 +88,7 @@ def test_first_accepted_in_source_order_wins(tmp_path: Path) -> None:
     ex = ScriptedExecutor(verdicts, order=[3, 2, 1, 0])
     walker = Walker(Store(tmp_path / "s.duckdb"), WalkConfig(), executor=ex)
     attempts, summary = _attempts(4), WalkSummary("scale_test")
-    chosen = walker._gate_until_accepted(load_workload(SCALE), attempts, 0, summary)
+    (chosen,) = walker._gate_until(load_workload(SCALE), attempts, 1, summary)
     assert chosen is attempts[3]
     assert [a.category for a in attempts] == ["refused", "mismatch", "crash", "ok", "pending"]
     assert attempts[4].result is None and summary.gate_runs == 3
@@ -99,7 +99,7 @@ def test_no_accepted_candidate_records_every_verdict(tmp_path: Path) -> None:
     ex = ScriptedExecutor([_no("timeout"), _no("crash")], order=[1, 0])
     walker = Walker(Store(tmp_path / "s.duckdb"), WalkConfig(), executor=ex)
     attempts, summary = _attempts(2), WalkSummary("scale_test")
-    assert walker._gate_until_accepted(load_workload(SCALE), attempts, 0, summary) is None
+    assert walker._gate_until(load_workload(SCALE), attempts, 1, summary) == []
     assert [a.category for a in attempts[1:]] == ["timeout", "crash"] and summary.rejected == 0
 
 

@@ -6,6 +6,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ def test_leave_one_out_strips_the_held_out_workload() -> None:
     both.provenance.append({"workload": "b", "lineage_depth": 2})
     both.effects["per_workload"]["b"] = {"time_ratio": 2.0}
     both.scope["workloads"] = ["a", "b"]
-    both.risks = [{"workload": "a", "category": "mismatch"}, {"workload": "b", "category": "crash"}]
+    both = replace(both, risks=[{"workload": "a", "category": "mismatch"}, {"workload": "b", "category": "crash"}])
     out = bench.leave_one_out([only_a, both], "a", {"a": ["float16"], "b": ["float32"]})
     (s,) = out
     assert s.skill_id == "both" and [p["workload"] for p in s.provenance] == ["b"]
@@ -153,7 +154,7 @@ def test_candidates_index_lists_each_correct_text_once(tmp_path: Path) -> None:
     # with measured times: only the kernels still without one
     from klineage.gates.result import Timing
     from klineage.materialize.measured import MeasuredTimes
-    from klineage.walker import source_hash
+    from klineage.source.digest import source_hash
 
     timed = MeasuredTimes("NVIDIA H200", {("w", source_hash("a")): Timing(1.0, 1.0, 1.0, 1, 1)})
     assert bench.write_candidates(tmp_path, [("curriculum", "curriculum", 0, "w")], timed) == 2
@@ -162,7 +163,7 @@ def test_candidates_index_lists_each_correct_text_once(tmp_path: Path) -> None:
 def test_measured_curve_divides_the_naive_time_by_each_points(tmp_path: Path) -> None:
     from klineage.gates.result import Timing
     from klineage.materialize.measured import MeasuredTimes
-    from klineage.walker import source_hash
+    from klineage.source.digest import source_hash
 
     corpus = tmp_path / "corpus"
     (corpus / "layernorm").mkdir(parents=True)

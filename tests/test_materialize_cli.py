@@ -4,6 +4,7 @@ failure (exit 3, the run closed) and an unknown model (exit 2)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -176,10 +177,8 @@ def test_skill_whose_roundtrip_failed_is_not_offered(tmp_path: Path) -> None:
     """launch_bounds could not be re-derived forward where it was mined: evidence, not a skill."""
     from tests.test_materialize_helpers import scale_skills
 
-    skills = scale_skills()
-    for s in skills:
-        if s.operator == "launch_bounds":
-            s.verification = {"roundtrips": [{"workload": "scale_test", "ok": False, "message": "apply refused"}]}
+    failed = {"roundtrips": [{"workload": "scale_test", "ok": False, "message": "apply refused"}]}
+    skills = [dataclasses.replace(s, verification=failed) if s.operator == "launch_bounds" else s for s in scale_skills()]
     db = skill_store(tmp_path / "s.duckdb", skills)
     r = _cli(str(SCALE), "--db", str(db), "--budget", "3", "--out", str(tmp_path / "out"), "--json")
     assert r.returncode == 0, r.stderr

@@ -6,6 +6,7 @@ offline curriculum run gates the start kernel and two candidates; the other runs
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -144,11 +145,11 @@ def synthetic_skills(tmp_path: Path, n: int = 200) -> list[Skill]:
         op, pre = ("restrict", "no_alias_at_launch") if i % 2 == 0 else ("launch_bounds", "fixed_block_size")
         s = make_skill(op, 1 + i % 7, skill_id=f"{op}-syn{i:03d}",
                        pre=[{"name": pre, "holds": True, "reason": f"held in lineage {i} " * 4, "kind": ""}])
-        s.carrier = "\n".join(f"-    float acc{j} = x[i * {j}];  // skill {i}\n+    float acc{j} = __ldg(&x[i * {j}]);"
-                              for j in range(40))
-        s.risks = [{"category": "incorrect", "message": f"output mismatch {k} at row {i} " * 8} for k in range(12)]
-        s.evidence = {"gate_runs": [f"{i:04d}{k:060d}" for k in range(80)]}
-        made.append(s)
+        made.append(dataclasses.replace(
+            s, carrier="\n".join(f"-    float acc{j} = x[i * {j}];  // skill {i}\n+    float acc{j} = __ldg(&x[i * {j}]);"
+                                  for j in range(40)),
+            risks=[{"category": "incorrect", "message": f"output mismatch {k} at row {i} " * 8} for k in range(12)],
+            evidence={"gate_runs": [f"{i:04d}{k:060d}" for k in range(80)]}))
     with Store(tmp_path / "synthetic.duckdb") as store:
         upsert(store, made)
         return load_skills(store)

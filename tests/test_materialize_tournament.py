@@ -22,8 +22,8 @@ from klineage.materialize.alternatives import alternatives
 from klineage.materialize.command import _step_line
 from klineage.materialize.judge import spread_ms
 from klineage.materialize.measured import MeasuredTimes, read_measured
+from klineage.source.digest import source_hash
 from klineage.source.model import CudaSource
-from klineage.walker import source_hash
 from klineage.workload import load_workload
 from tests.conftest import REPO
 from tests.test_materialize_helpers import make_skill

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -14,11 +15,11 @@ from klineage.materialize.curriculum import (
     order_curriculum,
     rank,
 )
-from klineage.materialize.extract import NoKernel, extract_kernel
 from klineage.materialize.judge import judge
 from klineage.materialize.matching import Match, Target, match_skills
 from klineage.materialize.prompts import build_prompt
 from klineage.materialize.providers import Move, ProposalRequest, make_provider
+from klineage.materialize.reply import NoKernel, extract_kernel
 from klineage.source.model import CudaSource
 from klineage.workload import load_workload
 from tests.test_materialize_helpers import SCALE, make_skill, scale_skills
@@ -95,15 +96,15 @@ def test_curriculum_depth_then_effect() -> None:
 def test_curriculum_position_is_the_median_fraction_of_the_lineage() -> None:
     """A skill early in one short lineage but late in two long ones sits late; a skill without
     lineage steps sits after every known one."""
-    s = make_skill("pragma_unroll", 1, skill_id="u")
-    s.provenance = [{"lineage_depth": 3, "backward_step": 5},     # 3 of 7 steps: 0.43
-                    {"lineage_depth": 36, "backward_step": 5},    # 36 of 40: 0.90
-                    {"lineage_depth": 30, "backward_step": 11}]   # 30 of 40: 0.75
+    s = replace(make_skill("pragma_unroll", 1, skill_id="u"),
+                provenance=[{"lineage_depth": 3, "backward_step": 5},     # 3 of 7 steps: 0.43
+                            {"lineage_depth": 36, "backward_step": 5},    # 36 of 40: 0.90
+                            {"lineage_depth": 30, "backward_step": 11}])  # 30 of 40: 0.75
     assert naive_end_position(s) == pytest.approx(0.75)
-    early = make_skill("block_per_row", 1, skill_id="b")
-    early.provenance = [{"lineage_depth": 7, "backward_step": 34}]  # 7 of 40
+    early = replace(make_skill("block_per_row", 1, skill_id="b"),
+                    provenance=[{"lineage_depth": 7, "backward_step": 34}])  # 7 of 40
     assert [m.skill.skill_id for m in order_curriculum([_m(s), _m(early)])] == ["b", "u"]
-    s.provenance = [{"lineage_depth": 2}]
+    s = replace(s, provenance=[{"lineage_depth": 2}])
     assert naive_end_position(s) == UNKNOWN_POSITION
 
 

@@ -2,7 +2,7 @@
 
 `get_llm("anthropic", model=...)` returns an object with `complete(system, messages) -> Completion`.
 The materializer builds its prompts on top of this; the LLM de-optimization operator can call the
-same function. Providers register by name (`register`), like plugins.
+same function. Providers register by name (`register_llm`), like plugins.
 """
 
 from klineage.llm.base import (
@@ -17,7 +17,7 @@ from klineage.llm.base import (
     Usage,
     get_llm,
     llm_names,
-    register,
+    register_llm,
 )
 from klineage.llm.pricing import PRICES, PRICES_AS_OF, Price, cost_of, price_for
 
@@ -38,5 +38,5 @@ __all__ = [
     "get_llm",
     "llm_names",
     "price_for",
-    "register",
+    "register_llm",
 ]

@@ -40,7 +40,7 @@ from klineage.llm.base import (
     Recorder,
     SystemBlock,
     Usage,
-    register,
+    register_llm,
 )
 from klineage.llm.models import check_model, default_model
 from klineage.llm.pricing import PRICES_AS_OF, cost_of, price_for
@@ -99,7 +99,7 @@ class _Malformed(Exception):
     """A reply that is not the API's (not an event stream, no message, a stream cut short)."""
 
 
-@register("anthropic")
+@register_llm("anthropic")
 class AnthropicLLM:
     """Claude through the Messages API. Key from ANTHROPIC_API_KEY, never stored or logged."""
 

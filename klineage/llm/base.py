@@ -147,14 +147,16 @@ class LLMProvider(Protocol):
         """Input tokens of a prompt: the API's count where reachable, else a conservative estimate."""
 
 
-_REGISTRY: dict[str, Callable[..., LLMProvider]] = {}
+#: model backends by name (`get_llm`): what answers a prompt. Not the materializer's candidate
+#: providers (klineage.materialize.providers), which may use one of these to propose a kernel.
+_LLM_BACKENDS: dict[str, Callable[..., LLMProvider]] = {}
 
 
-def register(name: str) -> Callable[[Callable[..., LLMProvider]], Callable[..., LLMProvider]]:
-    """Class decorator: make a provider constructible by name through `get_llm`."""
+def register_llm(name: str) -> Callable[[Callable[..., LLMProvider]], Callable[..., LLMProvider]]:
+    """Class decorator: make a model backend constructible by name through `get_llm`."""
 
     def deco(factory: Callable[..., LLMProvider]) -> Callable[..., LLMProvider]:
-        _REGISTRY[name] = factory
+        _LLM_BACKENDS[name] = factory
         return factory
 
     return deco
@@ -166,12 +168,12 @@ def _load_builtin() -> None:
 
 def llm_names() -> list[str]:
     _load_builtin()
-    return sorted(_REGISTRY)
+    return sorted(_LLM_BACKENDS)
 
 
 def get_llm(name: str, **kwargs: Any) -> LLMProvider:
     """A provider by name; unknown names are bad input."""
     _load_builtin()
-    if name not in _REGISTRY:
-        raise KLineageError(f"unknown LLM provider '{name}' (known: {', '.join(sorted(_REGISTRY))})")
-    return _REGISTRY[name](**kwargs)
+    if name not in _LLM_BACKENDS:
+        raise KLineageError(f"unknown LLM provider '{name}' (known: {', '.join(sorted(_LLM_BACKENDS))})")
+    return _LLM_BACKENDS[name](**kwargs)

@@ -13,6 +13,8 @@ from klineage.gates.result import launched_resources
 from klineage.report import anchors
 from klineage.report.diff import DiffLine, diff_lines
 from klineage.report.lineage_svg import Edge, Node, lineage_svg
+from klineage.store import lineage as lineage_rows
+from klineage.store import runs
 from klineage.store.db import Store
 from klineage.store.timings import imported_by_device
 
@@ -139,16 +141,12 @@ def workload_view(store: Store, name: str, skill_ids: set[str]) -> WorkloadView:
     try:
         g = lineage.taken_chain(lineage.build(store, name))  # a beam walk's alternatives: attempts below
     except KLineageError:
-        expert = store.rows("SELECT g.category, g.message FROM kernels k JOIN gate_runs g ON g.kernel_hash = k.kernel_hash"
-                            " WHERE k.workload = ? AND k.role = 'expert' ORDER BY g.created_at DESC LIMIT 1", [name])
-        view.skipped = (f"the expert fails its own gate: {expert[0]['category']}: {expert[0]['message']}" if expert
+        expert = lineage_rows.expert_verdict(store, name)
+        view.skipped = (f"the expert fails its own gate: {expert['category']}: {expert['message']}" if expert
                         else "no lineage recorded")
         return view
-    sources = {r["kernel_hash"]: r["source"] for r in store.rows(
-        "SELECT kernel_hash, source FROM kernels WHERE workload = ?", [name])}
-    gates = {r["state_hash"]: r for r in store.rows(
-        "SELECT st.state_hash, g.result, g.device FROM states st LEFT JOIN gate_runs g ON g.gate_key = st.gate_key"
-        " WHERE st.workload = ?", [name])}
+    sources = lineage_rows.kernel_sources(store, name)
+    gates = lineage_rows.state_gates(store, name)
     order = sorted(g.nodes, key=lambda n: -g.nodes[n]["depth"])
     for h in order:
         d = g.nodes[h]
@@ -161,8 +159,7 @@ def workload_view(store: Store, name: str, skill_ids: set[str]) -> WorkloadView:
         if d["expert"] and timing.get("reference_median_ms"):
             view.reference_ms = timing["reference_median_ms"]
     by_hash = {s.hash: s for s in view.states}
-    roundtrips = {r["step_id"]: r["roundtrip"] or {} for r in store.rows(
-        "SELECT step_id, roundtrip FROM steps WHERE workload = ? AND taken", [name])}
+    roundtrips = lineage_rows.taken_roundtrips(store, name)
     for u, v, e in sorted(g.edges(data=True), key=lambda x: -g.nodes[x[0]]["depth"]):
         known = e["skill"] in skill_ids
         step = StepView(e["step_id"], anchors.step(e["step_id"]), e["operator"], e["skill"],
@@ -177,12 +174,11 @@ def workload_view(store: Store, name: str, skill_ids: set[str]) -> WorkloadView:
         target.diff = diff_lines(by_hash[u].source, target.source, f"depth-{by_hash[u].depth}.cu", f"depth-{target.depth}.cu")
         if known and e["skill"] not in view.skills:
             view.skills.append(e["skill"])
-    naive = store.rows("SELECT source FROM kernels WHERE workload = ? AND role = 'naive' LIMIT 1", [name])
+    naive = lineage_rows.naive_kernel(store, name)
     if naive and view.root is not None:
         view.root.diff_base = "naive.cu (what remains beyond the naive kernel)"
-        view.root.diff = diff_lines(naive[0]["source"], view.root.source, "naive.cu", f"depth-{view.root.depth}.cu")
-    for row in store.rows("SELECT step_id, from_state, operator, site, accepted, category, message, gate_key FROM steps"
-                          " WHERE workload = ? AND NOT taken ORDER BY category = 'refused', operator, step_id", [name]):
+        view.root.diff = diff_lines(naive["source"], view.root.source, "naive.cu", f"depth-{view.root.depth}.cu")
+    for row in lineage_rows.untaken_attempts(store, name):
         if row["from_state"] in by_hash:
             by_hash[row["from_state"]].attempts.append(_attempt(row))
     attempts = [a for s in view.states for a in s.attempts]
@@ -192,7 +188,7 @@ def workload_view(store: Store, name: str, skill_ids: set[str]) -> WorkloadView:
         "alternatives": sum(a.verdict == "alternative" for a in attempts),
         "rejected": sum(a.verdict == "rejected" for a in attempts),
         "refused": sum(a.verdict == "refused" for a in attempts),
-        "gate_runs": int(store.scalar("SELECT count(*) FROM gate_runs WHERE workload = ?", [name]) or 0),
+        "gate_runs": lineage_rows.count_gate_runs(store, name),
     }
     view.svg = lineage_svg(
         [Node(s.hash, s.label, [s.hash[:12], f"{s.time_ms:.4f} ms" if s.time_ms else f"untimed ({s.device or 'n/a'})",
@@ -204,18 +200,14 @@ def workload_view(store: Store, name: str, skill_ids: set[str]) -> WorkloadView:
 
 
 def workload_names(store: Store) -> list[str]:
-    return [r["w"] for r in store.rows(
-        "SELECT DISTINCT workload AS w FROM kernels WHERE role IN ('expert', 'state')"
-        " UNION SELECT DISTINCT workload FROM states ORDER BY 1")]
+    return lineage_rows.recorded_workloads(store)
 
 
 def overview(store: Store, workloads: list[WorkloadView], admitted: list[str], pending: list[str]) -> Overview:
-    steps = store.rows("SELECT count(*) FILTER (WHERE taken) AS taken, count(*) FILTER (WHERE accepted) AS accepted,"
-                       " count(*) FILTER (WHERE NOT accepted AND category <> 'refused') AS rejected,"
-                       " count(*) FILTER (WHERE category = 'refused') AS refused FROM steps")[0]
-    by_category = store.rows("SELECT category, backend, count(*) AS runs FROM gate_runs GROUP BY ALL ORDER BY runs DESC, 1, 2")
+    steps = lineage_rows.step_counts(store)
+    by_category = lineage_rows.gate_runs_by_category(store)
     devices: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in store.rows("SELECT device, backend, result FROM gate_runs"):
+    for r in lineage_rows.gate_run_devices(store):
         key = (r["device"] or "unknown", r["backend"])
         d = devices.setdefault(key, {"device": key[0], "backend": key[1], "runs": 0, "timed": 0})
         d["runs"] += 1
@@ -225,17 +217,17 @@ def overview(store: Store, workloads: list[WorkloadView], admitted: list[str], p
                                               "timed": r["kernels"]}
     return Overview(
         workloads=len(workloads),
-        states=int(store.scalar("SELECT count(*) FROM states") or 0),
+        states=lineage_rows.count_states(store),
         steps_taken=int(steps["taken"] or 0),
         accepted=int(steps["accepted"] or 0),
         rejected=int(steps["rejected"] or 0),
         refused=int(steps["refused"] or 0),
         skills_admitted=admitted,
         skills_pending=pending,
-        gate_runs=int(store.scalar("SELECT count(*) FROM gate_runs") or 0),
+        gate_runs=lineage_rows.count_gate_runs(store),
         by_category=by_category,
         devices=sorted(devices.values(), key=lambda d: (-d["runs"], d["device"])),
-        mining_runs=store.rows("SELECT run_id, started_at, finished_at, status, args FROM mining_runs ORDER BY started_at"),
+        mining_runs=runs.mining_runs(store),
         counts=store.counts(),
         admissions_note=ADMISSIONS_NOTE.format(db=store.path),
     )

@@ -15,7 +15,9 @@ from typing import Any
 
 from klineage.report import anchors
 from klineage.report.plots import Series, line_plot
+from klineage.store import runs as run_rows
 from klineage.store.db import Store
+from klineage.store.llm import usage_by_model
 
 NO_SKILLS = ("none", "no_skills", "no-skills", "off", "without", "baseline")
 START_KEYS = ("start_time_ms", "start_ms", "baseline_ms")
@@ -205,14 +207,14 @@ def _heldout_rows(runs: list[MatRun], arms: list[str]) -> list[dict[str, Any]]:
 
 def materialization_view(store: Store, skill_ids: set[str], mined_workloads: set[str]) -> MatView:
     runs = []
-    for r in store.rows("SELECT * FROM materialization_runs ORDER BY workload, started_at, run_id"):
+    for r in run_rows.materialization_runs(store):
         summary = r["summary"] if isinstance(r["summary"], dict) else {}
         sm, om = r["skills_mode"] or "", r["order_mode"] or ""
         run = MatRun(r["run_id"], anchors.run(r["run_id"]), r["workload"], r["provider"], r["model"] or "",
                      arm_of(sm, om), sm, om, r["budget"], r["started_at"], summary,
                      bool(summary.get("heldout")) or r["workload"] not in mined_workloads,
                      r.get("status") or "", r.get("backend") or "")
-        for s in store.rows("SELECT * FROM materialization_steps WHERE run_id = ? ORDER BY step_index", [r["run_id"]]):
+        for s in run_rows.materialization_steps(store, r["run_id"]):
             sid = s["skill_id"]
             run.steps.append(MatStep(s["step_index"], sid, f"#{anchors.skill(sid)}" if sid in skill_ids else None,
                                      s["operator"] or "", _verdict(s), _gated(s), s["category"] or "", s["message"] or "",
@@ -220,10 +222,7 @@ def materialization_view(store: Store, skill_ids: set[str], mined_workloads: set
         runs.append(run)
     arms = sorted({r.arm for r in runs}, key=lambda a: (("curriculum", "random", "no skills").index(a)
                                                        if a in ("curriculum", "random", "no skills") else 3, a))
-    llm = store.rows(
-        "SELECT provider, coalesce(model, '') AS model, count(*) AS exchanges, sum(input_tokens) AS input_tokens,"
-        " sum(output_tokens) AS output_tokens, sum(cache_read_tokens) AS cache_read_tokens, sum(cost_usd) AS cost_usd,"
-        " avg(latency_s) AS latency_s, count(error) AS errors FROM llm_exchanges GROUP BY ALL ORDER BY 1, 2")
+    llm = usage_by_model(store)
     return MatView(runs, _plots(runs, False), _plots(runs, True), arms, _heldout_rows(runs, arms), llm)
 
 

@@ -3,6 +3,8 @@ written by a newer KLineage is refused rather than guessed at."""
 
 from __future__ import annotations
 
+from klineage.store.skill_record import skills_table_ddl
+
 MIGRATIONS: list[str] = [
     # 1: the mining tables, the skill store, materialization and LLM exchanges
     """
@@ -68,23 +70,7 @@ MIGRATIONS: list[str] = [
         created_at TIMESTAMP DEFAULT current_timestamp
     );
 
-    CREATE TABLE IF NOT EXISTS skills (
-        skill_id VARCHAR PRIMARY KEY,
-        operator VARCHAR NOT NULL,
-        intent VARCHAR NOT NULL,
-        anchor JSON,
-        carrier VARCHAR,
-        preconditions JSON,
-        effects JSON,
-        evidence JSON,
-        risks JSON,
-        scope JSON,
-        verification JSON,
-        provenance JSON,
-        admitted BOOLEAN NOT NULL DEFAULT false,
-        origin VARCHAR NOT NULL DEFAULT 'mined',   -- mined | imported
-        updated_at TIMESTAMP DEFAULT current_timestamp
-    );
+""" + skills_table_ddl() + """  -- the columns: the Skill declaration (store/skill_record.py)
 
     CREATE TABLE IF NOT EXISTS skill_evidence (
         skill_id VARCHAR NOT NULL,

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from klineage.llm.base import Completion, ContextTooLong, Exchange, Ledger, LLMProvider
-from klineage.materialize.extract import NoKernel, extract_kernel
 from klineage.materialize.prompts import DEFAULT_BUDGET, Prompt, fit_prompt
 from klineage.materialize.providers.base import Proposal, ProposalRequest, Provider, register_provider
+from klineage.materialize.reply import NoKernel, extract_kernel
 
 
 @register_provider

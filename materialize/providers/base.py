@@ -84,25 +84,27 @@ class Provider(ABC):
         return {"provider": self.name, "model": self.model}
 
 
-_PROVIDERS: dict[str, type[Provider]] = {}
+#: candidate providers by name (`make_provider`): what proposes a kernel for a move. The LLM one
+#: asks a model backend of klineage.llm (`get_llm`), a registry of its own.
+_CANDIDATE_PROVIDERS: dict[str, type[Provider]] = {}
 
 
 def register_provider(cls: type[Provider]) -> type[Provider]:
-    _PROVIDERS[cls.name] = cls
+    _CANDIDATE_PROVIDERS[cls.name] = cls
     return cls
 
 
 def provider_names() -> list[str]:
     _load_builtin()
-    return sorted(_PROVIDERS)
+    return sorted(_CANDIDATE_PROVIDERS)
 
 
 def make_provider(name: str, **kwargs: Any) -> Provider:
     """A provider by name; unknown names are bad input (exit 2)."""
     _load_builtin()
-    if name not in _PROVIDERS:
-        raise KLineageError(f"unknown provider '{name}' (known: {', '.join(sorted(_PROVIDERS))})")
-    return _PROVIDERS[name](**kwargs)
+    if name not in _CANDIDATE_PROVIDERS:
+        raise KLineageError(f"unknown provider '{name}' (known: {', '.join(sorted(_CANDIDATE_PROVIDERS))})")
+    return _CANDIDATE_PROVIDERS[name](**kwargs)
 
 
 def _load_builtin() -> None:
