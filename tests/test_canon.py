@@ -176,7 +176,7 @@ def test_walker_records_the_canonical_step_and_never_a_skill(tmp_path: Path, bea
     """expert -> canonical is the lineage's first step, gated and taken, then the walk goes on from
     the canonical form; the skills come from the later steps only."""
     from klineage.deopt.tile_size import TileSize
-    from klineage.skills import extract
+    from klineage.skills import extract_skills
     from klineage.store.db import Store
     from klineage.walker import WalkConfig, Walker
     from klineage.workload import load_workload
@@ -188,7 +188,7 @@ def test_walker_records_the_canonical_step_and_never_a_skill(tmp_path: Path, bea
         "SELECT s.operator, s.taken, s.accepted, st.depth FROM steps s JOIN states st"
         " ON st.workload = s.workload AND st.state_hash = s.from_state WHERE s.taken ORDER BY st.depth"
     )
-    skills = extract(store, load_workload(DATA / "row_sum"))
+    skills = extract_skills(store, load_workload(DATA / "row_sum"))
     canon_state = store.rows(
         "SELECT k.source FROM states s JOIN kernels k ON k.kernel_hash = s.state_hash WHERE s.depth = 1"
     )
