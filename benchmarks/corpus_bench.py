@@ -143,7 +143,9 @@ def matmul_rate(dtype_name: str, n: int = 8192) -> float:
     return 2.0 * n**3 / (median(times) / 1000.0)
 
 
-def time_variant(runner: Any, bench: Any, stream: Any, budget_s: float, slow_ok: bool) -> tuple[Any, int, int]:
+def time_variant(
+    runner: Any, bench: Any, stream: Any, budget_s: float, slow_ok: bool
+) -> tuple[Any, int, int]:
     """(summary, reps, trials). `slow_ok`: a launch over SLOW_LAUNCH_MS is timed once."""
     from klineage.gates.cuda.stats import summarize
     from klineage.gates.cuda.timing import time_reps, timed
@@ -190,7 +192,10 @@ def run(args: argparse.Namespace) -> int:
     device = torch.device("cuda", torch.cuda.current_device())
     dev_name = torch.cuda.get_device_name(device)
     copy_bps = copy_bandwidth()
-    log(f"device {dev_name}; torch {torch.__version__}; copy bandwidth {copy_bps / 1e12:.3f} TB/s (read+write)", sink)
+    log(
+        f"device {dev_name}; torch {torch.__version__}; copy bandwidth {copy_bps / 1e12:.3f} TB/s (read+write)",
+        sink,
+    )
     rates: dict[str, float] = {}
     if any(w in COMPUTE_WORKLOADS for w in names):
         rates = {k: matmul_rate(k) for k in ("fp32", "bf16")}
@@ -238,8 +243,14 @@ def run(args: argparse.Namespace) -> int:
     if rates:
         header += "; matmul " + ", ".join(f"{k} {v / 1e12:.1f} TFLOP/s" for k, v in rates.items())
     if out_dir:
-        payload = {"date": stamp, "device": dev_name, "torch": torch.__version__, "copy_bytes_per_s": copy_bps,
-                   "matmul_flop_per_s": rates, "results": [asdict(r) for r in results]}
+        payload = {
+            "date": stamp,
+            "device": dev_name,
+            "torch": torch.__version__,
+            "copy_bytes_per_s": copy_bps,
+            "matmul_flop_per_s": rates,
+            "results": [asdict(r) for r in results],
+        }
         (out_dir / "corpus_bench.json").write_text(json.dumps(payload, indent=1))
     log("", sink)
     log(header, sink)
@@ -249,13 +260,24 @@ def run(args: argparse.Namespace) -> int:
         log(ctable, sink)
     if sink:
         sink.close()
-    failed = any(r.error or any(v.check not in ("ok", "not run") or v.verify not in ("", "ok")
-                                for v in r.variants.values()) for r in results)
+    failed = any(
+        r.error
+        or any(v.check not in ("ok", "not run") or v.verify not in ("", "ok") for v in r.variants.values())
+        for r in results
+    )
     return 1 if failed else 0
 
 
-def _time_one(args: argparse.Namespace, wl: Any, wl_name: str, bindings: dict[str, int], res: WorkloadResult,
-              runners: dict[str, Any], device: Any, sink: Any) -> None:
+def _time_one(
+    args: argparse.Namespace,
+    wl: Any,
+    wl_name: str,
+    bindings: dict[str, int],
+    res: WorkloadResult,
+    runners: dict[str, Any],
+    device: Any,
+    sink: Any,
+) -> None:
     """Time every built variant and the vendor call at one bench shape; fills `res`."""
     import torch
 
@@ -269,16 +291,23 @@ def _time_one(args: argparse.Namespace, wl: Any, wl_name: str, bindings: dict[st
             if args.skip_naive and var == "naive":
                 continue
             summary, reps, trials = time_variant(
-                runner, bench, stream, args.naive_budget_s if var == "naive" else args.budget_s,
-                slow_ok=var == "naive")
+                runner,
+                bench,
+                stream,
+                args.naive_budget_s if var == "naive" else args.budget_s,
+                slow_ok=var == "naive",
+            )
             vr.median_ms, vr.min_ms, vr.max_ms = summary.median_ms, summary.min_ms, summary.max_ms
             vr.reps, vr.trials = reps, trials
             if var != "naive":
                 msg = verify_after_timing(runner, bench, stream)
                 breach = bench.breach()
                 vr.verify = msg or breach or "ok"
-            log(f"{wl_name}/{var}: {vr.median_ms:.4f} ms (min {vr.min_ms:.4f}, {trials}x{reps})"
-                + (f" verify {vr.verify}" if vr.verify else ""), sink)
+            log(
+                f"{wl_name}/{var}: {vr.median_ms:.4f} ms (min {vr.min_ms:.4f}, {trials}x{reps})"
+                + (f" verify {vr.verify}" if vr.verify else ""),
+                sink,
+            )
         vendor = bench.vendor_call()
         tv = timed(vendor, bench.refill, stream, budget_s=args.budget_s)
         res.torch_ms = tv.summary.median_ms
@@ -303,8 +332,10 @@ def _bw(nbytes: int, ms: float | None, copy_bps: float) -> str:
 
 
 def format_table(results: list[WorkloadResult], copy_bps: float) -> str:
-    head = ("| workload | bench shape | expert ms | torch ms | naive ms | expert vs torch | expert vs naive "
-            "| expert %copy | torch %copy |")
+    head = (
+        "| workload | bench shape | expert ms | torch ms | naive ms | expert vs torch | expert vs naive "
+        "| expert %copy | torch %copy |"
+    )
     rows = [head, "|" + "---|" * 9]
     for r in results:
         e = r.variants.get("expert")
@@ -312,13 +343,17 @@ def format_table(results: list[WorkloadResult], copy_bps: float) -> str:
         e_ms = e.median_ms if e else None
         n_ms = n.median_ms if n else None
         shape = "x".join(f"{v}" for v in r.bench_shape.values())
-        rows.append(f"| {r.workload} | {shape} | {_ms(e_ms)} | {_ms(r.torch_ms)} | {_ms(n_ms)}"
-                    f"{' (1 launch)' if n and n.reps == 1 else ''} | {_ratio(r.torch_ms, e_ms)} | {_ratio(n_ms, e_ms)} "
-                    f"| {_bw(r.bytes_moved, e_ms, copy_bps)} | {_bw(r.bytes_moved, r.torch_ms, copy_bps)} |")
+        rows.append(
+            f"| {r.workload} | {shape} | {_ms(e_ms)} | {_ms(r.torch_ms)} | {_ms(n_ms)}"
+            f"{' (1 launch)' if n and n.reps == 1 else ''} | {_ratio(r.torch_ms, e_ms)} | {_ratio(n_ms, e_ms)} "
+            f"| {_bw(r.bytes_moved, e_ms, copy_bps)} | {_bw(r.bytes_moved, r.torch_ms, copy_bps)} |"
+        )
         for label, v in r.variants.items():
             if label not in ("expert", "naive"):
-                rows.append(f"| {r.workload} [{label}] | {shape} | {_ms(v.median_ms)} | | | "
-                            f"{_ratio(r.torch_ms, v.median_ms)} | | {_bw(r.bytes_moved, v.median_ms, copy_bps)} | |")
+                rows.append(
+                    f"| {r.workload} [{label}] | {shape} | {_ms(v.median_ms)} | | | "
+                    f"{_ratio(r.torch_ms, v.median_ms)} | | {_bw(r.bytes_moved, v.median_ms, copy_bps)} | |"
+                )
     return "\n".join(rows)
 
 
@@ -327,14 +362,20 @@ def _tflops(flops: float | None, ms: float | None) -> str:
 
 
 def _pct(flops: float | None, ms: float | None, rate: float | None) -> str:
-    return "-" if flops is None or ms is None or ms <= 0 or not rate else f"{100.0 * flops / (ms / 1000.0) / rate:.0f}%"
+    return (
+        "-"
+        if flops is None or ms is None or ms <= 0 or not rate
+        else f"{100.0 * flops / (ms / 1000.0) / rate:.0f}%"
+    )
 
 
 def format_compute_table(results: list[WorkloadResult], rates: dict[str, float]) -> str:
     """The compute-bound corpus: TFLOP/s (workload.flops over the median) and the fraction of the
     matmul rate measured in the same run (fp32 with TF32 off for sgemm, bf16 otherwise)."""
-    head = ("| workload | bench shape | expert ms | torch ms | naive ms | expert vs torch | expert vs naive "
-            "| expert TFLOP/s | torch TFLOP/s | expert % matmul | torch % matmul |")
+    head = (
+        "| workload | bench shape | expert ms | torch ms | naive ms | expert vs torch | expert vs naive "
+        "| expert TFLOP/s | torch TFLOP/s | expert % matmul | torch % matmul |"
+    )
     rows = [head, "|" + "---|" * 11]
     for r in results:
         e = r.variants.get("expert")
@@ -343,28 +384,40 @@ def format_compute_table(results: list[WorkloadResult], rates: dict[str, float])
         n_ms = n.median_ms if n else None
         rate = rates.get(r.peak)
         shape = ",".join(f"{k}={v}" for k, v in r.bench_shape.items())
-        rows.append(f"| {r.workload} | {shape} | {_ms(e_ms)} | {_ms(r.torch_ms)} | {_ms(n_ms)}"
-                    f"{' (1 launch)' if n and n.reps == 1 else ''} | {_ratio(r.torch_ms, e_ms)} | {_ratio(n_ms, e_ms)} "
-                    f"| {_tflops(r.flops, e_ms)} | {_tflops(r.flops, r.torch_ms)} | {_pct(r.flops, e_ms, rate)} "
-                    f"| {_pct(r.flops, r.torch_ms, rate)} |")
+        rows.append(
+            f"| {r.workload} | {shape} | {_ms(e_ms)} | {_ms(r.torch_ms)} | {_ms(n_ms)}"
+            f"{' (1 launch)' if n and n.reps == 1 else ''} | {_ratio(r.torch_ms, e_ms)} | {_ratio(n_ms, e_ms)} "
+            f"| {_tflops(r.flops, e_ms)} | {_tflops(r.flops, r.torch_ms)} | {_pct(r.flops, e_ms, rate)} "
+            f"| {_pct(r.flops, r.torch_ms, rate)} |"
+        )
         for label, v in r.variants.items():
             if label not in ("expert", "naive"):
-                rows.append(f"| {r.workload} [{label}] | {shape} | {_ms(v.median_ms)} | | | "
-                            f"{_ratio(r.torch_ms, v.median_ms)} | | {_tflops(r.flops, v.median_ms)} | "
-                            f"| {_pct(r.flops, v.median_ms, rate)} | |")
+                rows.append(
+                    f"| {r.workload} [{label}] | {shape} | {_ms(v.median_ms)} | | | "
+                    f"{_ratio(r.torch_ms, v.median_ms)} | | {_tflops(r.flops, v.median_ms)} | "
+                    f"| {_pct(r.flops, v.median_ms, rate)} | |"
+                )
     return "\n".join(rows)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--check", action="store_true", help="run the correctness protocol on the test shapes first")
+    p.add_argument(
+        "--check", action="store_true", help="run the correctness protocol on the test shapes first"
+    )
     p.add_argument("--only", default="", help="comma-separated workloads (default: all)")
     p.add_argument("--out", default="", help="folder for corpus_bench.log and corpus_bench.json")
     p.add_argument("--budget-s", type=float, default=10.0, help="timing budget per expert / torch call")
     p.add_argument("--naive-budget-s", type=float, default=20.0, help="timing budget per naive kernel")
-    p.add_argument("--skip-naive", action="store_true", help="build and check the naive kernels but do not time them")
-    p.add_argument("--variant", action="append", metavar="WORKLOAD:LABEL=PATH",
-                   help="also build, check and time another .cu for a workload (repeatable)")
+    p.add_argument(
+        "--skip-naive", action="store_true", help="build and check the naive kernels but do not time them"
+    )
+    p.add_argument(
+        "--variant",
+        action="append",
+        metavar="WORKLOAD:LABEL=PATH",
+        help="also build, check and time another .cu for a workload (repeatable)",
+    )
     args = p.parse_args(argv)
     try:
         import torch

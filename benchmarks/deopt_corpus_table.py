@@ -33,7 +33,9 @@ from klineage.source.model import CudaSource  # noqa: E402
 
 
 def corpus() -> list[Path]:
-    return sorted((ROOT / "expert_kernels").glob("*/expert.cu")) + sorted((ROOT / "examples").glob("*/expert.cu"))
+    return sorted((ROOT / "expert_kernels").glob("*/expert.cu")) + sorted(
+        (ROOT / "examples").glob("*/expert.cu")
+    )
 
 
 def candidates(ops: list[str], workloads: set[str] | None = None) -> list[dict[str, Any]]:
@@ -46,8 +48,13 @@ def candidates(ops: list[str], workloads: set[str] | None = None) -> list[dict[s
         for name in ops:
             op = registry.get_operator(name)
             for site in op.find(src):
-                row: dict[str, Any] = {"workload": f.parent.name, "file": str(f.relative_to(ROOT)), "op": name,
-                                       "line": site.line, "summary": site.summary}
+                row: dict[str, Any] = {
+                    "workload": f.parent.name,
+                    "file": str(f.relative_to(ROOT)),
+                    "op": name,
+                    "line": site.line,
+                    "summary": site.summary,
+                }
                 try:
                     row["text"] = op.remove(src, site).text
                     row["status"] = "removed"
@@ -64,10 +71,18 @@ PROGRESS: Path | None = None
 
 def run_gate(row: dict[str, Any], backend: str) -> None:
     t0 = time.perf_counter()
-    r = gate(row["text"], ROOT / row["file"].rsplit("/", 1)[0], GateOptions(backend=backend),
-             name=f"{row['workload']}.{row['op']}.L{row['line']}.cu")
-    row[backend] = {"accepted": r.accepted, "category": r.category, "message": r.message[:400],
-                    "secs": round(time.perf_counter() - t0, 1)}
+    r = gate(
+        row["text"],
+        ROOT / row["file"].rsplit("/", 1)[0],
+        GateOptions(backend=backend),
+        name=f"{row['workload']}.{row['op']}.L{row['line']}.cu",
+    )
+    row[backend] = {
+        "accepted": r.accepted,
+        "category": r.category,
+        "message": r.message[:400],
+        "secs": round(time.perf_counter() - t0, 1),
+    }
     if PROGRESS is not None:  # one line per finished gate, so a long run can be read while it goes
         with PROGRESS.open("a") as fh:
             fh.write(json.dumps({k: v for k, v in row.items() if k != "text"} | {"backend": backend}) + "\n")
@@ -83,7 +98,11 @@ def table(rows: list[dict[str, Any]], ops: list[str], backends: list[str]) -> st
             if b in r:
                 p[f"{b}_pass"] += int(r[b]["accepted"])
                 p[f"{b}_unsupported"] += int(r[b]["category"] == "unsupported")
-    head = "| operator | sites | removed | refused | " + " | ".join(f"{b} pass | {b} unsupported" for b in backends) + " |"
+    head = (
+        "| operator | sites | removed | refused | "
+        + " | ".join(f"{b} pass | {b} unsupported" for b in backends)
+        + " |"
+    )
     lines = [head, "|" + "---|" * (4 + 2 * len(backends))]
     for name in ops:
         p = per[name]
@@ -98,13 +117,17 @@ def table(rows: list[dict[str, Any]], ops: list[str], backends: list[str]) -> st
             lines.append(f"- {r['workload']} {r['op']} line {r['line']}: {r['status']}: {r['message'][:200]}")
         for b in backends:
             if b in r and not r[b]["accepted"]:
-                lines.append(f"- {r['workload']} {r['op']} line {r['line']}: {b} {r[b]['category']}: {r[b]['message'][:200]}")
+                lines.append(
+                    f"- {r['workload']} {r['op']} line {r['line']}: {b} {r[b]['category']}: {r[b]['message'][:200]}"
+                )
     return "\n".join(lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ops", default="", help="comma-separated operator names (default: every registered operator)")
+    ap.add_argument(
+        "--ops", default="", help="comma-separated operator names (default: every registered operator)"
+    )
     ap.add_argument("--backend", action="append", default=[], help="emu (default) and/or cuda")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--workloads", default="", help="comma-separated workload folders (default: all)")

@@ -23,8 +23,16 @@ from klineage.gates.gate import gate
 from klineage.source.model import CudaSource
 
 ROOT = Path(__file__).resolve().parent.parent
-OPS = ("warp_shuffle_reduce", "cg_reduce", "block_atomic", "coarsening", "grid_stride", "tile_size",
-       "online_softmax", "register_blocking")
+OPS = (
+    "warp_shuffle_reduce",
+    "cg_reduce",
+    "block_atomic",
+    "coarsening",
+    "grid_stride",
+    "tile_size",
+    "online_softmax",
+    "register_blocking",
+)
 
 
 def main() -> None:
@@ -42,8 +50,15 @@ def main() -> None:
             continue
         src = CudaSource.from_file(folder / "expert.cu")
         base = gate(src.text, folder, GateOptions(backend=args.backend, time_kernel=False), name="expert.cu")
-        rows.append({"workload": folder.name, "op": "(expert)", "line": 0, "category": base.category,
-                     "message": (base.message or "")[:200]})
+        rows.append(
+            {
+                "workload": folder.name,
+                "op": "(expert)",
+                "line": 0,
+                "category": base.category,
+                "message": (base.message or "")[:200],
+            }
+        )
         print(folder.name, "(expert)", base.category, flush=True)
         for name in OPS:
             op = get_operator(name)
@@ -54,8 +69,12 @@ def main() -> None:
                 except (Refused, KLineageError) as e:
                     row |= {"category": "refused", "message": str(e)[:200]}
                 else:
-                    r = gate(out.text, folder, GateOptions(backend=args.backend, time_kernel=False),
-                             name=f"{name}_{site.line}.cu")
+                    r = gate(
+                        out.text,
+                        folder,
+                        GateOptions(backend=args.backend, time_kernel=False),
+                        name=f"{name}_{site.line}.cu",
+                    )
                     row |= {"category": r.category, "message": (r.message or "")[:200]}
                 rows.append(row)
                 print(row["workload"], name, site.line, row["category"], row["message"][:120], flush=True)

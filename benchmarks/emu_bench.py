@@ -134,11 +134,15 @@ def tensor_cores(repeat: int, sanitize: bool, gate_too: bool) -> dict[str, float
 
 
 def print_tc(t: dict, args: argparse.Namespace) -> None:
-    print(f"mma.sync m16n8k16/s       {t['mma_m16n8k16_per_s'] / 1e3:8.1f} k warp-wide wall, "
-          f"{t['mma_m16n8k16_per_cpu_s'] / 1e3:.1f} k per CPU-second  (bf16, f32 accumulate, 8 warps back to back)")
+    print(
+        f"mma.sync m16n8k16/s       {t['mma_m16n8k16_per_s'] / 1e3:8.1f} k warp-wide wall, "
+        f"{t['mma_m16n8k16_per_cpu_s'] / 1e3:.1f} k per CPU-second  (bf16, f32 accumulate, 8 warps back to back)"
+    )
     if "tc_gate_wall_s" in t:
-        print(f"tensor-core gate wall     {t['tc_gate_wall_s']:8.2f} s  best of {args.repeat} "
-              f"(median {t['tc_gate_wall_median_s']:.2f} s; {t['tc_gate_kernel']} at its emu shapes)")
+        print(
+            f"tensor-core gate wall     {t['tc_gate_wall_s']:8.2f} s  best of {args.repeat} "
+            f"(median {t['tc_gate_wall_median_s']:.2f} s; {t['tc_gate_kernel']} at its emu shapes)"
+        )
 
 
 def hide_nvcc() -> None:
@@ -159,8 +163,13 @@ def full_gate(repeat: int, sanitize: bool) -> dict[str, float]:
     for _ in range(repeat):
         root = Path(tempfile.mkdtemp(prefix="emu_gate_"))
         t0, c0 = time.perf_counter(), _cpu_with_children()
-        r = gate(GATE_KERNEL, GATE_WORKLOAD, GateOptions(backend="emu", sanitize=sanitize), use_cache=False,
-                 cache_root=root)
+        r = gate(
+            GATE_KERNEL,
+            GATE_WORKLOAD,
+            GateOptions(backend="emu", sanitize=sanitize),
+            use_cache=False,
+            cache_root=root,
+        )
         walls.append(time.perf_counter() - t0)
         cpus.append(_cpu_with_children() - c0)
         if not r.accepted:
@@ -168,8 +177,12 @@ def full_gate(repeat: int, sanitize: bool) -> dict[str, float]:
         t1 = time.perf_counter()
         backend.build(GATE_KERNEL.read_text(), root / "rebuild", GateOptions(sanitize=sanitize))
         builds.append(time.perf_counter() - t1)
-    return {"gate_wall_s": min(walls), "gate_wall_median_s": sorted(walls)[len(walls) // 2],
-            "gate_cpu_s": min(cpus), "emu_build_s": min(builds)}
+    return {
+        "gate_wall_s": min(walls),
+        "gate_wall_median_s": sorted(walls)[len(walls) // 2],
+        "gate_cpu_s": min(cpus),
+        "emu_build_s": min(builds),
+    }
 
 
 def _cpu_with_children() -> float:
@@ -183,17 +196,31 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--blocks", type=int, default=4000)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--sanitize", action="store_true", help="AddressSanitizer build (the gate's sanitize option)")
+    ap.add_argument(
+        "--sanitize", action="store_true", help="AddressSanitizer build (the gate's sanitize option)"
+    )
     ap.add_argument("--no-gate", action="store_true")
     ap.add_argument("--tc-only", action="store_true", help="only the tensor-core figures (issue 11)")
-    ap.add_argument("--without-nvcc", action="store_true",
-                    help="hide nvcc, so the gate does not also compile the kernel for resources")
+    ap.add_argument(
+        "--without-nvcc",
+        action="store_true",
+        help="hide nvcc, so the gate does not also compile the kernel for resources",
+    )
     args = ap.parse_args()
     if args.sanitize and "LD_PRELOAD" not in os.environ:
         # ASan must be the first library of the process running the kernels (as in the gate's
         # child): run the micro-benchmarks in a preloaded child, the gate from here.
         env = dict(os.environ, **backend.child_env(GateOptions(sanitize=True)))
-        cmd = [sys.executable, __file__, "--sanitize", "--no-gate", "--blocks", str(args.blocks), "--repeat", str(args.repeat)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--sanitize",
+            "--no-gate",
+            "--blocks",
+            str(args.blocks),
+            "--repeat",
+            str(args.repeat),
+        ]
         subprocess.run(cmd, env=env, check=True)
         if args.without_nvcc:
             hide_nvcc()
@@ -207,13 +234,19 @@ def main() -> None:
         print_tc(tensor_cores(args.repeat, args.sanitize, not args.no_gate), args)
         return
     m = micro(args.blocks, args.repeat, args.sanitize)
-    print(f"barrier crossings/s       {m['barrier_crossings_per_s'] / 1e6:8.1f} M wall, "
-          f"{m['barrier_crossings_per_cpu_s'] / 1e6:.1f} M per CPU-second  (256-thread blocks, 8 barriers, {args.blocks} blocks)")
-    print(f"shuffle rendezvous/s      {m['shuffle_warp_rendezvous_per_s'] / 1e6:8.2f} M warp-wide wall, "
-          f"{m['shuffle_warp_rendezvous_per_cpu_s'] / 1e6:.2f} M per CPU-second  "
-          f"({m['shuffle_lane_ops_per_s'] / 1e6:.1f} M lane-shuffles/s)")
-    print(f"plain-loop threads/s      {m['plain_loop_threads_per_s'] / 1e6:8.1f} M wall, "
-          f"{m['plain_loop_threads_per_cpu_s'] / 1e6:.1f} M per CPU-second  (kernel without barriers)")
+    print(
+        f"barrier crossings/s       {m['barrier_crossings_per_s'] / 1e6:8.1f} M wall, "
+        f"{m['barrier_crossings_per_cpu_s'] / 1e6:.1f} M per CPU-second  (256-thread blocks, 8 barriers, {args.blocks} blocks)"
+    )
+    print(
+        f"shuffle rendezvous/s      {m['shuffle_warp_rendezvous_per_s'] / 1e6:8.2f} M warp-wide wall, "
+        f"{m['shuffle_warp_rendezvous_per_cpu_s'] / 1e6:.2f} M per CPU-second  "
+        f"({m['shuffle_lane_ops_per_s'] / 1e6:.1f} M lane-shuffles/s)"
+    )
+    print(
+        f"plain-loop threads/s      {m['plain_loop_threads_per_s'] / 1e6:8.1f} M wall, "
+        f"{m['plain_loop_threads_per_cpu_s'] / 1e6:.1f} M per CPU-second  (kernel without barriers)"
+    )
     if args.without_nvcc:
         hide_nvcc()
     if not args.no_gate:
@@ -222,10 +255,12 @@ def main() -> None:
 
 
 def print_gate(g: dict[str, float], args: argparse.Namespace) -> None:
-    print(f"full gate wall time       {g['gate_wall_s']:8.2f} s  best of {args.repeat} "
-          f"(median {g['gate_wall_median_s']:.2f} s; {g['gate_cpu_s']:.2f} CPU-s incl. children; "
-          f"emu build alone {g['emu_build_s']:.2f} s{'; nvcc hidden' if args.without_nvcc else ''}"
-          f"{'; ASan' if args.sanitize else ''})")
+    print(
+        f"full gate wall time       {g['gate_wall_s']:8.2f} s  best of {args.repeat} "
+        f"(median {g['gate_wall_median_s']:.2f} s; {g['gate_cpu_s']:.2f} CPU-s incl. children; "
+        f"emu build alone {g['emu_build_s']:.2f} s{'; nvcc hidden' if args.without_nvcc else ''}"
+        f"{'; ASan' if args.sanitize else ''})"
+    )
 
 
 if __name__ == "__main__":

@@ -42,17 +42,44 @@ class Case:
 def adversarial_cases() -> list[Case]:
     k = CHECK
     return [
-        Case("honest softmax (ncu, energy)", k / "honest.cu", k, ("ok",), {"ncu": True, "energy": True},
-             keep=("ncu_output.txt",), timed=True),
-        Case("pointer-keyed output cache", k / "pointer_cache.cu", k, ("mismatch", "nondeterministic", "unwritten_output")),
+        Case(
+            "honest softmax (ncu, energy)",
+            k / "honest.cu",
+            k,
+            ("ok",),
+            {"ncu": True, "energy": True},
+            keep=("ncu_output.txt",),
+            timed=True,
+        ),
+        Case(
+            "pointer-keyed output cache",
+            k / "pointer_cache.cu",
+            k,
+            ("mismatch", "nondeterministic", "unwritten_output"),
+        ),
         Case("side-stream launch", k / "side_stream.cu", k, ("side_stream",)),
         Case("stale outputs (no tail)", k / "stale_tail.cu", k, ("unwritten_output",)),
-        Case("racy shared-memory sum (sanitize)", k / "racy.cu", k, ("nondeterministic", "mismatch"),
-             {"sanitize": True, "timeout_s": 300.0}),
-        Case("impossible speedup (side stream, CUPTI check off)", k / "side_stream.cu", k, ("suspicious",),
-             extra={"skip_side_stream": True}),
-        Case("out-of-bounds read (sanitize)", k / "oob.cu", k, ("out_of_bounds",),
-             {"sanitize": True, "timeout_s": 300.0}),
+        Case(
+            "racy shared-memory sum (sanitize)",
+            k / "racy.cu",
+            k,
+            ("nondeterministic", "mismatch"),
+            {"sanitize": True, "timeout_s": 300.0},
+        ),
+        Case(
+            "impossible speedup (side stream, CUPTI check off)",
+            k / "side_stream.cu",
+            k,
+            ("suspicious",),
+            extra={"skip_side_stream": True},
+        ),
+        Case(
+            "out-of-bounds read (sanitize)",
+            k / "oob.cu",
+            k,
+            ("out_of_bounds",),
+            {"sanitize": True, "timeout_s": 300.0},
+        ),
         Case("illegal address", k / "crash.cu", k, ("crash",)),
     ]
 
@@ -81,8 +108,12 @@ def run_case(case: Case, art: Path) -> dict[str, Any]:
         r = gate(case.kernel, case.workload, options, use_cache=False)
         res = r.to_dict()
     except Exception as e:  # noqa: BLE001 - one broken row must not hide the others
-        res = {"accepted": False, "category": "harness_error", "message": f"{type(e).__name__}: {e}",
-               "traceback": traceback.format_exc()}
+        res = {
+            "accepted": False,
+            "category": "harness_error",
+            "message": f"{type(e).__name__}: {e}",
+            "traceback": traceback.format_exc(),
+        }
     res["wall_s"] = round(time.perf_counter() - t0, 2)
     res["artifacts"] = str(art)
     return res
@@ -101,8 +132,13 @@ def row_of(case: Case, res: dict[str, Any]) -> list[str]:
     speed = (t.get("extra") or {}).get("speedup_vs_torch")
     msg = " ".join(str(res.get("message", "")).split())
     return [
-        case.label, case.kernel.name, "|".join(case.expect), cat, verdict,
-        fmt_ms(t), fmt_ms(t, "reference_median_ms", "reference_min_ms", "reference_max_ms"),
+        case.label,
+        case.kernel.name,
+        "|".join(case.expect),
+        cat,
+        verdict,
+        fmt_ms(t),
+        fmt_ms(t, "reference_median_ms", "reference_min_ms", "reference_max_ms"),
         f"{speed:.2f}x" if speed else "-",
         f"{t['bandwidth_fraction']:.2f}" if t.get("bandwidth_fraction") is not None else "-",
         f"{t['cupti_kernel_ms']:.4f}" if t.get("cupti_kernel_ms") is not None else "-",
@@ -110,14 +146,29 @@ def row_of(case: Case, res: dict[str, Any]) -> list[str]:
     ]
 
 
-HEADER = ["case", "kernel", "expected", "got", "check", "ms median [min-max]", "torch ms median [min-max]",
-          "vs torch", "BW frac", "CUPTI ms", "message"]
+HEADER = [
+    "case",
+    "kernel",
+    "expected",
+    "got",
+    "check",
+    "ms median [min-max]",
+    "torch ms median [min-max]",
+    "vs torch",
+    "BW frac",
+    "CUPTI ms",
+    "message",
+]
 
 
 def table(rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    lines += ["| " + " | ".join(c.replace("|", "/") if i != 2 else c.replace("|", " or ") for i, c in enumerate(r))
-              + " |" for r in rows]
+    lines += [
+        "| "
+        + " | ".join(c.replace("|", "/") if i != 2 else c.replace("|", " or ") for i, c in enumerate(r))
+        + " |"
+        for r in rows
+    ]
     return "\n".join(lines)
 
 
@@ -155,8 +206,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--examples", default="", help="comma-separated expert_kernels names (default: all)")
     p.add_argument("--no-examples", action="store_true")
     p.add_argument("--jobs", type=int, default=4, help="rejection rows run side by side")
-    p.add_argument("--deadline-s", type=float, default=0.0,
-                   help="skip the timed rows not started within this many seconds (0: no limit)")
+    p.add_argument(
+        "--deadline-s",
+        type=float,
+        default=0.0,
+        help="skip the timed rows not started within this many seconds (0: no limit)",
+    )
     ns = p.parse_args(argv)
     out = Path(ns.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -170,8 +225,10 @@ def main(argv: list[str] | None = None) -> int:
     print(ceilings, flush=True)
     art_root = Path(tempfile.mkdtemp(prefix="gpu_gate_check_"))
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-    header = (f"gpu_gate_check: {started}, {device_line()}\n{ceilings}\n"
-              f"command: source benchmarks/gpu_env.sh && python3 benchmarks/gpu_gate_check.py {' '.join(argv or sys.argv[1:])}")
+    header = (
+        f"gpu_gate_check: {started}, {device_line()}\n{ceilings}\n"
+        f"command: source benchmarks/gpu_env.sh && python3 benchmarks/gpu_gate_check.py {' '.join(argv or sys.argv[1:])}"
+    )
     done: dict[int, dict[str, Any]] = {}
 
     def write() -> str:
@@ -179,9 +236,18 @@ def main(argv: list[str] | None = None) -> int:
         results, rows = [], []
         for i, case in enumerate(cases):
             res = done.get(i, {"category": "pending", "message": ""})
-            results.append({"case": case.label, "kernel": str(case.kernel.relative_to(ROOT)), "expect": case.expect, **res})
+            results.append(
+                {
+                    "case": case.label,
+                    "kernel": str(case.kernel.relative_to(ROOT)),
+                    "expect": case.expect,
+                    **res,
+                }
+            )
             rows.append(row_of(case, res))
-        (out / "gate_check.json").write_text(json.dumps({"header": header, "results": results}, indent=1, default=str))
+        (out / "gate_check.json").write_text(
+            json.dumps({"header": header, "results": results}, indent=1, default=str)
+        )
         text = header + "\n\n" + table(rows) + "\n"
         (out / "gate_check_table.md").write_text(text)
         return text
@@ -190,9 +256,12 @@ def main(argv: list[str] | None = None) -> int:
         case = cases[i]
         done[i] = res
         t = res.get("timing") or {}
-        print(f"[{len(done)}/{len(cases)}] {case.label}: {res.get('category')} ({res.get('wall_s')} s) "
-              f"ms {fmt_ms(t)} torch {fmt_ms(t, 'reference_median_ms', 'reference_min_ms', 'reference_max_ms')} "
-              f"{str(res.get('message', ''))[:160]}", flush=True)
+        print(
+            f"[{len(done)}/{len(cases)}] {case.label}: {res.get('category')} ({res.get('wall_s')} s) "
+            f"ms {fmt_ms(t)} torch {fmt_ms(t, 'reference_median_ms', 'reference_min_ms', 'reference_max_ms')} "
+            f"{str(res.get('message', ''))[:160]}",
+            flush=True,
+        )
         art = Path(res["artifacts"])
         for name in case.keep:
             if (art / name).exists():
@@ -210,8 +279,11 @@ def main(argv: list[str] | None = None) -> int:
         if not c.timed:
             continue
         if ns.deadline_s and time.monotonic() - t_start > ns.deadline_s:
-            done[i] = {"category": "skipped", "message": f"not run: past --deadline-s {ns.deadline_s:g}",
-                       "artifacts": str(art_root)}
+            done[i] = {
+                "category": "skipped",
+                "message": f"not run: past --deadline-s {ns.deadline_s:g}",
+                "artifacts": str(art_root),
+            }
             continue
         finish(i, run_case(c, art_root / f"{i:02d}"))
     text = write()
@@ -220,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     skipped = sum(r[4] == "SKIP" for r in rows)
     print("\n" + text + f"\n{len(rows) - failed - skipped}/{len(rows)} rows as expected, {skipped} skipped")
     return 1 if failed else 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

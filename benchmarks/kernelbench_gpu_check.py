@@ -51,7 +51,10 @@ def evaluate(problem: Path, model_new: Path, timed: bool = True) -> dict[str, An
 
     from klineage.workload import import_user_file
 
-    ref_mod, new_mod = import_user_file(problem, "the problem file"), import_user_file(model_new, "ModelNew.py")
+    ref_mod, new_mod = (
+        import_user_file(problem, "the problem file"),
+        import_user_file(model_new, "ModelNew.py"),
+    )
     out: dict[str, Any] = {"trials": TRIALS, "correct": 0, "max_abs_diff": 0.0}
     init = ref_mod.get_init_inputs()
     torch.manual_seed(42)
@@ -86,8 +89,14 @@ def _pair(item: dict[str, str], base: Path, out: Path) -> dict[str, Any]:
     row: dict[str, Any] = {"name": name}
     env = os.environ | {"TORCH_EXTENSIONS_DIR": str(out / f"{name}.ext")}  # solutions share extension names
     steps = [
-        ("import", kl + ["import", "kernelbench", str(problem), "--solution", str(solution), "--out", str(wl)]),
-        ("gate", kl + ["gate", str(wl / "solution.cu"), "--workload", str(wl), "--backend", "cuda", "--json"]),
+        (
+            "import",
+            kl + ["import", "kernelbench", str(problem), "--solution", str(solution), "--out", str(wl)],
+        ),
+        (
+            "gate",
+            kl + ["gate", str(wl / "solution.cu"), "--workload", str(wl), "--backend", "cuda", "--json"],
+        ),
     ]
     for label, cmd in steps:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env)
@@ -107,7 +116,9 @@ def _pair(item: dict[str, str], base: Path, out: Path) -> dict[str, Any]:
     (out / f"{name}.evaluate.log").write_text(f"$ {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
     if r.returncode == 0:
         ev = json.loads(r.stdout.strip().splitlines()[-1])
-        row["kernelbench"] = "correct" if ev["correct"] == ev["trials"] else f"incorrect ({ev['correct']}/{ev['trials']})"
+        row["kernelbench"] = (
+            "correct" if ev["correct"] == ev["trials"] else f"incorrect ({ev['correct']}/{ev['trials']})"
+        )
         row["max_abs_diff"] = ev["max_abs_diff"]
     else:
         row["kernelbench"] = "error: " + ((r.stderr.strip().splitlines() or [""])[-1])[:160]
@@ -127,7 +138,9 @@ def agreement(pairs: Path, out: Path, jobs: int) -> int:
     print("| solution | cuda gate | KernelBench-style | agree |")
     print("| --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['name']} | {r.get('gate', '-')} | {r['kernelbench']} | {'yes' if r['agree'] else 'NO'} |")
+        print(
+            f"| {r['name']} | {r.get('gate', '-')} | {r['kernelbench']} | {'yes' if r['agree'] else 'NO'} |"
+        )
     n = len(rows)
     print(f"agreement {sum(r['agree'] for r in rows)}/{n}")
     return 0
@@ -139,28 +152,50 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default="", help="comma-separated problems (default: all of PROBLEMS)")
     p.add_argument("--child", nargs=2, metavar=("PROBLEM", "MODELNEW"), help=argparse.SUPPRESS)
     p.add_argument("--untimed", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--pairs", default="", help="JSON list of {name, problem, solution} (paths relative to it): "
-                                               "the agreement check (issue 29)")
+    p.add_argument(
+        "--pairs",
+        default="",
+        help="JSON list of {name, problem, solution} (paths relative to it): the agreement check (issue 29)",
+    )
     p.add_argument("--jobs", type=int, default=4)
     args = p.parse_args(argv)
     if args.child:
         print(json.dumps(evaluate(Path(args.child[0]), Path(args.child[1]), timed=not args.untimed)))
         return 0
     if args.pairs:
-        return agreement(Path(args.pairs), Path(args.out) if args.out else Path(tempfile.mkdtemp()), args.jobs)
+        return agreement(
+            Path(args.pairs), Path(args.out) if args.out else Path(tempfile.mkdtemp()), args.jobs
+        )
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp())
     out.mkdir(parents=True, exist_ok=True)
     kl = [sys.executable, "-m", "klineage"]
     rows, ok = [], True
-    for name in (args.only.split(",") if args.only else PROBLEMS):
+    for name in args.only.split(",") if args.only else PROBLEMS:
         wl = out / name
         row: dict[str, Any] = {"problem": name}
         t0 = time.perf_counter()
         steps = [
-            kl + ["import", "kernelbench", str(DATA / f"{name}_problem.py"), "--solution", str(DATA / f"{name}_solution.py"),
-                  "--out", str(wl)],
+            kl
+            + [
+                "import",
+                "kernelbench",
+                str(DATA / f"{name}_problem.py"),
+                "--solution",
+                str(DATA / f"{name}_solution.py"),
+                "--out",
+                str(wl),
+            ],
             kl + ["gate", str(wl / "solution.cu"), "--workload", str(wl), "--backend", "cuda", "--json"],
-            kl + ["export", "kernelbench", str(wl / "solution.cu"), "--workload", str(wl), "--out", str(wl / "ModelNew.py")],
+            kl
+            + [
+                "export",
+                "kernelbench",
+                str(wl / "solution.cu"),
+                "--workload",
+                str(wl),
+                "--out",
+                str(wl / "ModelNew.py"),
+            ],
             [sys.executable, __file__, "--child", str(wl / "problem.py"), str(wl / "ModelNew.py")],
         ]
         for label, cmd in zip(("import", "gate", "export", "evaluate"), steps, strict=True):
@@ -171,27 +206,35 @@ def main(argv: list[str] | None = None) -> int:
                     g = json.loads(r.stdout)
                     g = g[0] if isinstance(g, list) else g
                     row["gate"] = g["category"]
-                    row["gate_ms"] = ((g.get("timing") or {}).get("median_ms"))
+                    row["gate_ms"] = (g.get("timing") or {}).get("median_ms")
                 except (json.JSONDecodeError, KeyError, IndexError):
                     row["gate"] = f"rc {r.returncode}"
             if label == "evaluate" and r.returncode == 0:
                 row.update(json.loads(r.stdout.strip().splitlines()[-1]))
             if r.returncode != 0:
-                row["failed"] = f"{label}: rc {r.returncode}: {(r.stderr.strip().splitlines() or [''])[-1][:200]}"
+                row["failed"] = (
+                    f"{label}: rc {r.returncode}: {(r.stderr.strip().splitlines() or [''])[-1][:200]}"
+                )
                 ok = False
                 break
         row["wall_s"] = round(time.perf_counter() - t0, 1)
         rows.append(row)
     (out / "kernelbench_gpu.json").write_text(json.dumps(rows, indent=2))
-    print("| problem | cuda gate | gate median ms | KernelBench-style correct | max abs diff | Model ms | ModelNew ms | wall s |")
+    print(
+        "| problem | cuda gate | gate median ms | KernelBench-style correct | max abs diff | Model ms | ModelNew ms | wall s |"
+    )
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         if "failed" in r:
-            print(f"| {r['problem']} | {r.get('gate', '-')} | | failed: {r['failed']} | | | | {r['wall_s']} |")
+            print(
+                f"| {r['problem']} | {r.get('gate', '-')} | | failed: {r['failed']} | | | | {r['wall_s']} |"
+            )
             continue
         gm = f"{r['gate_ms']:.4f}" if isinstance(r.get("gate_ms"), float) else "-"
-        print(f"| {r['problem']} | {r['gate']} | {gm} | {r['correct']}/{r['trials']} | {r['max_abs_diff']:.2e} |"
-              f" {r['ref_ms']:.4f} | {r['new_ms']:.4f} | {r['wall_s']} |")
+        print(
+            f"| {r['problem']} | {r['gate']} | {gm} | {r['correct']}/{r['trials']} | {r['max_abs_diff']:.2e} |"
+            f" {r['ref_ms']:.4f} | {r['new_ms']:.4f} | {r['wall_s']} |"
+        )
     return 0 if ok and all(r.get("correct") == r.get("trials") for r in rows) else 1
 
 

@@ -30,14 +30,18 @@ def prepare(db: Path) -> int:
     from klineage.store.db import Store
     from klineage.store.lineage import state_sources, state_workloads
 
-    with Store(db, read_only=True) as store:  # the root: the end of the taken path (a beam walk has several deepest states)
+    with Store(
+        db, read_only=True
+    ) as store:  # the root: the end of the taken path (a beam walk has several deepest states)
         roots = {w: lineage.build(store, w).graph["root"] for w in state_workloads(store)}
         rows = [r for r in state_sources(store) if roots[r.workload] == r.state_hash]
     for r in rows:
         d = ROOTS / r.workload
         d.mkdir(parents=True, exist_ok=True)
         (d / "root.cu").write_text(r.source)
-        (d / "root.json").write_text(json.dumps({"workload": r.workload, "depth": r.depth, "db": str(db)}) + "\n")
+        (d / "root.json").write_text(
+            json.dumps({"workload": r.workload, "depth": r.depth, "db": str(db)}) + "\n"
+        )
         print(f"{r.workload}: root at depth {r.depth}")
     return 0
 
@@ -64,7 +68,9 @@ def coverage(report: Path) -> int:
             values.append(c)
             cov = f"{c:.2f}"
         fmt = lambda x: "-" if x is None else f"{x:.4f}"  # noqa: E731
-        print(f"{r['workload']:20} {depth!s:>5} {fmt(t['naive']):>10} {fmt(t['root']):>10} {fmt(t['expert']):>10} {cov:>9}")
+        print(
+            f"{r['workload']:20} {depth!s:>5} {fmt(t['naive']):>10} {fmt(t['root']):>10} {fmt(t['expert']):>10} {cov:>9}"
+        )
     if values:
         print(f"mean coverage {sum(values) / len(values):.2f} over {len(values)} workloads")
     return 0

@@ -87,12 +87,20 @@ def leave_one_out(skills: list[Skill], held_out: str, dtypes_of: dict[str, list[
         t = copy.deepcopy(s)
         per = t.effects.get("per_workload", {})
         workloads = sorted({p.get("workload") for p in prov if p.get("workload")})
-        out.append(dataclasses.replace(
-            t, provenance=prov,
-            effects={**t.effects, "per_workload": {w: e for w, e in per.items() if w != held_out}},
-            risks=[r for r in t.risks if r.get("workload") != held_out],
-            scope={**t.scope, "workloads": workloads,
-                   "dtypes": sorted({d for w in workloads for d in dtypes_of.get(w, [])}) or t.scope.get("dtypes", [])}))
+        out.append(
+            dataclasses.replace(
+                t,
+                provenance=prov,
+                effects={**t.effects, "per_workload": {w: e for w, e in per.items() if w != held_out}},
+                risks=[r for r in t.risks if r.get("workload") != held_out],
+                scope={
+                    **t.scope,
+                    "workloads": workloads,
+                    "dtypes": sorted({d for w in workloads for d in dtypes_of.get(w, [])})
+                    or t.scope.get("dtypes", []),
+                },
+            )
+        )
     return out
 
 
@@ -127,7 +135,9 @@ def run_labels(modes: list[str], seed: int, seeds: int | None) -> list[tuple[str
     return out
 
 
-def prefix_steps(steps: list[dict[str, Any]], k: int, max_proposals: int | None = None) -> list[dict[str, Any]]:
+def prefix_steps(
+    steps: list[dict[str, Any]], k: int, max_proposals: int | None = None
+) -> list[dict[str, Any]]:
     """The steps a run with budget `k` makes, taken from a longer run's trace: the loop stops
     before a step once `k` candidates are gated or `max_proposals` (default 3k, the loop's
     default) steps are made; a step that is not gated (duplicate, no candidate) costs no budget."""
@@ -154,33 +164,51 @@ def budget_curve(trace: dict[str, Any], budget: int) -> list[dict[str, Any]]:
         pre = prefix_steps(steps, k)
         kept = [st for st in pre if st.get("kept")]
         if pre and "best_file" in pre[-1]:  # a tournament's step is kept only if it won; best_file says
-            best = pre[-1]["best_file"]     # which kernel led after each step
+            best = pre[-1]["best_file"]  # which kernel led after each step
         else:
             best = kept[-1]["candidate_file"] if kept else None
-        out.append({"k": k, "candidate_file": best,
-                    "kept_steps": [st["index"] for st in kept],
-                    "applied": [st.get("skill_id") or st.get("move") for st in kept],
-                    "gated": sum(bool(st.get("gated")) for st in pre), "steps": len(pre)})
+        out.append(
+            {
+                "k": k,
+                "candidate_file": best,
+                "kept_steps": [st["index"] for st in kept],
+                "applied": [st.get("skill_id") or st.get("move") for st in kept],
+                "gated": sum(bool(st.get("gated")) for st in pre),
+                "steps": len(pre),
+            }
+        )
     return out
 
 
-def write_curve(out: Path, runs: list[tuple[str, str, int, str]], budget: int, corpus: Path) -> dict[str, Any]:
+def write_curve(
+    out: Path, runs: list[tuple[str, str, int, str]], budget: int, corpus: Path
+) -> dict[str, Any]:
     """OUT/curve/LABEL/WORKLOAD/budget-K.cu for every (label, mode, seed, workload) run found under
     OUT/WORKLOAD/LABEL/ (trace.json and start.cu), and the index OUT/curve.json (paths relative to OUT)."""
     entries: list[dict[str, Any]] = []
     done: list[dict[str, Any]] = []
     for label, mode, seed, workload in runs:
         run_dir = out / workload / label
-        info: dict[str, Any] = {"label": label, "mode": mode, "seed": seed, "workload": workload,
-                                "run_dir": str(run_dir.relative_to(out))}
+        info: dict[str, Any] = {
+            "label": label,
+            "mode": mode,
+            "seed": seed,
+            "workload": workload,
+            "run_dir": str(run_dir.relative_to(out)),
+        }
         done.append(info)
         trace_path = run_dir / "trace.json"
         if not trace_path.is_file():
             info["status"] = "no trace"
             continue
         trace = json.loads(trace_path.read_text())
-        info.update(status=trace.get("status"), stop_reason=trace.get("stop_reason"), gated=trace.get("gated"),
-                    order=trace.get("order"), skills_mode=trace.get("skills_mode"))
+        info.update(
+            status=trace.get("status"),
+            stop_reason=trace.get("stop_reason"),
+            gated=trace.get("gated"),
+            order=trace.get("order"),
+            skills_mode=trace.get("skills_mode"),
+        )
         if trace.get("status") not in ("improved", "no_improvement") or not (run_dir / "start.cu").is_file():
             continue  # start kernel rejected, or a run cut short: no curve
         dest = out / "curve" / label / workload
@@ -191,17 +219,35 @@ def write_curve(out: Path, runs: list[tuple[str, str, int, str]], budget: int, c
             text = (run_dir / (pt["candidate_file"] or "start.cu")).read_text()
             f = dest / f"budget-{pt['k']}.cu"
             f.write_text(text)
-            entries.append({"label": label, "mode": mode, "seed": seed, "workload": workload, "k": pt["k"],
-                            "file": str(f.relative_to(out)), "sha256": hashlib.sha256(text.encode()).hexdigest()[:16],
-                            "from": pt["candidate_file"] or "start.cu", "applied": pt["applied"],
-                            "kept_steps": pt["kept_steps"], "gated": pt["gated"]})
-    index = {"budget": budget, "corpus": str(corpus), "labels": list(dict.fromkeys(r[0] for r in runs)),
-             "runs": done, "entries": entries}
+            entries.append(
+                {
+                    "label": label,
+                    "mode": mode,
+                    "seed": seed,
+                    "workload": workload,
+                    "k": pt["k"],
+                    "file": str(f.relative_to(out)),
+                    "sha256": hashlib.sha256(text.encode()).hexdigest()[:16],
+                    "from": pt["candidate_file"] or "start.cu",
+                    "applied": pt["applied"],
+                    "kept_steps": pt["kept_steps"],
+                    "gated": pt["gated"],
+                }
+            )
+    index = {
+        "budget": budget,
+        "corpus": str(corpus),
+        "labels": list(dict.fromkeys(r[0] for r in runs)),
+        "runs": done,
+        "entries": entries,
+    }
     (out / "curve.json").write_text(json.dumps(index, indent=1) + "\n")
     return index
 
 
-def measured_curve(out: Path, index: dict[str, Any], corpus: Path, measured: MeasuredTimes) -> tuple[str, dict[str, Any]]:
+def measured_curve(
+    out: Path, index: dict[str, Any], corpus: Path, measured: MeasuredTimes
+) -> tuple[str, dict[str, Any]]:
     """The budget curve's tables (materialized_bench.py's format) from the measured times the
     judge used: x naive of each budget point is the naive kernel's measured time over the point's;
     a point without a time counts as missing ('-', and n/of in the cell)."""
@@ -218,13 +264,21 @@ def measured_curve(out: Path, index: dict[str, Any], corpus: Path, measured: Mea
             naive_of[w] = measured.lookup(w, (corpus / w / "naive.cu").read_text())
         naive = naive_of[w]
         point = measured.lookup(w, (out / e["file"]).read_text())
-        x[(w, curve_column(e["label"], int(e["k"])))] = naive.median_ms / point.median_ms if naive and point else None
+        x[(w, curve_column(e["label"], int(e["k"])))] = (
+            naive.median_ms / point.median_ms if naive and point else None
+        )
     order = [lb for lb in index.get("labels", []) if lb in labels]
-    return curve_tables(x, groups_of("corpus", sorted(naive_of)), [labels[lb] for lb in order],
-                        list(range(1, int(index["budget"]) + 1)))
+    return curve_tables(
+        x,
+        groups_of("corpus", sorted(naive_of)),
+        [labels[lb] for lb in order],
+        list(range(1, int(index["budget"]) + 1)),
+    )
 
 
-def write_candidates(out: Path, runs: list[tuple[str, str, int, str]], measured: MeasuredTimes | None = None) -> int:
+def write_candidates(
+    out: Path, runs: list[tuple[str, str, int, str]], measured: MeasuredTimes | None = None
+) -> int:
     """OUT/candidates.json, the `materialized_bench.py --extra` index of every start kernel and
     every correct gated candidate of the runs (one file per distinct text per workload) that
     `measured` has no time for: what the next round's --measured needs timed. Returns how many
@@ -236,8 +290,11 @@ def write_candidates(out: Path, runs: list[tuple[str, str, int, str]], measured:
         if not trace_path.is_file():
             continue
         trace = json.loads(trace_path.read_text())
-        names = ["start.cu"] + [st["candidate_file"] for st in trace.get("steps") or []
-                                if st.get("accepted") and st.get("candidate_file")]
+        names = ["start.cu"] + [
+            st["candidate_file"]
+            for st in trace.get("steps") or []
+            if st.get("accepted") and st.get("candidate_file")
+        ]
         for name in names:
             path = run_dir / name
             if not path.is_file():
@@ -245,33 +302,70 @@ def write_candidates(out: Path, runs: list[tuple[str, str, int, str]], measured:
             text = path.read_text()
             if measured is None or measured.lookup(workload, text) is None:
                 files.setdefault(workload, {}).setdefault(source_hash(text), str(path.relative_to(out)))
-    index = {"kind": "materializer-candidates", "files": {w: sorted(d.values()) for w, d in sorted(files.items())}}
+    index = {
+        "kind": "materializer-candidates",
+        "files": {w: sorted(d.values()) for w, d in sorted(files.items())},
+    }
     (out / "candidates.json").write_text(json.dumps(index, indent=1) + "\n")
     return sum(len(d) for d in files.values())
 
 
-def run_one(folder: Path, skills: list[Skill], label: str, mode: str, seed: int, args: argparse.Namespace,
-            store: Store) -> dict[str, Any]:
+def run_one(
+    folder: Path,
+    skills: list[Skill],
+    label: str,
+    mode: str,
+    seed: int,
+    args: argparse.Namespace,
+    store: Store,
+) -> dict[str, Any]:
     wl = load_workload(folder)
     naive = (folder / "naive.cu").read_text()
     skills_mode, order = MODES[mode]
     t0 = time.perf_counter()
-    res = materialize(wl, naive, skills, make_provider("offline"), args.budget, MaterializeOptions(
-        backend=args.backend, skills_mode=skills_mode, order=order, seed=seed, store=store, measured=getattr(args, "measured_times", None),
-        tournament=True if getattr(args, "tournament", False) else None,
-        out_dir=args.out / folder.name / label, gate_options=GateOptions(backend=args.backend, timeout_s=args.timeout)))
+    res = materialize(
+        wl,
+        naive,
+        skills,
+        make_provider("offline"),
+        args.budget,
+        MaterializeOptions(
+            backend=args.backend,
+            skills_mode=skills_mode,
+            order=order,
+            seed=seed,
+            store=store,
+            measured=getattr(args, "measured_times", None),
+            tournament=True if getattr(args, "tournament", False) else None,
+            out_dir=args.out / folder.name / label,
+            gate_options=GateOptions(backend=args.backend, timeout_s=args.timeout),
+        ),
+    )
     before, after = present(naive), present(res.best_source)
     return {
-        "workload": folder.name, "mode": mode, "label": label, "seed": seed,
-        "status": res.status, "stop_reason": res.stop_reason,
-        "skills_available": len(skills) if skills_mode == "all" else 0, "gated": res.gated,
-        "kept": sum(s.kept for s in res.steps), "applied": res.applied or [s.move for s in res.steps if s.kept],
+        "workload": folder.name,
+        "mode": mode,
+        "label": label,
+        "seed": seed,
+        "status": res.status,
+        "stop_reason": res.stop_reason,
+        "skills_available": len(skills) if skills_mode == "all" else 0,
+        "gated": res.gated,
+        "kept": sum(s.kept for s in res.steps),
+        "applied": res.applied or [s.move for s in res.steps if s.kept],
         "rejected": [f"{s.move}: {s.category}" for s in res.steps if s.verdict == "rejected"],
-        "ops_naive": sorted(before), "ops_best": sorted(after), "ops_added": sorted(after - before),
-        "naive_ms": res.start_time_ms, "best_ms": res.best_time_ms, "torch_ms": res.torch_time_ms,
-        "speedup": res.speedup, "speedup_vs_torch": res.speedup_vs_torch,
-        "start_ok": res.start_gate.get("accepted"), "elapsed_s": round(time.perf_counter() - t0, 1),
-        "unmeasured": len(res.unmeasured), "outpaced": [s.move for s in res.steps if s.verdict == "outpaced"],
+        "ops_naive": sorted(before),
+        "ops_best": sorted(after),
+        "ops_added": sorted(after - before),
+        "naive_ms": res.start_time_ms,
+        "best_ms": res.best_time_ms,
+        "torch_ms": res.torch_time_ms,
+        "speedup": res.speedup,
+        "speedup_vs_torch": res.speedup_vs_torch,
+        "start_ok": res.start_gate.get("accepted"),
+        "elapsed_s": round(time.perf_counter() - t0, 1),
+        "unmeasured": len(res.unmeasured),
+        "outpaced": [s.move for s in res.steps if s.verdict == "outpaced"],
         "run_id": res.run_id,
     }
 
@@ -281,18 +375,29 @@ def table(rows: list[dict[str, Any]], gpu: bool) -> str:
     head += ["x naive", "x torch"] if gpu else []
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for r in rows:
-        cells = [r["workload"], r.get("label", r["mode"]), str(r["skills_available"]), str(r["gated"]), str(r["kept"]),
-                 (", ".join(r["ops_added"]) or "-") if r["start_ok"] else
-                 (r["status"] if r["status"].startswith("error") else "start kernel rejected")]
+        cells = [
+            r["workload"],
+            r.get("label", r["mode"]),
+            str(r["skills_available"]),
+            str(r["gated"]),
+            str(r["kept"]),
+            (", ".join(r["ops_added"]) or "-")
+            if r["start_ok"]
+            else (r["status"] if r["status"].startswith("error") else "start kernel rejected"),
+        ]
         if gpu:
-            cells += [f"{r['speedup']:.2f}" if r["speedup"] else "-",
-                      f"{r['speedup_vs_torch']:.2f}" if r["speedup_vs_torch"] else "-"]
+            cells += [
+                f"{r['speedup']:.2f}" if r["speedup"] else "-",
+                f"{r['speedup_vs_torch']:.2f}" if r["speedup_vs_torch"] else "-",
+            ]
         lines.append(" | ".join(cells))
     lines.append("")
     for label in dict.fromkeys(r.get("label", r["mode"]) for r in rows):
         rs = [r for r in rows if r.get("label", r["mode"]) == label]
-        line = (f"{label}: {sum(r['kept'] for r in rs)} steps kept over {len(rs)} workloads, "
-                f"{sum(len(r['ops_added']) for r in rs)} optimizations added, {sum(r['gated'] for r in rs)} gated")
+        line = (
+            f"{label}: {sum(r['kept'] for r in rs)} steps kept over {len(rs)} workloads, "
+            f"{sum(len(r['ops_added']) for r in rs)} optimizations added, {sum(r['gated'] for r in rs)} gated"
+        )
         if gpu:
             g, gt = geomean([r["speedup"] for r in rs]), geomean([r["speedup_vs_torch"] for r in rs])
             line += f"; geomean speedup over naive {g:.2f}x" if g else ""
@@ -304,30 +409,55 @@ def table(rows: list[dict[str, Any]], gpu: bool) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", type=Path, default=ROOT / "expert_kernels")
-    ap.add_argument("--db", type=Path, action="append",
-                    help="mined skill store; repeat to merge several (default: skills_db/skills.duckdb)")
+    ap.add_argument(
+        "--db",
+        type=Path,
+        action="append",
+        help="mined skill store; repeat to merge several (default: skills_db/skills.duckdb)",
+    )
     ap.add_argument("--mine", action="store_true", help="mine the corpus into --db first (same backend)")
     ap.add_argument("--max-steps", type=int, default=40, help="mining: backward steps per expert kernel")
     ap.add_argument("--backend", choices=("emu", "cuda"), default="emu")
     ap.add_argument("--budget", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0, help="seed of the random order")
-    ap.add_argument("--seeds", type=int, default=None, metavar="N",
-                    help="run the random order with seeds 0..N-1 (labels random-s0, ...) instead of --seed")
-    ap.add_argument("--curve-only", action="store_true",
-                    help="gate nothing: rebuild OUT/curve/ and OUT/curve.json from the trace.json files under --out")
+    ap.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run the random order with seeds 0..N-1 (labels random-s0, ...) instead of --seed",
+    )
+    ap.add_argument(
+        "--curve-only",
+        action="store_true",
+        help="gate nothing: rebuild OUT/curve/ and OUT/curve.json from the trace.json files under --out",
+    )
     ap.add_argument("--modes", default=",".join(MODES), help="comma list of curriculum, random, none")
     ap.add_argument("--workloads", default="", help="comma list (default: every folder of the corpus)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per gate stage")
     ap.add_argument("--out", type=Path, default=ROOT / "build" / "materialize_bench")
     ap.add_argument("--jobs", type=int, default=1, help="runs at once (GPU timings still take turns)")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
-    ap.add_argument("--measured", type=Path, nargs="+", metavar="BENCH_JSON",
-                    help="GPU times of earlier rounds' candidates (materialized_bench.py JSON): the judge's GPU rule "
-                         "and the tournament of alternatives on a CPU run (materialize/measured.py)")
-    ap.add_argument("--tournament", action="store_true",
-                    help="gate alternative skills side by side even without --measured (round 1: they get timed)")
-    ap.add_argument("--combine", type=Path, nargs="+", metavar="BENCH_JSON",
-                    help="only print one table from the bench.json files of earlier runs (e.g. modes run in parallel)")
+    ap.add_argument(
+        "--measured",
+        type=Path,
+        nargs="+",
+        metavar="BENCH_JSON",
+        help="GPU times of earlier rounds' candidates (materialized_bench.py JSON): the judge's GPU rule "
+        "and the tournament of alternatives on a CPU run (materialize/measured.py)",
+    )
+    ap.add_argument(
+        "--tournament",
+        action="store_true",
+        help="gate alternative skills side by side even without --measured (round 1: they get timed)",
+    )
+    ap.add_argument(
+        "--combine",
+        type=Path,
+        nargs="+",
+        metavar="BENCH_JSON",
+        help="only print one table from the bench.json files of earlier runs (e.g. modes run in parallel)",
+    )
     args = ap.parse_args()
     if args.combine:
         rows = [r for f in args.combine for r in json.loads(f.read_text())]
@@ -343,15 +473,20 @@ def main() -> int:
         folders = [f for f in folders if f.name in wanted]
     modes = [m for m in args.modes.split(",") if m]
     if not folders or any(m not in MODES for m in modes) or (args.seeds is not None and args.seeds < 1):
-        print(f"nothing to run (workloads: {[f.name for f in folders]}, modes: {modes}, seeds: {args.seeds})",
-              file=sys.stderr)
+        print(
+            f"nothing to run (workloads: {[f.name for f in folders]}, modes: {modes}, seeds: {args.seeds})",
+            file=sys.stderr,
+        )
         return 2
     labels = run_labels(modes, args.seed, args.seeds)
     curve_runs = [(label, mode, seed, f.name) for f in folders for label, mode, seed in labels]
     if args.curve_only:
         index = write_curve(args.out, curve_runs, args.budget, args.corpus)
-        print(f"{args.out / 'curve.json'}: {len(index['entries'])} budget points of "
-              f"{sum(1 for r in index['runs'] if r.get('status') in ('improved', 'no_improvement'))} runs", file=sys.stderr)
+        print(
+            f"{args.out / 'curve.json'}: {len(index['entries'])} budget points of "
+            f"{sum(1 for r in index['runs'] if r.get('status') in ('improved', 'no_improvement'))} runs",
+            file=sys.stderr,
+        )
         return 0
     args.measured_times = None
     if args.measured:
@@ -364,8 +499,15 @@ def main() -> int:
     if args.mine:
         from klineage.mining import mine_corpus
 
-        mine_corpus(folders, db=dbs[0], backend=args.backend, max_steps=args.max_steps, workers=1, roundtrip=False,
-                    timeout_s=args.timeout)
+        mine_corpus(
+            folders,
+            db=dbs[0],
+            backend=args.backend,
+            max_steps=args.max_steps,
+            workers=1,
+            roundtrip=False,
+            timeout_s=args.timeout,
+        )
     skills = load_merged(dbs)
     # every corpus workload's dtypes, not only the selected ones': a skill's scope dtypes are
     # recomputed from its other workloads, and with those unknown it would keep the held-out's own
@@ -381,7 +523,9 @@ def main() -> int:
     partial_lock = threading.Lock()
     (args.out / "rows.jsonl").unlink(missing_ok=True)
     with Store(args.out / "runs.duckdb") as store:
-        loo_of = {f: leave_one_out(skills, names[f], dtypes_of) for f in folders}  # once per workload, not per mode
+        loo_of = {
+            f: leave_one_out(skills, names[f], dtypes_of) for f in folders
+        }  # once per workload, not per mode
 
         def one(f: Path, lab: tuple[str, str, int]) -> dict[str, Any]:
             loo = loo_of[f]
@@ -389,14 +533,37 @@ def main() -> int:
             try:
                 row = run_one(f, loo, label, mode, seed, args, store)
             except Exception as e:  # one broken run (a gate or operator bug) must not lose the others
-                row = {"workload": f.name, "mode": mode, "label": label, "seed": seed,
-                       "status": f"error: {type(e).__name__}: {e}",
-                       "stop_reason": "", "skills_available": len(loo), "gated": 0, "kept": 0, "applied": [],
-                       "rejected": [], "ops_naive": [], "ops_best": [], "ops_added": [], "start_ok": False,
-                       "speedup": None, "speedup_vs_torch": None, "elapsed_s": 0}
-            x = f" x{row['speedup']:.2f} naive, x{row['speedup_vs_torch'] or 0:.2f} torch" if row["speedup"] else ""
-            print(f"{row['workload']:<20} {label:<11} gated {row['gated']:>2} kept {row['kept']:>2} "
-                  f"added {','.join(row['ops_added']) or '-'}{x} ({row['elapsed_s']} s)", file=sys.stderr, flush=True)
+                row = {
+                    "workload": f.name,
+                    "mode": mode,
+                    "label": label,
+                    "seed": seed,
+                    "status": f"error: {type(e).__name__}: {e}",
+                    "stop_reason": "",
+                    "skills_available": len(loo),
+                    "gated": 0,
+                    "kept": 0,
+                    "applied": [],
+                    "rejected": [],
+                    "ops_naive": [],
+                    "ops_best": [],
+                    "ops_added": [],
+                    "start_ok": False,
+                    "speedup": None,
+                    "speedup_vs_torch": None,
+                    "elapsed_s": 0,
+                }
+            x = (
+                f" x{row['speedup']:.2f} naive, x{row['speedup_vs_torch'] or 0:.2f} torch"
+                if row["speedup"]
+                else ""
+            )
+            print(
+                f"{row['workload']:<20} {label:<11} gated {row['gated']:>2} kept {row['kept']:>2} "
+                f"added {','.join(row['ops_added']) or '-'}{x} ({row['elapsed_s']} s)",
+                file=sys.stderr,
+                flush=True,
+            )
             with partial_lock, (args.out / "rows.jsonl").open("a") as fh:  # kept if the run is cut short
                 fh.write(json.dumps(row, default=str) + "\n")
             return row
@@ -416,17 +583,27 @@ def main() -> int:
         (args.out / "curve_measured.json").write_text(json.dumps(summary, indent=1) + "\n")
         print(f"budget curve from the measured times: {args.out / 'curve_measured.md'}", file=sys.stderr)
         missing = sum(r.get("unmeasured") or 0 for r in rows)
-        print(f"measured times: {len(args.measured_times)} kernels on {args.measured_times.device}; "
-              f"{missing} correct candidates judged without one"
-              + (" (time OUT/candidates.json and run again)" if missing else " (every judgement used GPU times)"),
-              file=sys.stderr)
-    print(f"candidates: {cands} distinct correct kernels without a measured time in {args.out / 'candidates.json'}",
-          file=sys.stderr)
+        print(
+            f"measured times: {len(args.measured_times)} kernels on {args.measured_times.device}; "
+            f"{missing} correct candidates judged without one"
+            + (
+                " (time OUT/candidates.json and run again)"
+                if missing
+                else " (every judgement used GPU times)"
+            ),
+            file=sys.stderr,
+        )
+    print(
+        f"candidates: {cands} distinct correct kernels without a measured time in {args.out / 'candidates.json'}",
+        file=sys.stderr,
+    )
     if args.json:
         print(json.dumps(rows, indent=1, default=str))
     else:
-        print(f"\nmaterialize_bench: {len(folders)} workloads, backend {args.backend}, budget {args.budget}, "
-              f"skills from {', '.join(map(str, dbs))} ({len(skills)}), leave-one-out\n")
+        print(
+            f"\nmaterialize_bench: {len(folders)} workloads, backend {args.backend}, budget {args.budget}, "
+            f"skills from {', '.join(map(str, dbs))} ({len(skills)}), leave-one-out\n"
+        )
         print(table(rows, args.backend == "cuda"))
     return 0
 

@@ -69,8 +69,9 @@ def parse_ints(text: str) -> set[int] | None:
     return {int(x) for x in text.split(",") if x.strip()} if text else None
 
 
-def load_curve(index_path: Path, names: list[str], labels: set[str] | None = None,
-               ks: set[int] | None = None) -> dict[str, Any]:
+def load_curve(
+    index_path: Path, names: list[str], labels: set[str] | None = None, ks: set[int] | None = None
+) -> dict[str, Any]:
     """The budget index of materialize_bench.py, restricted to `names` (and `labels`, `ks` when
     given): {"budget", "labels": [{"label", "mode", "seed"}], "ks": [...], "files": {(name, column): Path}}.
     Paths in the index are relative to its folder; a missing file is an error (a broken carry)."""
@@ -87,9 +88,15 @@ def load_curve(index_path: Path, names: list[str], labels: set[str] | None = Non
         if not path.is_file():
             raise FileNotFoundError(f"{index_path}: {e['file']} is missing")
         files[(e["workload"], curve_column(e["label"], int(e["k"])))] = path
-    order = [lb for lb in index.get("labels", []) if lb in meta] + [lb for lb in meta if lb not in index.get("labels", [])]
-    return {"budget": budget, "labels": [meta[lb] for lb in order],
-            "ks": sorted(ks & set(range(1, budget + 1))) if ks else list(range(1, budget + 1)), "files": files}
+    order = [lb for lb in index.get("labels", []) if lb in meta] + [
+        lb for lb in meta if lb not in index.get("labels", [])
+    ]
+    return {
+        "budget": budget,
+        "labels": [meta[lb] for lb in order],
+        "ks": sorted(ks & set(range(1, budget + 1))) if ks else list(range(1, budget + 1)),
+        "files": files,
+    }
 
 
 def load_extra(index_path: Path, names: list[str]) -> dict[tuple[str, str], Path]:
@@ -108,8 +115,9 @@ def load_extra(index_path: Path, names: list[str]) -> dict[tuple[str, str], Path
     return out
 
 
-def pattern_files(names: list[str], columns: list[tuple[str, str]],
-                  dirs: dict[str, Path] | None = None) -> dict[tuple[str, str], Path]:
+def pattern_files(
+    names: list[str], columns: list[tuple[str, str]], dirs: dict[str, Path] | None = None
+) -> dict[tuple[str, str], Path]:
     """{(name, column): file} for (column, path pattern with {name}, or {dir}: the workload's folder);
     a missing file leaves the pair out."""
     out = {}
@@ -121,8 +129,9 @@ def pattern_files(names: list[str], columns: list[tuple[str, str]],
     return out
 
 
-def distinct_sources(files: dict[tuple[str, str], Path]) -> tuple[
-        dict[tuple[str, str], Path], dict[tuple[str, str], str]]:
+def distinct_sources(
+    files: dict[tuple[str, str], Path],
+) -> tuple[dict[tuple[str, str], Path], dict[tuple[str, str], str]]:
     """One file per distinct text of each workload, the first met: ({(name, digest): path},
     {(name, column): digest})."""
     sources: dict[tuple[str, str], Path] = {}
@@ -134,8 +143,12 @@ def distinct_sources(files: dict[tuple[str, str], Path]) -> tuple[
     return sources, digest
 
 
-def speedups(names: list[str], columns: list[str], digest: dict[tuple[str, str], str],
-             timed: dict[tuple[str, str], dict[str, Any]]) -> dict[tuple[str, str], float | None]:
+def speedups(
+    names: list[str],
+    columns: list[str],
+    digest: dict[tuple[str, str], str],
+    timed: dict[tuple[str, str], dict[str, Any]],
+) -> dict[tuple[str, str], float | None]:
     """x naive per (name, column): naive's time over the column's, None where either is missing or not ok."""
     out: dict[tuple[str, str], float | None] = {}
     for n in names:
@@ -147,8 +160,9 @@ def speedups(names: list[str], columns: list[str], digest: dict[tuple[str, str],
     return out
 
 
-def curve_summary(x: dict[tuple[str, str], float | None], names: list[str], labels: list[dict[str, Any]],
-                  ks: list[int]) -> list[dict[str, Any]]:
+def curve_summary(
+    x: dict[tuple[str, str], float | None], names: list[str], labels: list[dict[str, Any]], ks: list[int]
+) -> list[dict[str, Any]]:
     """Per k: per mode, the geomean over `names` of x naive (random: per seed, then the geomean,
     min and max of the seeds' geomeans) and `n`, how many (workload, seed) pairs had a timed kernel."""
     out = []
@@ -160,14 +174,23 @@ def curve_summary(x: dict[tuple[str, str], float | None], names: list[str], labe
                 xs = [x.get((n, curve_column(lb["label"], k))) for n in names]
                 per_label.append({"label": lb["label"], "geomean": geomean(xs), "n": sum(1 for v in xs if v)})
             gs = [p["geomean"] for p in per_label if p["geomean"]]
-            point[mode] = {"geomean": geomean(gs), "min": min(gs) if gs else None, "max": max(gs) if gs else None,
-                           "n": sum(p["n"] for p in per_label), "labels": per_label}
+            point[mode] = {
+                "geomean": geomean(gs),
+                "min": min(gs) if gs else None,
+                "max": max(gs) if gs else None,
+                "n": sum(p["n"] for p in per_label),
+                "labels": per_label,
+            }
         out.append(point)
     return out
 
 
-def curve_tables(x: dict[tuple[str, str], float | None], groups: dict[str, list[str]], labels: list[dict[str, Any]],
-                 ks: list[int]) -> tuple[str, dict[str, Any]]:
+def curve_tables(
+    x: dict[tuple[str, str], float | None],
+    groups: dict[str, list[str]],
+    labels: list[dict[str, Any]],
+    ks: list[int],
+) -> tuple[str, dict[str, Any]]:
     """Markdown: one budget table per group of workloads, then x naive per (workload, label) and k."""
     modes = list(dict.fromkeys(lb["mode"] for lb in labels))
     seeds = {m: sum(1 for lb in labels if lb["mode"] == m) for m in modes}
@@ -184,9 +207,13 @@ def curve_tables(x: dict[tuple[str, str], float | None], groups: dict[str, list[
         summary[group] = rows
         head = ["k"]
         for m in modes:
-            head += ([f"{m} (geomean of {seeds[m]} seeds)", f"{m} min", f"{m} max"] if seeds[m] > 1 else [m])
-        lines += [f"{group} ({len(members)}: {', '.join(members)}): geomean x naive after k gated candidates", "",
-                  "| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
+            head += [f"{m} (geomean of {seeds[m]} seeds)", f"{m} min", f"{m} max"] if seeds[m] > 1 else [m]
+        lines += [
+            f"{group} ({len(members)}: {', '.join(members)}): geomean x naive after k gated candidates",
+            "",
+            "| " + " | ".join(head) + " |",
+            "|" + "---:|" * len(head),
+        ]
         for r in rows:
             cells = [str(r["k"])]
             for m in modes:
@@ -198,12 +225,18 @@ def curve_tables(x: dict[tuple[str, str], float | None], groups: dict[str, list[
         lines.append("")
     names = [n for members in groups.values() for n in members]
     names = list(dict.fromkeys(names))
-    lines += ["x naive per workload and label after k gated candidates", "",
-              "| workload | label | " + " | ".join(f"k={k}" for k in ks) + " |", "|---|---|" + "---:|" * len(ks)]
+    lines += [
+        "x naive per workload and label after k gated candidates",
+        "",
+        "| workload | label | " + " | ".join(f"k={k}" for k in ks) + " |",
+        "|---|---|" + "---:|" * len(ks),
+    ]
     for n in names:
         for lb in labels:
             vals = [x.get((n, curve_column(lb["label"], k))) for k in ks]
-            lines.append(f"| {n} | {lb['label']} | " + " | ".join(f"{v:.2f}" if v else "-" for v in vals) + " |")
+            lines.append(
+                f"| {n} | {lb['label']} | " + " | ".join(f"{v:.2f}" if v else "-" for v in vals) + " |"
+            )
     return "\n".join(lines), summary
 
 
@@ -213,9 +246,11 @@ def groups_of(suite: str, names: list[str]) -> dict[str, list[str]]:
         return {"all": names}
     from klineage.corpus import COMPUTE_BOUND, MEMORY_BOUND
 
-    return {"memory-bound": [n for n in names if n in MEMORY_BOUND],
-            "compute-bound": [n for n in names if n in COMPUTE_BOUND],
-            "other": [n for n in names if n not in MEMORY_BOUND and n not in COMPUTE_BOUND]}
+    return {
+        "memory-bound": [n for n in names if n in MEMORY_BOUND],
+        "compute-bound": [n for n in names if n in COMPUTE_BOUND],
+        "other": [n for n in names if n not in MEMORY_BOUND and n not in COMPUTE_BOUND],
+    }
 
 
 def _input_problem(workloads: list[Path], kernels: list[tuple[str, str]]) -> str | None:
@@ -234,41 +269,79 @@ def _input_problem(workloads: list[Path], kernels: list[tuple[str, str]]) -> str
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--suite", choices=sorted(SUITES), default="heldout")
-    p.add_argument("--workload", action="append", default=[], type=Path, metavar="DIR",
-                   help="a workload folder anywhere (repeatable): replaces the suite's folders")
-    p.add_argument("--kernel", action="append", default=[], metavar="[LABEL=]FILE",
-                   help="a kernel file to time for the one --workload (repeatable; LABEL defaults to the file's stem)")
-    p.add_argument("--only", default="", help="comma-separated workloads (default: every folder with naive.cu)")
-    p.add_argument("--run", action="append", default=[], metavar="LABEL=PATTERN",
-                   help="a materializer run: LABEL and a path pattern with {name}")
-    p.add_argument("--curve", type=Path, default=None, metavar="INDEX_JSON",
-                   help="the budget index of materialize_bench.py (OUT/curve.json): time every budget point")
-    p.add_argument("--extra", type=Path, default=None, metavar="INDEX_JSON",
-                   help="more kernels to check and time, in no table: {'files': {workload: [paths relative to the "
-                        "index]}} (`klineage timings export`; `klineage timings import` reads the JSON back)")
+    p.add_argument(
+        "--workload",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="DIR",
+        help="a workload folder anywhere (repeatable): replaces the suite's folders",
+    )
+    p.add_argument(
+        "--kernel",
+        action="append",
+        default=[],
+        metavar="[LABEL=]FILE",
+        help="a kernel file to time for the one --workload (repeatable; LABEL defaults to the file's stem)",
+    )
+    p.add_argument(
+        "--only", default="", help="comma-separated workloads (default: every folder with naive.cu)"
+    )
+    p.add_argument(
+        "--run",
+        action="append",
+        default=[],
+        metavar="LABEL=PATTERN",
+        help="a materializer run: LABEL and a path pattern with {name}",
+    )
+    p.add_argument(
+        "--curve",
+        type=Path,
+        default=None,
+        metavar="INDEX_JSON",
+        help="the budget index of materialize_bench.py (OUT/curve.json): time every budget point",
+    )
+    p.add_argument(
+        "--extra",
+        type=Path,
+        default=None,
+        metavar="INDEX_JSON",
+        help="more kernels to check and time, in no table: {'files': {workload: [paths relative to the "
+        "index]}} (`klineage timings export`; `klineage timings import` reads the JSON back)",
+    )
     p.add_argument("--labels", default="", help="with --curve: comma list of labels to time (default: all)")
-    p.add_argument("--ks", default="", help="with --curve: comma list of budgets to time (default: 1..budget)")
+    p.add_argument(
+        "--ks", default="", help="with --curve: comma list of budgets to time (default: 1..budget)"
+    )
     p.add_argument("--budget-s", type=float, default=1.0, help="timing budget per kernel / torch call")
     p.add_argument("--out", default="", help="folder for materialized_bench.log and .json")
     p.add_argument("--dry-run", action="store_true", help="list the distinct kernels per workload and stop")
-    p.add_argument("--deadline-s", type=float, default=None,
-                   help="after this many seconds from the start, time nothing more (those kernels: 'not timed'); "
-                        "the tables are still printed")
+    p.add_argument(
+        "--deadline-s",
+        type=float,
+        default=None,
+        help="after this many seconds from the start, time nothing more (those kernels: 'not timed'); "
+        "the tables are still printed",
+    )
     args = p.parse_args(argv)
     t_start = time.perf_counter()
     runs = [tuple(r.split("=", 1)) for r in args.run]
     if any(len(r) != 2 or "{name}" not in r[1] for r in runs):
         print("--run LABEL=PATTERN needs {name} in the pattern", file=sys.stderr)
         return 2
-    kernels = [(k.split("=", 1)[0], k.split("=", 1)[1]) if "=" in k else (Path(k).stem, k) for k in args.kernel]
+    kernels = [
+        (k.split("=", 1)[0], k.split("=", 1)[1]) if "=" in k else (Path(k).stem, k) for k in args.kernel
+    ]
     problem = _input_problem(args.workload, kernels)
     if problem:
         print(problem, file=sys.stderr)
         return 2
     runs += kernels
     if not runs and args.curve is None and args.extra is None:
-        print("--run LABEL=PATTERN (with {name}) or --kernel FILE, at least once (or --curve / --extra INDEX_JSON)",
-              file=sys.stderr)
+        print(
+            "--run LABEL=PATTERN (with {name}) or --kernel FILE, at least once (or --curve / --extra INDEX_JSON)",
+            file=sys.stderr,
+        )
         return 2
     if args.workload:
         dirs = {d.resolve().name: d for d in args.workload}
@@ -282,7 +355,9 @@ def main(argv: list[str] | None = None) -> int:
     columns = [("naive", "{dir}/naive.cu"), *runs]
     if args.curve is not None:
         try:
-            curve = load_curve(args.curve, names, set(filter(None, args.labels.split(","))) or None, parse_ints(args.ks))
+            curve = load_curve(
+                args.curve, names, set(filter(None, args.labels.split(","))) or None, parse_ints(args.ks)
+            )
         except (OSError, ValueError, KeyError) as e:
             print(f"--curve {args.curve}: {e}", file=sys.stderr)
             return 2
@@ -295,7 +370,14 @@ def main(argv: list[str] | None = None) -> int:
     # one build per distinct source: (workload, column) -> digest; naive first, then --run, then the curve
     files = pattern_files(names, columns, dirs)
     if curve is not None:
-        files.update({(n, col): curve["files"][(n, col)] for n in names for col in curve_cols if (n, col) in curve["files"]})
+        files.update(
+            {
+                (n, col): curve["files"][(n, col)]
+                for n in names
+                for col in curve_cols
+                if (n, col) in curve["files"]
+            }
+        )
         files = {key: files[key] for n in names for key in files if key[0] == n}
     if args.extra is not None:
         try:
@@ -313,8 +395,11 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     if not torch.cuda.is_available():
-        print("materialized_bench.py: no CUDA GPU visible here: it builds and times kernels on a GPU "
-              "(use --dry-run to list them)", file=sys.stderr)
+        print(
+            "materialized_bench.py: no CUDA GPU visible here: it builds and times kernels on a GPU "
+            "(use --dry-run to list them)",
+            file=sys.stderr,
+        )
         return 2
     sink = open(out / "materialized_bench.log", "w") if out else None  # noqa: SIM115
     import corpus_bench as cb
@@ -328,9 +413,14 @@ def main(argv: list[str] | None = None) -> int:
         return args.deadline_s is not None and time.perf_counter() - t_start > args.deadline_s
 
     t0 = time.perf_counter()
-    built = cb.build_all([(n, h, path) for (n, h), path in sources.items()],
-                         Path(tempfile.mkdtemp(prefix="materialized_bench_")))
-    cb.log(f"built {len(sources)} distinct kernels of {len(names)} workloads in {time.perf_counter() - t0:.1f} s", sink)
+    built = cb.build_all(
+        [(n, h, path) for (n, h), path in sources.items()],
+        Path(tempfile.mkdtemp(prefix="materialized_bench_")),
+    )
+    cb.log(
+        f"built {len(sources)} distinct kernels of {len(names)} workloads in {time.perf_counter() - t0:.1f} s",
+        sink,
+    )
     device = torch.device("cuda", torch.cuda.current_device())
     dev = torch.cuda.get_device_name(device)
     cb.log(f"device {dev}; torch {torch.__version__}", sink)
@@ -387,34 +477,62 @@ def main(argv: list[str] | None = None) -> int:
             row[label]["x_torch"] = row.get("torch_ms") / ms if ms and row.get("torch_ms") else None
             row[label]["same_as_naive"] = row[label].get("digest") == row["naive"].get("digest")
         bad = sum(1 for k in row["kernels"].values() if k.get("check") != "ok")
-        cb.log(f"{n}: naive {naive_ms or 0:.4f} ms, torch {row.get('torch_ms') or 0:.4f} ms; "
-               f"{len(row['kernels'])} distinct kernels ({bad} not ok) in {time.perf_counter() - t_n:.1f} s"
-               + "".join(f", {lb} {row[lb].get('ms') or 0:.4f} ms ({row[lb].get('check')})" for lb, _ in runs), sink)
+        cb.log(
+            f"{n}: naive {naive_ms or 0:.4f} ms, torch {row.get('torch_ms') or 0:.4f} ms; "
+            f"{len(row['kernels'])} distinct kernels ({bad} not ok) in {time.perf_counter() - t_n:.1f} s"
+            + "".join(f", {lb} {row[lb].get('ms') or 0:.4f} ms ({row[lb].get('check')})" for lb, _ in runs),
+            sink,
+        )
         if out:  # what was timed survives a run cut short
             (out / "materialized_bench.partial.json").write_text(json.dumps(rows, indent=1, default=str))
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    header = f"{stamp}; {dev}; torch {torch.__version__}; suite {args.suite}; budget {args.budget_s} s per kernel"
+    header = (
+        f"{stamp}; {dev}; torch {torch.__version__}; suite {args.suite}; budget {args.budget_s} s per kernel"
+    )
     labels = [r[0] for r in runs]
     lines = [header]
     if labels:
         lines += run_table(rows, labels, groups_of(args.suite, names))
-    doc: dict[str, Any] = {"date": stamp, "device": dev, "torch": torch.__version__, "suite": args.suite,
-                           "runs": dict(runs), "rows": rows}
-    failed = [(r["name"], lb) for r in rows for lb in labels if r[lb].get("check") not in ("ok", "no kernel", NOT_TIMED)]
+    doc: dict[str, Any] = {
+        "date": stamp,
+        "device": dev,
+        "torch": torch.__version__,
+        "suite": args.suite,
+        "runs": dict(runs),
+        "rows": rows,
+    }
+    failed = [
+        (r["name"], lb)
+        for r in rows
+        for lb in labels
+        if r[lb].get("check") not in ("ok", "no kernel", NOT_TIMED)
+    ]
     if curve is not None:
         x = speedups(names, curve_cols, digest, timed_by_digest(rows))
         text, summary = curve_tables(x, groups_of(args.suite, names), curve["labels"], curve["ks"])
         lines += ["", text]
-        doc["curve"] = {"index": str(args.curve), "labels": curve["labels"], "ks": curve["ks"], "summary": summary,
-                        "x_naive": {f"{n}|{col}": v for (n, col), v in x.items()}}
-        failed += [(n, col) for n in names for col in curve_cols if (n, col) in digest
-                   and timed_by_digest(rows).get((n, digest[(n, col)]), {}).get("check") not in ("ok", NOT_TIMED)]
+        doc["curve"] = {
+            "index": str(args.curve),
+            "labels": curve["labels"],
+            "ks": curve["ks"],
+            "summary": summary,
+            "x_naive": {f"{n}|{col}": v for (n, col), v in x.items()},
+        }
+        failed += [
+            (n, col)
+            for n in names
+            for col in curve_cols
+            if (n, col) in digest
+            and timed_by_digest(rows).get((n, digest[(n, col)]), {}).get("check") not in ("ok", NOT_TIMED)
+        ]
     if failed:
         lines.append(f"\nnot ok: {', '.join(f'{n} {col}' for n, col in failed)}")
     late = [(r["name"], h) for r in rows for h, k in r["kernels"].items() if k.get("check") == NOT_TIMED]
     if late:
-        lines.append(f"\n{len(late)} kernels not timed (--deadline-s {args.deadline_s:g} passed): "
-                     + ", ".join(sorted({n for n, _ in late})))
+        lines.append(
+            f"\n{len(late)} kernels not timed (--deadline-s {args.deadline_s:g} passed): "
+            + ", ".join(sorted({n for n, _ in late}))
+        )
     lines.append(f"\nwall {time.perf_counter() - t_start:.0f} s")
     cb.log("\n".join(lines), sink)
     if out:
@@ -432,17 +550,23 @@ def timed_by_digest(rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[st
 def run_table(rows: list[dict[str, Any]], labels: list[str], groups: dict[str, list[str]]) -> list[str]:
     """The --run table: per workload, naive, torch and each run's time and speedups; then per run
     and group of workloads the geometric means."""
-    lines = ["| workload | bench shape | naive ms | torch ms | " + " | ".join(f"{lb} ms | x naive | x torch" for lb in labels)
-             + " |", "|---|---|---|---|" + "---|---|---|" * len(labels)]
+    lines = [
+        "| workload | bench shape | naive ms | torch ms | "
+        + " | ".join(f"{lb} ms | x naive | x torch" for lb in labels)
+        + " |",
+        "|---|---|---|---|" + "---|---|---|" * len(labels),
+    ]
     for r in rows:
         shape = "x".join(str(v) for v in (r.get("bench") or {}).values())
         cells = [r["name"], shape, f"{r['naive'].get('ms') or 0:.4f}", f"{r.get('torch_ms') or 0:.4f}"]
         for lb in labels:
             k = r[lb]
             ok = k.get("check") == "ok"
-            cells += [f"{k['ms']:.4f}" if ok else k.get("check", "")[:40],
-                      f"{k['x_naive']:.2f}" if ok and k.get("x_naive") else "-",
-                      f"{k['x_torch']:.2f}" if ok and k.get("x_torch") else "-"]
+            cells += [
+                f"{k['ms']:.4f}" if ok else k.get("check", "")[:40],
+                f"{k['x_naive']:.2f}" if ok and k.get("x_naive") else "-",
+                f"{k['x_torch']:.2f}" if ok and k.get("x_torch") else "-",
+            ]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     for group, members in groups.items():
@@ -454,9 +578,11 @@ def run_table(rows: list[dict[str, Any]], labels: list[str], groups: dict[str, l
             ts = [r[lb].get("x_torch") for r in rs if r[lb].get("check") == "ok"]
             bad = [r["name"] for r in rs if r[lb].get("check") not in ("ok", "no kernel")]
             g, gt = geomean(xs), geomean(ts)
-            lines.append(f"{group} ({len(rs)}), {lb}: {len(xs)} kernels checked ok, geomean x naive {g or 0:.2f}, "
-                         f"x torch {gt or 0:.2f}; {sum(1 for x in xs if x and x > 1.1)} over 1.1x naive; "
-                         f"failed: {', '.join(bad) or 'none'}")
+            lines.append(
+                f"{group} ({len(rs)}), {lb}: {len(xs)} kernels checked ok, geomean x naive {g or 0:.2f}, "
+                f"x torch {gt or 0:.2f}; {sum(1 for x in xs if x and x > 1.1)} over 1.1x naive; "
+                f"failed: {', '.join(bad) or 'none'}"
+            )
     return lines
 
 

@@ -57,16 +57,33 @@ def snapshot(db: Path) -> dict[str, Any]:
         return {
             "states": sorted((r["workload"], r["state_hash"], r["depth"]) for r in t["states"]),
             "steps": sorted(
-                (r["step_id"], r["from_state"], r["to_state"] or "", r["operator"], bool(r["accepted"]), r["category"],
-                 r["message"] or "", bool(r["taken"]), str(r["roundtrip_ok"]), r["carrier"] or "", r["gate_key"] or "")
-                for r in t["steps"]),
+                (
+                    r["step_id"],
+                    r["from_state"],
+                    r["to_state"] or "",
+                    r["operator"],
+                    bool(r["accepted"]),
+                    r["category"],
+                    r["message"] or "",
+                    bool(r["taken"]),
+                    str(r["roundtrip_ok"]),
+                    r["carrier"] or "",
+                    r["gate_key"] or "",
+                )
+                for r in t["steps"]
+            ),
             "kernels": sorted(r["kernel_hash"] for r in t["kernels"]),
-            "gate_runs": sorted((r["gate_key"], bool(r["accepted"]), r["category"], r["message"] or "") for r in t["gate_runs"]),
+            "gate_runs": sorted(
+                (r["gate_key"], bool(r["accepted"]), r["category"], r["message"] or "")
+                for r in t["gate_runs"]
+            ),
             "skills": sorted(r["skill_id"] for r in t["skills"]),
         }
 
 
-def mine_once(corpus: list[Path], kind: str, workers: int, args: argparse.Namespace, work: Path) -> tuple[Run, dict]:
+def mine_once(
+    corpus: list[Path], kind: str, workers: int, args: argparse.Namespace, work: Path
+) -> tuple[Run, dict]:
     home = work / f"home-{kind}-{workers}"
     os.environ["KLINEAGE_HOME"] = str(home)  # a cold cache for this configuration
     db = work / f"{kind}-{workers}.duckdb"
@@ -74,27 +91,51 @@ def mine_once(corpus: list[Path], kind: str, workers: int, args: argparse.Namesp
     pool: GateExecutor = make_executor(kind, workers=workers, backend=args.backend, address=args.address)
     started = time.perf_counter() - t0
     try:
-        report = mine_corpus(corpus, db=db, backend=args.backend, max_steps=args.max_steps, workers=workers,
-                             timeout_s=args.timeout, executor=pool)
+        report = mine_corpus(
+            corpus,
+            db=db,
+            backend=args.backend,
+            max_steps=args.max_steps,
+            workers=workers,
+            timeout_s=args.timeout,
+            executor=pool,
+        )
     finally:
         pool.close()
     ws = report["workloads"]
-    run = Run(kind, workers, started, report["elapsed_s"], sum(w["gate_runs"] for w in ws),
-              sum(w["accepted"] for w in ws), report["skills"])
+    run = Run(
+        kind,
+        workers,
+        started,
+        report["elapsed_s"],
+        sum(w["gate_runs"] for w in ws),
+        sum(w["accepted"] for w in ws),
+        report["skills"],
+    )
     return run, snapshot(db)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("corpus", nargs="*", type=Path, default=[REPO / "tests/data/mining"],
-                    help="corpus or workload folders (default tests/data/mining)")
+    ap.add_argument(
+        "corpus",
+        nargs="*",
+        type=Path,
+        default=[REPO / "tests/data/mining"],
+        help="corpus or workload folders (default tests/data/mining)",
+    )
     ap.add_argument("--backend", choices=("emu", "cuda"), default="emu")
     ap.add_argument("--workers", default="1,2", help="local worker counts, comma-separated (default 1,2)")
     ap.add_argument("--ray-cpus", type=int, default=0, help="Ray run's CPUs (default: the largest --workers)")
     ap.add_argument("--no-ray", action="store_true", help="local runs only (no Ray on this machine)")
     ap.add_argument("--address", default=None, help="a running Ray cluster instead of a local instance")
-    ap.add_argument("--max-steps", type=int, default=40, metavar="N",
-                    help="backward steps per walk at most, passed to mine_corpus (default 40, as `klineage mine`)")
+    ap.add_argument(
+        "--max-steps",
+        type=int,
+        default=40,
+        metavar="N",
+        help="backward steps per walk at most, passed to mine_corpus (default 40, as `klineage mine`)",
+    )
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per gate stage")
     ap.add_argument("--json", type=Path, default=None, help="also write the runs here")
     args = ap.parse_args(argv)
@@ -119,18 +160,28 @@ def main(argv: list[str] | None = None) -> int:
                     if snap[table] != first[table]:
                         print(f"  {kind} x{n}: table {table} differs from the first run", file=sys.stderr)
             runs.append(run)
-            print(f"  {kind} x{n}: mine {run.mine_s:.1f} s, {run.gate_runs} gates, {run.accepted} steps,"
-                  f" identical {'yes' if run.identical else 'NO'}", file=sys.stderr, flush=True)
+            print(
+                f"  {kind} x{n}: mine {run.mine_s:.1f} s, {run.gate_runs} gates, {run.accepted} steps,"
+                f" identical {'yes' if run.identical else 'NO'}",
+                file=sys.stderr,
+                flush=True,
+            )
     base = runs[0].mine_s
     load1 = os.getloadavg()
-    print(f"backend {args.backend}, corpus {', '.join(str(c) for c in args.corpus)}, max steps {args.max_steps},"
-          f" {os.cpu_count()} CPUs, load average (1/5/15 min) {'/'.join(f'{x:.2f}' for x in load0)} before,"
-          f" {'/'.join(f'{x:.2f}' for x in load1)} after")
-    print(f"{'executor':<9} {'workers':>7} {'start s':>8} {'mine s':>8} {'speedup':>8} {'gates':>6} {'steps':>6}"
-          f" {'skills':>6}  identical")
+    print(
+        f"backend {args.backend}, corpus {', '.join(str(c) for c in args.corpus)}, max steps {args.max_steps},"
+        f" {os.cpu_count()} CPUs, load average (1/5/15 min) {'/'.join(f'{x:.2f}' for x in load0)} before,"
+        f" {'/'.join(f'{x:.2f}' for x in load1)} after"
+    )
+    print(
+        f"{'executor':<9} {'workers':>7} {'start s':>8} {'mine s':>8} {'speedup':>8} {'gates':>6} {'steps':>6}"
+        f" {'skills':>6}  identical"
+    )
     for r in runs:
-        print(f"{r.executor:<9} {r.workers:>7} {r.start_s:>8.1f} {r.mine_s:>8.1f} {base / r.mine_s:>7.2f}x"
-              f" {r.gate_runs:>6} {r.accepted:>6} {r.skills:>6}  {'yes' if r.identical else 'NO'}")
+        print(
+            f"{r.executor:<9} {r.workers:>7} {r.start_s:>8.1f} {r.mine_s:>8.1f} {base / r.mine_s:>7.2f}x"
+            f" {r.gate_runs:>6} {r.accepted:>6} {r.skills:>6}  {'yes' if r.identical else 'NO'}"
+        )
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in runs], indent=1))
     return 0 if all(r.identical for r in runs) else 1

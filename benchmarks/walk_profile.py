@@ -158,12 +158,18 @@ def main() -> int:
         "cpu_self_s": round(c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime, 2),
         "cpu_children_s": round(ch.ru_utime + ch.ru_stime, 2),
         "walks": walks,
-        "stages": {k: {"s": round(TOTAL[k], 2), "calls": CALLS[k]} for k in sorted(TOTAL, key=lambda k: -TOTAL[k])},
+        "stages": {
+            k: {"s": round(TOTAL[k], 2), "calls": CALLS[k]} for k in sorted(TOTAL, key=lambda k: -TOTAL[k])
+        },
         "home": str(home),
     }
     for w in walks:
-        print(f"{w['workload']}: {w['accepted']} steps, {w['gate_runs']} verdicts recorded, {w['elapsed_s']:.1f} s")
-    print(f"wall {wall:.1f} s; cpu: this process {out['cpu_self_s']} s, reaped children {out['cpu_children_s']} s")
+        print(
+            f"{w['workload']}: {w['accepted']} steps, {w['gate_runs']} verdicts recorded, {w['elapsed_s']:.1f} s"
+        )
+    print(
+        f"wall {wall:.1f} s; cpu: this process {out['cpu_self_s']} s, reaped children {out['cpu_children_s']} s"
+    )
     for k, v in out["stages"].items():
         print(f"  {k:40s} {v['s']:9.2f} s  {v['calls']:5d} calls  {v['s'] / max(v['calls'], 1):7.3f} s/call")
     if args.json:

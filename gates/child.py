@@ -54,7 +54,9 @@ def fork_enabled(env: dict[str, str] | None) -> bool:
     return "LD_PRELOAD" not in (env or {})
 
 
-def run_worker(payload: dict[str, Any], workdir: Path, timeout_s: float, env: dict[str, str] | None = None) -> ChildOutcome:
+def run_worker(
+    payload: dict[str, Any], workdir: Path, timeout_s: float, env: dict[str, str] | None = None
+) -> ChildOutcome:
     """Run the worker on `payload` in a child process (`klineage.gates.worker PAYLOAD RESULT`,
     forked from the zygote or exec'd fresh, see `fork_enabled`) or on the resident worker of the
     payload's backend (`resident.enabled`), and collect its verdict."""
@@ -71,7 +73,9 @@ def run_worker(payload: dict[str, Any], workdir: Path, timeout_s: float, env: di
     backend = str(payload.get("options", {}).get("backend", ""))
     if resident.enabled(backend, env):
         try:
-            returncode, timed_out = resident.run(backend, workdir, payload_path, result_path, child_env, timeout_s)
+            returncode, timed_out = resident.run(
+                backend, workdir, payload_path, result_path, child_env, timeout_s
+            )
             out, err = _read_capture(workdir / "child.stdout"), _read_capture(workdir / "child.stderr")
             via = "resident"
         except resident.WorkerUnavailable:
@@ -79,7 +83,9 @@ def run_worker(payload: dict[str, Any], workdir: Path, timeout_s: float, env: di
             t0 = time.perf_counter()
     if via == "exec" and fork_enabled(env):
         try:
-            returncode, timed_out = zygote.run_forked(workdir, payload_path, result_path, child_env, timeout_s)
+            returncode, timed_out = zygote.run_forked(
+                workdir, payload_path, result_path, child_env, timeout_s
+            )
             out, err = _read_capture(workdir / "child.stdout"), _read_capture(workdir / "child.stderr")
             via = "zygote"
         except zygote.ZygoteUnavailable:
@@ -99,8 +105,9 @@ def run_worker(payload: dict[str, Any], workdir: Path, timeout_s: float, env: di
     return ChildOutcome(returncode if not timed_out else -9, result, out, err, timed_out, elapsed, via)
 
 
-def _run_fresh(payload_path: Path, result_path: Path, workdir: Path, child_env: dict[str, str],
-               timeout_s: float) -> tuple[int, bool, str, str]:
+def _run_fresh(
+    payload_path: Path, result_path: Path, workdir: Path, child_env: dict[str, str], timeout_s: float
+) -> tuple[int, bool, str, str]:
     """`python -m klineage.gates.worker` in a new session: (return code, timed out, stdout, stderr)."""
     cmd = [sys.executable, "-m", "klineage.gates.worker", str(payload_path), str(result_path)]
     proc = subprocess.Popen(

@@ -20,8 +20,12 @@ from pathlib import Path
 
 from klineage.gates.result import Resources
 
-_DIAG = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?P<sev>error|warning|catastrophic error)[^:]*: (?P<msg>.*)$")
-_ENTRY = re.compile(r"ptxas info\s*: (?:Compiling entry function|Function properties for) '?(?P<name>[\w$]+)'?")
+_DIAG = re.compile(
+    r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?P<sev>error|warning|catastrophic error)[^:]*: (?P<msg>.*)$"
+)
+_ENTRY = re.compile(
+    r"ptxas info\s*: (?:Compiling entry function|Function properties for) '?(?P<name>[\w$]+)'?"
+)
 _PROPS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _USED = re.compile(r"ptxas info\s*: Used (\d+) registers")
 _BARRIERS = re.compile(r"used (\d+) barriers")
@@ -187,7 +191,17 @@ def compile_cubin(
     workdir.mkdir(parents=True, exist_ok=True)
     src = workdir / filename
     src.write_text(source)
-    cmd = [nvcc, "-cubin", *flags, *arch_flags(arch), "-Xptxas", "-v", "-o", str(workdir / "kernel.cubin"), filename]
+    cmd = [
+        nvcc,
+        "-cubin",
+        *flags,
+        *arch_flags(arch),
+        "-Xptxas",
+        "-v",
+        "-o",
+        str(workdir / "kernel.cubin"),
+        filename,
+    ]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout_s)

@@ -53,7 +53,9 @@ def check_parse(source: str, name: str, workload: Workload | None = None) -> Gat
     names = [f.name for f in src.launchers]
     if "launch" not in names:
         return GateResult.reject(
-            "parse", "parse_error", f'{name}: no extern "C" launch(...) launcher (found: {", ".join(names) or "none"})'
+            "parse",
+            "parse_error",
+            f'{name}: no extern "C" launch(...) launcher (found: {", ".join(names) or "none"})',
         )
     if workload is not None:
         from klineage.gates.signature import signature_problem
@@ -107,7 +109,9 @@ def gate(
     else:
         wl = workload
     if wl.source_dir is None:
-        raise KLineageError(f"workload '{wl.name}' has no folder: the gate's child process loads it from workload.py")
+        raise KLineageError(
+            f"workload '{wl.name}' has no folder: the gate's child process loads it from workload.py"
+        )
 
     early = check_parse(text, name, wl)
     if early is not None:
@@ -142,7 +146,9 @@ def gate(
     return result
 
 
-def quick_answer(text: str, folder: Path, options: GateOptions, cache_root: Path | None = None) -> GateResult | None:
+def quick_answer(
+    text: str, folder: Path, options: GateOptions, cache_root: Path | None = None
+) -> GateResult | None:
     """The cached verdict of `text` on the workload in `folder`, found from the folder's bytes,
     the options and the toolchain alone: no workload import, no torch, no GPU (a `klineage gate`
     cache hit in a fraction of a second). None when there is none."""
@@ -170,7 +176,9 @@ def _run_stages(text: str, name: str, wl: Workload, options: GateOptions, backen
     if not comp.ok and not nvcc_missing:
         return GateResult.reject("compile", "compile_error", _map_file(comp.first_error(), name))
     if not build.ok:
-        return GateResult.reject("compile", build.category, _map_file(build.message, name), resources=resources)
+        return GateResult.reject(
+            "compile", build.category, _map_file(build.message, name), resources=resources
+        )
 
     payload = {
         "library": str(build.library),
@@ -182,14 +190,20 @@ def _run_stages(text: str, name: str, wl: Workload, options: GateOptions, backen
         child = run_worker(payload, work / "run", options.timeout_s, env=backend.child_env(options))
     if child.timed_out:
         return GateResult.reject(
-            "run", "timeout", f"{name}: no result within {options.timeout_s:g} s (hang or spin-wait?)", resources=resources
+            "run",
+            "timeout",
+            f"{name}: no result within {options.timeout_s:g} s (hang or spin-wait?)",
+            resources=resources,
         )
     if child.result is None:
         classified = backend.classify_failure(child.returncode, child.stderr)
         if classified is None:
             sig = child.signal_name or f"exit code {child.returncode}"
             tail = [ln for ln in child.stderr.splitlines() if ln.strip()][-1:]
-            classified = ("crash", f"{name}: {cache.UNEXPLAINED_DEATH} ({sig}){': ' + tail[0] if tail else ''}")
+            classified = (
+                "crash",
+                f"{name}: {cache.UNEXPLAINED_DEATH} ({sig}){': ' + tail[0] if tail else ''}",
+            )
         category, message = classified
         return GateResult.reject("run", category, _map_file(message, name), resources=resources)
     r = child.result
@@ -200,7 +214,8 @@ def _run_stages(text: str, name: str, wl: Workload, options: GateOptions, backen
         accepted=category == "ok",
         stage="done" if category == "ok" else r.get("stage", "correctness"),
         category=category,
-        message=_map_file(r.get("message", ""), name) + ("" if not nvcc_missing else " (nvcc not found: resources unmeasured)"),
+        message=_map_file(r.get("message", ""), name)
+        + ("" if not nvcc_missing else " (nvcc not found: resources unmeasured)"),
         shapes=checks,
         resources=resources,
         timing=Timing(**timing) if timing else None,

@@ -47,8 +47,13 @@ def host_inputs(workload: Workload, bindings: Mapping[str, int], seed: int) -> d
     share the generation (seconds at bench shapes)."""
     if INPUT_MEMO_BYTES <= 0:
         return workload.make_inputs(bindings, seed)
-    key = (workload.fingerprint(), str(workload.source_dir), workload.name,
-           tuple(sorted(bindings.items())), seed)
+    key = (
+        workload.fingerprint(),
+        str(workload.source_dir),
+        workload.name,
+        tuple(sorted(bindings.items())),
+        seed,
+    )
     with _memo_lock:
         hit = _memo.get(key)
         if hit is not None:
@@ -58,7 +63,9 @@ def host_inputs(workload: Workload, bindings: Mapping[str, int], seed: int) -> d
         size = sum(v.nbytes for v in hit.values() if isinstance(v, torch.Tensor))
         with _memo_lock:
             _memo[key] = hit
-            total = sum(sum(v.nbytes for v in e.values() if isinstance(v, torch.Tensor)) for e in _memo.values())
+            total = sum(
+                sum(v.nbytes for v in e.values() if isinstance(v, torch.Tensor)) for e in _memo.values()
+            )
             while len(_memo) > 1 and total > INPUT_MEMO_BYTES:
                 _k, old = _memo.popitem(last=False)
                 total -= sum(v.nbytes for v in old.values() if isinstance(v, torch.Tensor))
@@ -143,12 +150,19 @@ class Guarded:
         idx = torch.nonzero(changed).reshape(-1).cpu()
         before = idx[idx < self.pad]
         if len(before):
-            return f"{len(idx)} elements outside its bounds, first {self.pad - int(before[-1])} before its start"
+            return (
+                f"{len(idx)} elements outside its bounds, first {self.pad - int(before[-1])} before its start"
+            )
         return f"{len(idx)} elements outside its bounds, first at element {self.numel + int(idx[0]) - self.pad} (size {self.numel})"
 
 
-def guarded(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, pattern: int | None = None,
-            data: torch.Tensor | None = None) -> Guarded:
+def guarded(
+    shape: tuple[int, ...],
+    dtype: torch.dtype,
+    device: torch.device,
+    pattern: int | None = None,
+    data: torch.Tensor | None = None,
+) -> Guarded:
     """A guarded tensor filled with `data`, or with the byte `pattern` (poison)."""
     g = Guarded(shape, dtype, device)
     if data is not None:
@@ -196,8 +210,9 @@ def first_index(mask: torch.Tensor, shape: Sequence[int]) -> list[int]:
     return list(reversed(idx))
 
 
-def compare(got: torch.Tensor, want: torch.Tensor, tol: Tolerance,
-            allowance: torch.Tensor | None = None) -> tuple[bool, float, float, list[int] | None]:
+def compare(
+    got: torch.Tensor, want: torch.Tensor, tol: Tolerance, allowance: torch.Tensor | None = None
+) -> tuple[bool, float, float, list[int] | None]:
     """(ok, max_abs, max_rel, first bad index). NaN in `got` never passes. `allowance` (same
     shape as `want`) widens the elementwise bound: the accumulation term of `accumulation_allowance`.
 
@@ -243,8 +258,13 @@ def compare(got: torch.Tensor, want: torch.Tensor, tol: Tolerance,
 ACCUMULATION_LAMBDA = 4.0
 
 
-def accumulation_allowance(workload: Workload, t: Tensor, inputs: Mapping[str, Any], bindings: Mapping[str, int],
-                           length: int | None = None) -> torch.Tensor | None:
+def accumulation_allowance(
+    workload: Workload,
+    t: Tensor,
+    inputs: Mapping[str, Any],
+    bindings: Mapping[str, int],
+    length: int | None = None,
+) -> torch.Tensor | None:
     """lambda * sqrt(length) * u * S for output `t` (see Tolerance): S is the reference on the
     inputs' absolute values, u the unit roundoff of `t`'s dtype. `length` defaults to the tolerance's own; None
     when `t` is not a float or the reference does not take absolute values."""
@@ -255,8 +275,10 @@ def accumulation_allowance(workload: Workload, t: Tensor, inputs: Mapping[str, A
         if tol.metric != "accumulation" or tol.length is None:
             return None
         length = int(eval_dim(tol.length, bindings))
-    magnitudes = {k: (v.abs() if isinstance(v, torch.Tensor) and v.dtype.is_floating_point else v)
-                  for k, v in inputs.items()}
+    magnitudes = {
+        k: (v.abs() if isinstance(v, torch.Tensor) and v.dtype.is_floating_point else v)
+        for k, v in inputs.items()
+    }
     try:
         s = workload.run_reference(magnitudes)[t.name]
     except Exception:  # a reference undefined on magnitudes: no accumulation term
@@ -269,7 +291,9 @@ def reduced_length(workload: Workload, t: Tensor, bindings: Mapping[str, int]) -
     """How many input elements each element of `t` could sum, when `t` is smaller than an input
     (a reduction-shaped output); None otherwise."""
     out_n = math.prod(workload.tensor_shape(t, bindings))
-    in_n = max((math.prod(workload.tensor_shape(a, bindings)) for a in workload.tensors if a.role == "in"), default=0)
+    in_n = max(
+        (math.prod(workload.tensor_shape(a, bindings)) for a in workload.tensors if a.role == "in"), default=0
+    )
     return in_n // out_n if out_n and in_n > out_n else None
 
 
@@ -291,7 +315,9 @@ def check_workload(
             if verdict is not None:
                 verdict.message += note
                 return verdict
-    return Verdict("ok", f"{len(bindings_list)} shapes x {len(seeds)} seeds x {len(runner.schedules)} runs{note}", checks)
+    return Verdict(
+        "ok", f"{len(bindings_list)} shapes x {len(seeds)} seeds x {len(runner.schedules)} runs{note}", checks
+    )
 
 
 #: Added to the seed for the value set written in place before the last launch of a shape.
@@ -318,8 +344,13 @@ class _Launch:
     produced: dict[str, torch.Tensor]
 
 
-def _allocate(workload: Workload, bindings: dict[str, int], inputs: Mapping[str, Any], pattern: int,
-              device: torch.device) -> _Launch:
+def _allocate(
+    workload: Workload,
+    bindings: dict[str, int],
+    inputs: Mapping[str, Any],
+    pattern: int,
+    device: torch.device,
+) -> _Launch:
     """Fresh guarded buffers: read tensors hold `inputs`, the others the poison `pattern`."""
     launch = _Launch([], {}, {}, {})
     for a in workload.args:
@@ -351,8 +382,17 @@ def _refill(workload: Workload, launch: _Launch, inputs: Mapping[str, Any], patt
             t.view(torch.uint8).fill_(pattern)
 
 
-def _run(workload: Workload, runner: Runner, launch: _Launch, schedule: int, inputs: Mapping[str, Any],
-         bindings: dict[str, int], seed: int, what: str, checks: list[ShapeCheck]) -> Verdict | None:
+def _run(
+    workload: Workload,
+    runner: Runner,
+    launch: _Launch,
+    schedule: int,
+    inputs: Mapping[str, Any],
+    bindings: dict[str, int],
+    seed: int,
+    what: str,
+    checks: list[ShapeCheck],
+) -> Verdict | None:
     """One launch, then the checks that need no second run: a launch rule the runner saw, writes
     outside a tensor, inputs changed."""
     try:
@@ -373,7 +413,9 @@ def _run(workload: Workload, runner: Runner, launch: _Launch, schedule: int, inp
         if bool(changed.any()):
             idx = first_index(changed.cpu(), list(t.shape))
             checks.append(ShapeCheck(bindings, seed, name, False, first_bad_index=idx, note="input mutated"))
-            return Verdict("input_mutated", f"input '{name}' was written by the kernel at index {idx} ({what})", checks)
+            return Verdict(
+                "input_mutated", f"input '{name}' was written by the kernel at index {idx} ({what})", checks
+            )
     return None
 
 
@@ -397,7 +439,9 @@ def _check_one(
     launches: list[_Launch] = []
     for run, (schedule, pattern) in enumerate(zip(runner.schedules, POISONS, strict=False)):
         launch = _allocate(workload, bindings, dev_inputs, pattern, device)
-        bad = _run(workload, runner, launch, schedule, dev_inputs, bindings, seed, f"{where}, run {run}", checks)
+        bad = _run(
+            workload, runner, launch, schedule, dev_inputs, bindings, seed, f"{where}, run {run}", checks
+        )
         if bad is not None:
             return bad
         launches.append(launch)
@@ -436,15 +480,26 @@ def _check_one(
             )
     for t in outs:
         for run, produced in enumerate(runs):
-            bad, check = _mismatch(workload, t, produced[t.name], expected[t.name], dev_inputs, bindings, seed,
-                                   f"{where}, run {run}", checks)
+            bad, check = _mismatch(
+                workload,
+                t,
+                produced[t.name],
+                expected[t.name],
+                dev_inputs,
+                bindings,
+                seed,
+                f"{where}, run {run}",
+                checks,
+            )
             if bad is not None:
                 return bad
             if run == 0:
                 checks.append(check)
 
-    refill_inputs = {k: (v.to(device) if isinstance(v, torch.Tensor) else v)
-                     for k, v in host_inputs(workload, bindings, seed + REFILL_SEED_OFFSET).items()}
+    refill_inputs = {
+        k: (v.to(device) if isinstance(v, torch.Tensor) else v)
+        for k, v in host_inputs(workload, bindings, seed + REFILL_SEED_OFFSET).items()
+    }
     refill_expected = workload.run_reference(refill_inputs)
     last = launches[-1]
     _refill(workload, last, refill_inputs, POISONS[0])
@@ -453,17 +508,35 @@ def _check_one(
     if bad is not None:
         return bad
     for t in outs:
-        bad, _ = _mismatch(workload, t, last.produced[t.name], refill_expected[t.name], refill_inputs, bindings, seed,
-                           what + " at the same addresses", checks,
-                           hint="; the kernel returned a result kept from an earlier call (keyed by input pointer?)")
+        bad, _ = _mismatch(
+            workload,
+            t,
+            last.produced[t.name],
+            refill_expected[t.name],
+            refill_inputs,
+            bindings,
+            seed,
+            what + " at the same addresses",
+            checks,
+            hint="; the kernel returned a result kept from an earlier call (keyed by input pointer?)",
+        )
         if bad is not None:
             return bad
     return None
 
 
-def _mismatch(workload: Workload, t: Tensor, got: torch.Tensor, want: torch.Tensor, inputs: Mapping[str, Any],
-              bindings: dict[str, int], seed: int, what: str, checks: list[ShapeCheck],
-              hint: str = "") -> tuple[Verdict | None, ShapeCheck]:
+def _mismatch(
+    workload: Workload,
+    t: Tensor,
+    got: torch.Tensor,
+    want: torch.Tensor,
+    inputs: Mapping[str, Any],
+    bindings: dict[str, int],
+    seed: int,
+    what: str,
+    checks: list[ShapeCheck],
+    hint: str = "",
+) -> tuple[Verdict | None, ShapeCheck]:
     """Compare one output with the reference: (a `mismatch` verdict or None, the check)."""
     tol = workload.tolerance_for(t)
     allowance = accumulation_allowance(workload, t, inputs, bindings)
@@ -483,7 +556,9 @@ def _mismatch(workload: Workload, t: Tensor, got: torch.Tensor, want: torch.Tens
         ), check
     g = _elem(got, idx) if idx else "?"
     w = _elem(want.reshape(got.shape), idx) if idx else "?"
-    bound = f"atol {tol.atol:g}, rtol {tol.rtol:g}" + (f", accumulation over {tol.length}" if allowance is not None else "")
+    bound = f"atol {tol.atol:g}, rtol {tol.rtol:g}" + (
+        f", accumulation over {tol.length}" if allowance is not None else ""
+    )
     return Verdict(
         "mismatch",
         f"output '{t.name}' wrong at index {idx}: got {g}, expected {w} "
@@ -493,8 +568,15 @@ def _mismatch(workload: Workload, t: Tensor, got: torch.Tensor, want: torch.Tens
     ), check
 
 
-def _accumulation_hint(workload: Workload, t: Tensor, got: torch.Tensor, want: torch.Tensor,
-                       inputs: Mapping[str, Any], bindings: dict[str, int], allowance: torch.Tensor | None) -> str:
+def _accumulation_hint(
+    workload: Workload,
+    t: Tensor,
+    got: torch.Tensor,
+    want: torch.Tensor,
+    inputs: Mapping[str, Any],
+    bindings: dict[str, int],
+    allowance: torch.Tensor | None,
+) -> str:
     """Words for a reduction-shaped output that fails only by the rounding a sum may gather."""
     if allowance is not None or workload.tolerance_for(t).metric != "elementwise":
         return ""
@@ -502,8 +584,10 @@ def _accumulation_hint(workload: Workload, t: Tensor, got: torch.Tensor, want: t
     extra = accumulation_allowance(workload, t, inputs, bindings, length=n) if n else None
     if extra is None or not compare(got, want, workload.tolerance_for(t), extra)[0]:
         return ""
-    return (f"; every error is within the rounding of a sum of {n} terms in another order (4*sqrt(n)*u*sum|x|): if the "
-            f"kernel may choose its summation order, declare Tolerance.accumulation(...) for '{t.name}' in the workload")
+    return (
+        f"; every error is within the rounding of a sum of {n} terms in another order (4*sqrt(n)*u*sum|x|): if the "
+        f"kernel may choose its summation order, declare Tolerance.accumulation(...) for '{t.name}' in the workload"
+    )
 
 
 def _elem(t: torch.Tensor, idx: Sequence[int]) -> str:

@@ -40,7 +40,9 @@ def instance_key(name: str) -> str:
             break
     head = name[:cut].strip()
     depth, start = 0, 0
-    for i, ch in enumerate(head):  # the return type and namespaces: what precedes the last top-level ' ' or '::'
+    for i, ch in enumerate(
+        head
+    ):  # the return type and namespaces: what precedes the last top-level ' ' or '::'
         if ch == "<":
             depth += 1
         elif ch == ">":

@@ -29,8 +29,18 @@ SPELLINGS: dict[str, tuple[str, ...]] = {
 }
 _KNOWN = {spelling: dtype for dtype, spellings in SPELLINGS.items() for spelling in spellings}
 #: other builtin types: never the spelling of any workload dtype
-_OTHER_BUILTINS = ("unsigned int", "unsigned", "uint32_t", "unsigned long long", "uint64_t", "short", "int16_t",
-                   "unsigned short", "uint16_t", "void")
+_OTHER_BUILTINS = (
+    "unsigned int",
+    "unsigned",
+    "uint32_t",
+    "unsigned long long",
+    "uint64_t",
+    "short",
+    "int16_t",
+    "unsigned short",
+    "uint16_t",
+    "void",
+)
 STREAM_TYPES = ("cudaStream_t", "CUstream")
 _QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict)\b")
 
@@ -63,30 +73,42 @@ def signature_problem(launcher: Function, workload: Workload) -> str | None:
     want = f"(expected {workload.c_signature()})"
     for i, a in enumerate(args):
         if i >= len(params):
-            return f"launch has {len(params)} parameters, the workload needs {len(args)} and a cudaStream_t: " \
-                   f"argument {i + 1} '{a.name}' ({_expected(a)}) is missing {want}"
+            return (
+                f"launch has {len(params)} parameters, the workload needs {len(args)} and a cudaStream_t: "
+                f"argument {i + 1} '{a.name}' ({_expected(a)}) is missing {want}"
+            )
         p = params[i]
         where = f"launch parameter {i + 1} '{p.name or '?'}' is `{p.type}`"
         if base_type(p) in STREAM_TYPES:
             return f"{where} where the workload has argument '{a.name}' ({_expected(a)}) {want}"
         if isinstance(a, Tensor) != p.is_pointer:
             kind = "a pointer" if p.is_pointer else "not a pointer"
-            return f"{where} ({kind}) where the workload has {'tensor' if isinstance(a, Tensor) else 'scalar'} " \
-                   f"'{a.name}' ({_expected(a)}) {want}"
+            return (
+                f"{where} ({kind}) where the workload has {'tensor' if isinstance(a, Tensor) else 'scalar'} "
+                f"'{a.name}' ({_expected(a)}) {want}"
+            )
         got = _dtype_of(p)
         if got is not None and got != a.dtype:
             return f"{where} where the workload's '{a.name}' is {a.dtype} ({_expected(a)}) {want}"
         if p.name and p.name != a.name and names.get(p.name, i) != i:
-            return f"{where}: the workload's argument {i + 1} is '{a.name}' and '{p.name}' is argument " \
-                   f"{names[p.name] + 1} (order swapped?) {want}"
-    rest = params[len(args):]
+            return (
+                f"{where}: the workload's argument {i + 1} is '{a.name}' and '{p.name}' is argument "
+                f"{names[p.name] + 1} (order swapped?) {want}"
+            )
+    rest = params[len(args) :]
     if not rest:
-        return f"launch has no cudaStream_t parameter after the workload's {len(args)} arguments: it would launch " \
-               f"on the default stream {want}"
+        return (
+            f"launch has no cudaStream_t parameter after the workload's {len(args)} arguments: it would launch "
+            f"on the default stream {want}"
+        )
     if base_type(rest[0]) not in STREAM_TYPES or rest[0].is_pointer:
-        return f"launch parameter {len(args) + 1} '{rest[0].name or '?'}' is `{rest[0].type}`, expected the " \
-               f"cudaStream_t stream {want}"
+        return (
+            f"launch parameter {len(args) + 1} '{rest[0].name or '?'}' is `{rest[0].type}`, expected the "
+            f"cudaStream_t stream {want}"
+        )
     if len(rest) > 1:
-        return f"launch has {len(params)} parameters, {len(rest) - 1} more than the workload's {len(args)} and the " \
-               f"stream (first extra: '{rest[1].name or '?'}' `{rest[1].type}`) {want}"
+        return (
+            f"launch has {len(params)} parameters, {len(rest) - 1} more than the workload's {len(args)} and the "
+            f"stream (first extra: '{rest[1].name or '?'}' `{rest[1].type}`) {want}"
+        )
     return None

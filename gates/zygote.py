@@ -58,6 +58,7 @@ REAP_WAIT_S = 30.0
 
 # ---- caller side ----------------------------------------------------------------------------------
 
+
 def with_child_defaults(env: dict[str, str]) -> dict[str, str]:
     """`env` with CHILD_ENV_DEFAULTS added where it sets nothing (a caller's own value wins)."""
     return {**CHILD_ENV_DEFAULTS, **env}
@@ -179,8 +180,9 @@ def kill_group(pid: int) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def run_forked(workdir: Path, payload_path: Path, result_path: Path, env: dict[str, str],
-               timeout_s: float) -> tuple[int, bool]:
+def run_forked(
+    workdir: Path, payload_path: Path, result_path: Path, env: dict[str, str], timeout_s: float
+) -> tuple[int, bool]:
     """Run the worker in a child forked from the zygote: (return code, timed out).
 
     The child writes its stdout/stderr to workdir/child.stdout and child.stderr. Raises
@@ -218,6 +220,7 @@ def run_forked(workdir: Path, payload_path: Path, result_path: Path, env: dict[s
 
 
 # ---- zygote side ----------------------------------------------------------------------------------
+
 
 def _preload() -> None:
     for name in PRELOAD:
@@ -340,10 +343,18 @@ def child_main(request: dict[str, Any]) -> int:
     os.environ.clear()
     os.environ.update(request["env"])
     # as PYTHONUNBUFFERED makes them: unbuffered, so output before a crash is not lost
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding=sys.stdout.encoding,
-                                  errors=sys.stdout.errors, write_through=True)
-    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding=sys.stderr.encoding,
-                                  errors="backslashreplace", write_through=True)
+    sys.stdout = io.TextIOWrapper(
+        io.FileIO(1, "w", closefd=False),
+        encoding=sys.stdout.encoding,
+        errors=sys.stdout.errors,
+        write_through=True,
+    )
+    sys.stderr = io.TextIOWrapper(
+        io.FileIO(2, "w", closefd=False),
+        encoding=sys.stderr.encoding,
+        errors="backslashreplace",
+        write_through=True,
+    )
     from klineage.gates import worker
 
     sys.argv = [str(worker.__file__), request["payload"], request["result"]]

@@ -16,9 +16,11 @@ from klineage.store.db import Store
 from klineage.store.skills import get_skill, set_verification
 
 #: Where admissions live, for a store that has none (skills list, report).
-ADMISSIONS_NOTE = ("No skill admitted in {db}: a skill is admitted when `klineage heldout`, `klineage materialize` or "
-                   "`klineage skills verify` keeps it on a workload it was not mined from, recorded in the store that "
-                   "run used (its --db); run one of them with --db {db}.")
+ADMISSIONS_NOTE = (
+    "No skill admitted in {db}: a skill is admitted when `klineage heldout`, `klineage materialize` or "
+    "`klineage skills verify` keeps it on a workload it was not mined from, recorded in the store that "
+    "run used (its --db); run one of them with --db {db}."
+)
 
 
 def record_admissions(store: Store, result: Any) -> list[str]:
@@ -30,8 +32,15 @@ def record_admissions(store: Store, result: Any) -> list[str]:
         skill = get_skill(store, step.skill_id)
         if skill is None:
             continue
-        entry = {"workload": result.workload, "run_id": result.run_id, "step": step.index, "gate_key": step.gate_key,
-                 "backend": result.backend, "effect": step.reason, "time_ms": step.time_ms}
+        entry = {
+            "workload": result.workload,
+            "run_id": result.run_id,
+            "step": step.index,
+            "gate_key": step.gate_key,
+            "backend": result.backend,
+            "effect": step.reason,
+            "time_ms": step.time_ms,
+        }
         done = skill.verification.get("materialized_on", [])
         if not any(m.get("run_id") == result.run_id and m.get("step") == step.index for m in done):
             done.append(entry)

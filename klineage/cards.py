@@ -49,6 +49,7 @@ def platform_string(arch: str = "sm_90a", cuda_major: str = "13") -> str:
 
 def same_platform(a: str, b: str) -> bool:
     """Compare by architecture family: `nvidia-sm90a-cuda13` matches `nvidia-sm90-cuda13`."""
+
     def family(p: str) -> tuple[str, str]:
         m = re.match(r"(\w+)-sm(\d+)[a-z]?-cuda(\d+)", p)
         return (m.group(1), m.group(2)) if m else (p, "")
@@ -79,14 +80,20 @@ def general_preconditions(skill: Skill) -> list[str]:
     An imported card keeps its upstream lines as written."""
     held = [p for p in skill.preconditions if p.get("holds", True)]
     if skill.origin == "imported":
-        return [f"{p['kind']}: {p.get('reason') or p.get('name')}" if p.get("kind") else str(p.get("reason") or p.get("name"))
-                for p in held]
+        return [
+            f"{p['kind']}: {p.get('reason') or p.get('name')}"
+            if p.get("kind")
+            else str(p.get("reason") or p.get("name"))
+            for p in held
+        ]
     groups: dict[str, list[str]] = {}
     for p in held:
         text = " ".join(str(p.get("name", "")).replace("_", " ").split())
         if text and text not in groups.setdefault(precondition_kind(p), []):
             groups[precondition_kind(p)].append(text)
-    order = [k for k in PRECONDITION_KINDS if k in groups] + sorted(k for k in groups if k not in PRECONDITION_KINDS)
+    order = [k for k in PRECONDITION_KINDS if k in groups] + sorted(
+        k for k in groups if k not in PRECONDITION_KINDS
+    )
     return [f"{k}: {'; '.join(groups[k])}" for k in order]
 
 
@@ -207,31 +214,54 @@ def _from_parts(front: dict[str, Any], body: str, extras: dict[str, Any] | None,
     if extras:
         unknown = sorted(set(extras) - set(EXTRA_FIELDS) - {"skill_id", "intent"})
         if unknown:
-            raise CardError(f"{where}: the evidence block has keys that are not skill fields: {', '.join(unknown)}")
+            raise CardError(
+                f"{where}: the evidence block has keys that are not skill fields: {', '.join(unknown)}"
+            )
         fields = {k: v for k, v in extras.items() if k in EXTRA_FIELDS}
-        return Skill(**{"operator": "imported", **fields, "skill_id": str(front["skill_id"]), "intent": str(front["intent"])})
+        return Skill(
+            **{
+                "operator": "imported",
+                **fields,
+                "skill_id": str(front["skill_id"]),
+                "intent": str(front["intent"]),
+            }
+        )
     pre = []
     for item in front["preconditions"]:
         text = str(item)
         kind, _, reason = text.partition(":")
         kind = kind.strip() if kind.strip() in PRECONDITION_KINDS else ""
-        pre.append({"name": re.sub(r"\W+", "_", (reason or text).strip().lower())[:48], "holds": True,
-                    "reason": (reason or text).strip(), "kind": kind})
+        pre.append(
+            {
+                "name": re.sub(r"\W+", "_", (reason or text).strip().lower())[:48],
+                "holds": True,
+                "reason": (reason or text).strip(),
+                "kind": kind,
+            }
+        )
     scope = front.get("scope") or {}
     before, after = _fenced_after(body, "Before", "After"), _fenced_after(body, "After", None)
     carrier = ""
     if before is not None and after is not None:
-        carrier = "\n".join(["--- before.cu", "+++ after.cu",
-                             *[f"-{ln}" for ln in before.rstrip("\n").splitlines()],
-                             *[f"+{ln}" for ln in after.rstrip("\n").splitlines()]])
+        carrier = "\n".join(
+            [
+                "--- before.cu",
+                "+++ after.cu",
+                *[f"-{ln}" for ln in before.rstrip("\n").splitlines()],
+                *[f"+{ln}" for ln in after.rstrip("\n").splitlines()],
+            ]
+        )
     return Skill(
         skill_id=str(front["skill_id"]),
         operator="imported",
         intent=str(front["intent"]),
         carrier=carrier,
         preconditions=pre,
-        scope={"workloads": list(scope.get("cases", [])), "platforms": list(scope.get("platforms", [])),
-               "languages": list(scope.get("languages", []))},
+        scope={
+            "workloads": list(scope.get("cases", [])),
+            "platforms": list(scope.get("platforms", [])),
+            "languages": list(scope.get("languages", [])),
+        },
         verification={"status": "unverified", "source": where},
         provenance=[{"imported_from": where, "body": body}],
         origin="imported",
@@ -244,7 +274,7 @@ def _fenced_after(body: str, heading: str, stop: str | None) -> str | None:
     m = re.search(rf"^##\s+{heading}\b[^\n]*\n", body, re.M)
     if not m:
         return None
-    rest = body[m.end():]
+    rest = body[m.end() :]
     if stop is not None:
         end = re.search(rf"^##\s+{stop}\b", rest, re.M)
         rest = rest[: end.start()] if end else rest
@@ -280,6 +310,12 @@ def from_json(doc: Any, where: str = "<json>") -> list[Skill]:
     for i, item in enumerate(items):
         if not isinstance(item, dict):
             raise CardError(f"{where}[{i}]: not a card object")
-        out.append(_from_parts({k: item.get(k) for k in ("skill_id", "intent", "preconditions", "scope") if k in item},
-                               str(item.get("body", "")), item.get("klineage"), f"{where}[{i}]"))
+        out.append(
+            _from_parts(
+                {k: item.get(k) for k in ("skill_id", "intent", "preconditions", "scope") if k in item},
+                str(item.get("body", "")),
+                item.get("klineage"),
+                f"{where}[{i}]",
+            )
+        )
     return out

@@ -35,7 +35,9 @@ def emit_json(doc: object, sort_keys: bool = False) -> None:
 
 
 @app.command()
-def doctor(as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False) -> None:
+def doctor(
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
+) -> None:
     """Toolchains, GPU, torch, parsers, store and provider keys (present or not; never printed)."""
     from klineage.doctor import run_checks
 
@@ -59,16 +61,25 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="One JSON docume
 def gate_cmd(
     kernels: Annotated[list[Path], typer.Argument(help="Kernel .cu files to gate.")],
     workload: Annotated[
-        Path | None, typer.Option("--workload", "-w", help="Workload folder (default: each kernel's own folder).")
+        Path | None,
+        typer.Option("--workload", "-w", help="Workload folder (default: each kernel's own folder)."),
     ] = None,
     backend: Annotated[str, typer.Option(help="emu (CPU emulator) or cuda (GPU).")] = "emu",
-    shape_set: Annotated[str, typer.Option("--shape-set", help="test, emu or bench (default: the backend's).")] = "",
+    shape_set: Annotated[
+        str, typer.Option("--shape-set", help="test, emu or bench (default: the backend's).")
+    ] = "",
     arch: Annotated[str, typer.Option(help="nvcc target architecture.")] = "sm_90a",
-    timeout: Annotated[float, typer.Option(help="Seconds allowed for each stage run in a child process.")] = 120.0,
-    sanitize: Annotated[bool, typer.Option(help="Address-sanitized (emu) or compute-sanitizer (cuda) run.")] = False,
+    timeout: Annotated[
+        float, typer.Option(help="Seconds allowed for each stage run in a child process.")
+    ] = 120.0,
+    sanitize: Annotated[
+        bool, typer.Option(help="Address-sanitized (emu) or compute-sanitizer (cuda) run.")
+    ] = False,
     ncu: Annotated[bool, typer.Option(help="cuda: Nsight Compute metrics.")] = False,
     energy: Annotated[bool, typer.Option(help="cuda: NVML energy per call.")] = False,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Gate again even when a cached verdict exists.")] = False,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Gate again even when a cached verdict exists.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
 ) -> None:
     """Gate kernels: parse, compile, run, check against the workload's reference, profile."""
@@ -89,11 +100,21 @@ def gate_cmd(
             raise KLineageError(f"{folder}: no workload.py (give --workload DIR)")
         jobs.append((k, folder))
     options = GateOptions(
-        backend=backend, shape_set=shape_set, arch=arch, timeout_s=timeout, sanitize=sanitize, ncu=ncu, energy=energy
+        backend=backend,
+        shape_set=shape_set,
+        arch=arch,
+        timeout_s=timeout,
+        sanitize=sanitize,
+        ncu=ncu,
+        energy=energy,
     )
     # cached verdicts first, without loading any workload (no torch: a cache hit answers at once);
     # every other workload is loaded, so checked, before anything is gated
-    quick = {} if no_cache else {i: quick_answer(read_source(k), folder, options) for i, (k, folder) in enumerate(jobs)}
+    quick = (
+        {}
+        if no_cache
+        else {i: quick_answer(read_source(k), folder, options) for i, (k, folder) in enumerate(jobs)}
+    )
     loaded = {}
     if any(quick.get(i) is None for i in range(len(jobs))):
         from klineage.workload import load_workload
@@ -127,8 +148,10 @@ def _print_result(kernel: Path, r) -> None:  # noqa: ANN001 - GateResult, import
     cached = " (cached)" if r.cached else ""
     from rich.markup import escape
 
-    out.print(f"{escape(str(kernel))}: {verdict} {escape(f'[{r.backend}, {r.elapsed_s:.2f} s{cached}] {r.message}')}",
-              highlight=False)
+    out.print(
+        f"{escape(str(kernel))}: {verdict} {escape(f'[{r.backend}, {r.elapsed_s:.2f} s{cached}] {r.message}')}",
+        highlight=False,
+    )
     for name, res in r.resources.items():
         out.print(
             f"    {name}: {res.registers} regs, {res.shared_bytes} B smem, {res.stack_bytes} B stack, "
@@ -138,10 +161,14 @@ def _print_result(kernel: Path, r) -> None:  # noqa: ANN001 - GateResult, import
     if r.timing:
         t = r.timing
         ref = f", torch {t.reference_median_ms:.4f} ms" if t.reference_median_ms else ""
-        out.print(f"    time {t.median_ms:.4f} ms (min {t.min_ms:.4f}, max {t.max_ms:.4f}){ref}", highlight=False)
+        out.print(
+            f"    time {t.median_ms:.4f} ms (min {t.min_ms:.4f}, max {t.max_ms:.4f}){ref}", highlight=False
+        )
 
 
-DbOption = Annotated[Path | None, typer.Option("--db", help="Skill store (default: $KLINEAGE_DB or skills_db/skills.duckdb).")]
+DbOption = Annotated[
+    Path | None, typer.Option("--db", help="Skill store (default: $KLINEAGE_DB or skills_db/skills.duckdb).")
+]
 
 
 @app.command()
@@ -150,19 +177,39 @@ def mine(
     db: DbOption = None,
     backend: Annotated[str, typer.Option(help="emu (CPU emulator) or cuda (GPU).")] = "emu",
     max_steps: Annotated[int, typer.Option("--max-steps", help="Backward steps per expert kernel.")] = 48,
-    workers: Annotated[int, typer.Option(help="Candidates gated at once (ray: CPUs of the local instance).")] = 2,
+    workers: Annotated[
+        int, typer.Option(help="Candidates gated at once (ray: CPUs of the local instance).")
+    ] = 2,
     roundtrip: Annotated[bool, typer.Option(help="Re-derive each accepted step forward.")] = True,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per gate stage.")] = 120.0,
-    executor: Annotated[str, typer.Option(help="local (a pool here) or ray (one Ray task per gate run).")] = "local",
-    address: Annotated[str | None, typer.Option(help="Ray cluster to join (default: start a local instance).")] = None,
-    llm: Annotated[str | None, typer.Option("--llm", help="LLM provider for open-vocabulary removals (anthropic).")] = None,
+    executor: Annotated[
+        str, typer.Option(help="local (a pool here) or ray (one Ray task per gate run).")
+    ] = "local",
+    address: Annotated[
+        str | None, typer.Option(help="Ray cluster to join (default: start a local instance).")
+    ] = None,
+    llm: Annotated[
+        str | None, typer.Option("--llm", help="LLM provider for open-vocabulary removals (anthropic).")
+    ] = None,
     llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model for --llm.")] = None,
-    llm_max_cost: Annotated[float | None, typer.Option("--llm-max-cost", help="Stop asking the LLM past this many USD.")] = None,
-    llm_attempts: Annotated[int, typer.Option("--llm-attempts", help="LLM proposals per step when no rule passes.")] = 2,
-    llm_timeout: Annotated[float | None, typer.Option("--llm-timeout", help="Seconds of silence allowed per LLM attempt "
-                                                      "(default 60).")] = None,
-    beam: Annotated[int, typer.Option("--beam", help="States kept per depth: 1 walks greedily, N > 1 is a beam search "
-                                      "whose lineage is a DAG (alternative orders).")] = 1,
+    llm_max_cost: Annotated[
+        float | None, typer.Option("--llm-max-cost", help="Stop asking the LLM past this many USD.")
+    ] = None,
+    llm_attempts: Annotated[
+        int, typer.Option("--llm-attempts", help="LLM proposals per step when no rule passes.")
+    ] = 2,
+    llm_timeout: Annotated[
+        float | None,
+        typer.Option("--llm-timeout", help="Seconds of silence allowed per LLM attempt (default 60)."),
+    ] = None,
+    beam: Annotated[
+        int,
+        typer.Option(
+            "--beam",
+            help="States kept per depth: 1 walks greedily, N > 1 is a beam search "
+            "whose lineage is a DAG (alternative orders).",
+        ),
+    ] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
 ) -> None:
     """Walk each expert kernel backward, gate every simplification, store lineages and skills."""
@@ -182,10 +229,24 @@ def mine(
     # Ray prints its workers' deaths on stdout; with --json, stdout holds the one document only.
     quiet = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
     with quiet:
-        report = mine_corpus(dirs, db=db, backend=backend, max_steps=max_steps, workers=workers, roundtrip=roundtrip,
-                             timeout_s=timeout, console=None if as_json else err, executor=executor, address=address,
-                             llm=llm, llm_model=llm_model, llm_max_cost=llm_max_cost, llm_attempts=llm_attempts,
-                             beam=beam, llm_timeout_s=llm_timeout)
+        report = mine_corpus(
+            dirs,
+            db=db,
+            backend=backend,
+            max_steps=max_steps,
+            workers=workers,
+            roundtrip=roundtrip,
+            timeout_s=timeout,
+            console=None if as_json else err,
+            executor=executor,
+            address=address,
+            llm=llm,
+            llm_model=llm_model,
+            llm_max_cost=llm_max_cost,
+            llm_attempts=llm_attempts,
+            beam=beam,
+            llm_timeout_s=llm_timeout,
+        )
     if as_json:
         emit_json(report)
     else:
@@ -196,11 +257,28 @@ def mine(
 
 def _print_mining(report: dict) -> None:
     table = Table(title=f"mined into {report['db']}")
-    for col in ("workload", "states", "accepted", "rejected", "refused", "gate runs (cached)", "time s", "note"):
+    for col in (
+        "workload",
+        "states",
+        "accepted",
+        "rejected",
+        "refused",
+        "gate runs (cached)",
+        "time s",
+        "note",
+    ):
         table.add_column(col)
     for w in report["workloads"]:
-        table.add_row(w["workload"], str(w["states"]), str(w["accepted"]), str(w["rejected"]), str(w["refused"]),
-                      f"{w['gate_runs']} ({w['cached_gates']})", f"{w['elapsed_s']:.1f}", w["skipped"][:60])
+        table.add_row(
+            w["workload"],
+            str(w["states"]),
+            str(w["accepted"]),
+            str(w["rejected"]),
+            str(w["refused"]),
+            f"{w['gate_runs']} ({w['cached_gates']})",
+            f"{w['elapsed_s']:.1f}",
+            w["skipped"][:60],
+        )
     out.print(table)
     out.print(f"skills in store: {report['skills']}; total time {report['elapsed_s']:.1f} s", highlight=False)
 
@@ -222,7 +300,14 @@ def skills_list(db: DbOption = None, as_json: Annotated[bool, typer.Option("--js
         emit_json([s.to_dict() for s in skills], sort_keys=True)  # byte-identical whatever the merge order
         return
     table = Table(title=f"{len(skills)} skills")
-    for col in ("skill", "category", "workloads", "roundtrip", "effect (GPU speedup, else resources)", "admitted"):
+    for col in (
+        "skill",
+        "category",
+        "workloads",
+        "roundtrip",
+        "effect (GPU speedup, else resources)",
+        "admitted",
+    ):
         table.add_column(col, overflow="fold")
     from klineage.deopt.registry import get_operator
 
@@ -233,15 +318,23 @@ def skills_list(db: DbOption = None, as_json: Annotated[bool, typer.Option("--js
             category = s.origin
         rts = [r.get("ok") for r in s.verification.get("roundtrips", [])]
         eff = "; ".join(f"{w}: {_effect(e)}" for w, e in s.effects.get("per_workload", {}).items())
-        table.add_row(s.skill_id, category, ", ".join(s.scope.get("workloads", [])),
-                      f"{sum(bool(r) for r in rts)}/{len(rts)}"
-                      + (" failed: evidence, not offered" if roundtrip_failed(s) else ""),
-                      eff[:80], "yes" if s.admitted else "no")
+        table.add_row(
+            s.skill_id,
+            category,
+            ", ".join(s.scope.get("workloads", [])),
+            f"{sum(bool(r) for r in rts)}/{len(rts)}"
+            + (" failed: evidence, not offered" if roundtrip_failed(s) else ""),
+            eff[:80],
+            "yes" if s.admitted else "no",
+        )
     out.print(table)
     held = sum(roundtrip_failed(s) for s in skills)
     if held:
-        out.print(f"{held} skill(s) whose every roundtrip failed are kept as evidence: the materializer does not offer "
-                  "them unless given --include-unverified", highlight=False)
+        out.print(
+            f"{held} skill(s) whose every roundtrip failed are kept as evidence: the materializer does not offer "
+            "them unless given --include-unverified",
+            highlight=False,
+        )
     if skills and not any(s.admitted for s in skills):
         from klineage.admission import ADMISSIONS_NOTE
 
@@ -260,7 +353,9 @@ def _nonzero(res: object) -> str:
 
 
 @skills_app.command("show")
-def skills_show(skill_id: str, db: DbOption = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def skills_show(
+    skill_id: str, db: DbOption = None, as_json: Annotated[bool, typer.Option("--json")] = False
+) -> None:
     """One skill: its card, with evidence."""
     from klineage.cards import to_markdown
     from klineage.export import reading_store
@@ -279,7 +374,9 @@ def skills_show(skill_id: str, db: DbOption = None, as_json: Annotated[bool, typ
 
 @skills_app.command("export")
 def skills_export(
-    out_dir: Annotated[Path, typer.Option("--out", help="Folder for cards/ and skills.jsonl.")] = Path("skills_db"),
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for cards/ and skills.jsonl.")] = Path(
+        "skills_db"
+    ),
     db: DbOption = None,
     fmt: Annotated[str, typer.Option("--format", help="md (cards + JSONL), json (a memory file).")] = "md",
 ) -> None:
@@ -319,7 +416,9 @@ def report(
 def skills_verify(
     skill_id: str,
     workload: Annotated[Path, typer.Option("--workload", help="Workload folder to apply the skill on.")],
-    start: Annotated[Path | None, typer.Option(help="Start kernel (default: the workload's naive.cu).")] = None,
+    start: Annotated[
+        Path | None, typer.Option(help="Start kernel (default: the workload's naive.cu).")
+    ] = None,
     provider: Annotated[str, typer.Option(help="offline (rule operators) or anthropic.")] = "offline",
     budget: Annotated[int, typer.Option(help="Gated candidates allowed.")] = 3,
     backend: Annotated[str, typer.Option(help="emu or cuda.")] = "emu",
@@ -349,14 +448,23 @@ def skills_verify(
         res = materialize(wl, text, found, build_provider(args), budget, opts)
         admitted = record_admissions(store, res)
     kept = [s for s in res.steps if s.kept and s.skill_id == skill_id]
-    doc = {"skill": skill_id, "workload": wl.name, "verified": bool(kept), "admitted": skill_id in admitted,
-           "steps": [{"verdict": s.verdict, "reason": s.reason, "category": s.category} for s in res.steps]}
+    doc = {
+        "skill": skill_id,
+        "workload": wl.name,
+        "verified": bool(kept),
+        "admitted": skill_id in admitted,
+        "steps": [{"verdict": s.verdict, "reason": s.reason, "category": s.category} for s in res.steps],
+    }
     if as_json:
         emit_json(doc)
     else:
         word = "verified" if kept else "not verified"
-        out.print(f"{skill_id} on {wl.name}: {word}" + (" and admitted" if doc["admitted"] else "")
-                  + (f" ({kept[0].reason})" if kept else f" ({res.stop_reason})"), highlight=False)
+        out.print(
+            f"{skill_id} on {wl.name}: {word}"
+            + (" and admitted" if doc["admitted"] else "")
+            + (f" ({kept[0].reason})" if kept else f" ({res.stop_reason})"),
+            highlight=False,
+        )
     if not kept:
         raise typer.Exit(1)
 
@@ -398,10 +506,20 @@ def deopt_sites(
             try:
                 sites = finder(src)
             except Exception as e:  # an operator's bug is reported, not fatal
-                rows.append({"operator": op.name, "direction": direction, "error": f"{type(e).__name__}: {e}"})
+                rows.append(
+                    {"operator": op.name, "direction": direction, "error": f"{type(e).__name__}: {e}"}
+                )
                 continue
-            rows += [{"operator": op.name, "direction": direction, "line": s.line, "summary": s.summary,
-                      "anchor": str(s.anchor)} for s in sites]
+            rows += [
+                {
+                    "operator": op.name,
+                    "direction": direction,
+                    "line": s.line,
+                    "summary": s.summary,
+                    "anchor": str(s.anchor),
+                }
+                for s in sites
+            ]
     if as_json:
         emit_json(rows)
         return
@@ -409,8 +527,13 @@ def deopt_sites(
     for col in ("operator", "where", "line", "site", "anchor"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(r["operator"], r["direction"], str(r.get("line", "")), r.get("summary", r.get("error", "")),
-                      r.get("anchor", ""))
+        table.add_row(
+            r["operator"],
+            r["direction"],
+            str(r.get("line", "")),
+            r.get("summary", r.get("error", "")),
+            r.get("anchor", ""),
+        )
     out.print(table)
 
 
@@ -441,8 +564,10 @@ def lineage(
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 
-timings_app = typer.Typer(help="GPU times of lineage states, measured apart, as the effects of CPU-mined skills.",
-                          no_args_is_help=True)
+timings_app = typer.Typer(
+    help="GPU times of lineage states, measured apart, as the effects of CPU-mined skills.",
+    no_args_is_help=True,
+)
 app.add_typer(timings_app, name="timings")
 
 
@@ -459,12 +584,16 @@ def timings_export(
     with Store(db, read_only=True) as store:
         index = export_states(store, out_dir, [w for w in only.split(",") if w] or None)
     n = sum(len(v) for v in index["files"].values())
-    out.print(f"wrote {n} states of {len(index['files'])} workloads and {out_dir / 'index.json'}", highlight=False)
+    out.print(
+        f"wrote {n} states of {len(index['files'])} workloads and {out_dir / 'index.json'}", highlight=False
+    )
 
 
 @timings_app.command("import")
 def timings_import(
-    bench_json: Annotated[list[Path], typer.Argument(help="materialized_bench.json files of runs with --extra INDEX.")],
+    bench_json: Annotated[
+        list[Path], typer.Argument(help="materialized_bench.json files of runs with --extra INDEX.")
+    ],
     db: DbOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
 ) -> None:
@@ -479,9 +608,12 @@ def timings_import(
     if as_json:
         emit_json(asdict(rep))
         return
-    out.print(f"{rep.device} ({rep.measured_at}): {sum(rep.imported.values())} kernel times of "
-              f"{len(rep.imported)} workloads imported; {rep.not_states} other kernels and {rep.not_ok} not ok skipped; "
-              f"skills of {len(rep.refreshed)} workloads extracted again", highlight=False)
+    out.print(
+        f"{rep.device} ({rep.measured_at}): {sum(rep.imported.values())} kernel times of "
+        f"{len(rep.imported)} workloads imported; {rep.not_states} other kernels and {rep.not_ok} not ok skipped; "
+        f"skills of {len(rep.refreshed)} workloads extracted again",
+        highlight=False,
+    )
     for name, why in rep.not_refreshed.items():
         out.print(f"  {name}: skills not refreshed: {why}", highlight=False)
 
@@ -503,7 +635,16 @@ def timings_coverage(
         emit_json(rows)
         return
     table = Table(title="lineage coverage: ln(t_root/t_expert) / ln(t_naive/t_expert), imported GPU times")
-    for col in ("workload", "naive ms", "root ms", "expert ms", "torch ms", "root x naive", "coverage", "device"):
+    for col in (
+        "workload",
+        "naive ms",
+        "root ms",
+        "expert ms",
+        "torch ms",
+        "root x naive",
+        "coverage",
+        "device",
+    ):
         table.add_column(col, justify="left" if col in ("workload", "device") else "right")
 
     def ms(v: object) -> str:
@@ -511,27 +652,53 @@ def timings_coverage(
 
     for r in rows:
         x = r["naive_ms"] / r["root_ms"] if r.get("root_ms") and r.get("naive_ms") else None
-        table.add_row(r["workload"], ms(r.get("naive_ms")), ms(r.get("root_ms")), ms(r.get("expert_ms")),
-                      ms(r.get("torch_ms")), f"{x:.2f}" if x else "-",
-                      f"{r['coverage']:.2f}" if r.get("coverage") is not None else "-", r.get("device", "untimed"))
+        table.add_row(
+            r["workload"],
+            ms(r.get("naive_ms")),
+            ms(r.get("root_ms")),
+            ms(r.get("expert_ms")),
+            ms(r.get("torch_ms")),
+            f"{x:.2f}" if x else "-",
+            f"{r['coverage']:.2f}" if r.get("coverage") is not None else "-",
+            r.get("device", "untimed"),
+        )
     out.print(table)
 
 
-import_app = typer.Typer(help="Take workloads and kernels from KernelBench and FlashInfer-Bench.", no_args_is_help=True)
-export_app = typer.Typer(help="Give kernels back as KernelBench or FlashInfer-Bench solutions.", no_args_is_help=True)
+import_app = typer.Typer(
+    help="Take workloads and kernels from KernelBench and FlashInfer-Bench.", no_args_is_help=True
+)
+export_app = typer.Typer(
+    help="Give kernels back as KernelBench or FlashInfer-Bench solutions.", no_args_is_help=True
+)
 app.add_typer(import_app, name="import")
 app.add_typer(export_app, name="export")
 
 
 @import_app.command("kernelbench")
 def import_kernelbench(
-    problem: Annotated[Path | None, typer.Argument(help="A KernelBench problem file (Model, get_inputs, get_init_inputs).")] = None,
-    out_dir: Annotated[Path | None, typer.Option("--out", help="Workload folder to write (with --suite: a folder of them).")] = None,
-    solution: Annotated[Path | None, typer.Option(help="A KernelBench solution (ModelNew + load_inline) to wrap.")] = None,
-    strict: Annotated[bool, typer.Option(help="Torch's default tolerances instead of KernelBench's 1e-2.")] = False,
-    suite: Annotated[Path | None, typer.Option("--suite", help="A level folder (level1/): import every problem, print a table.")] = None,
-    emu_size: Annotated[int, typer.Option("--emu-size", min=1, help="Largest size constant on the emu shapes.")] = 16,
-    test_size: Annotated[int, typer.Option("--test-size", min=1, help="Largest size constant on the test shapes.")] = 64,
+    problem: Annotated[
+        Path | None, typer.Argument(help="A KernelBench problem file (Model, get_inputs, get_init_inputs).")
+    ] = None,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="Workload folder to write (with --suite: a folder of them).")
+    ] = None,
+    solution: Annotated[
+        Path | None, typer.Option(help="A KernelBench solution (ModelNew + load_inline) to wrap.")
+    ] = None,
+    strict: Annotated[
+        bool, typer.Option(help="Torch's default tolerances instead of KernelBench's 1e-2.")
+    ] = False,
+    suite: Annotated[
+        Path | None,
+        typer.Option("--suite", help="A level folder (level1/): import every problem, print a table."),
+    ] = None,
+    emu_size: Annotated[
+        int, typer.Option("--emu-size", min=1, help="Largest size constant on the emu shapes.")
+    ] = 16,
+    test_size: Annotated[
+        int, typer.Option("--test-size", min=1, help="Largest size constant on the test shapes.")
+    ] = 64,
 ) -> None:
     """A KernelBench problem as a workload folder (sizes scaled for the CPU, the problem's own kept as
     bench); its solution (if given) as solution.cu there. --suite: every problem of a level."""
@@ -552,17 +719,28 @@ def import_kernelbench(
     wl = import_problem(problem, out_dir, strict=strict, scale=scale, solution=solution)
     out.print(f"workload {wl.name} -> {out_dir / 'workload.py'}", highlight=False)
     if solution is not None:
-        out.print(f"solution -> {out_dir / 'solution.cu'}" + (f" ({wl.verdict_note})" if wl.verdict_note else ""),
-                  highlight=False)
+        out.print(
+            f"solution -> {out_dir / 'solution.cu'}" + (f" ({wl.verdict_note})" if wl.verdict_note else ""),
+            highlight=False,
+        )
 
 
 @import_app.command("flashinfer")
 def import_flashinfer(
     definition: Annotated[Path | None, typer.Argument(help="A FlashInfer-Bench definition JSON.")] = None,
-    out_dir: Annotated[Path | None, typer.Option("--out", help="Workload folder to write (with --suite: a folder of them).")] = None,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="Workload folder to write (with --suite: a folder of them).")
+    ] = None,
     workloads: Annotated[Path | None, typer.Option(help="Its workloads JSONL (FlashInfer-Trace).")] = None,
-    solution: Annotated[Path | None, typer.Option(help="A Solution JSON whose kernel.cu follows our launcher.")] = None,
-    suite: Annotated[Path | None, typer.Option("--suite", help="A FlashInfer-Trace dataset folder: import every definition, print a table.")] = None,
+    solution: Annotated[
+        Path | None, typer.Option(help="A Solution JSON whose kernel.cu follows our launcher.")
+    ] = None,
+    suite: Annotated[
+        Path | None,
+        typer.Option(
+            "--suite", help="A FlashInfer-Trace dataset folder: import every definition, print a table."
+        ),
+    ] = None,
 ) -> None:
     """A FlashInfer-Bench definition (+ workloads) as a workload folder; --suite: every definition of a dataset."""
     from klineage.errors import WorkloadError
@@ -581,7 +759,9 @@ def import_flashinfer(
     if workloads is None and defs is not None:  # a dataset: definitions/[op/]N.json, workloads/[op/]N.jsonl
         guess = defs.parent / "workloads" / definition.relative_to(defs).with_suffix(".jsonl")
         workloads = guess if guess.exists() else None
-    kernel = kernel_from_solution(solution) if solution is not None else None  # refused before anything is written
+    kernel = (
+        kernel_from_solution(solution) if solution is not None else None
+    )  # refused before anything is written
     wl = import_definition(definition, out_dir, workloads)
     out.print(f"workload {wl.name} -> {out_dir / 'workload.py'}", highlight=False)
     if kernel is not None:
@@ -624,36 +804,82 @@ def export_flashinfer(
 
 @app.command("materialize")
 def materialize_cmd(
-    workload_dir: Annotated[Path, typer.Argument(help="Workload folder (workload.py; naive.cu is the default start).")],
-    start: Annotated[Path | None, typer.Option("--start", help="Start kernel (default: WORKLOAD_DIR/naive.cu).")] = None,
+    workload_dir: Annotated[
+        Path, typer.Argument(help="Workload folder (workload.py; naive.cu is the default start).")
+    ],
+    start: Annotated[
+        Path | None, typer.Option("--start", help="Start kernel (default: WORKLOAD_DIR/naive.cu).")
+    ] = None,
     budget: Annotated[int, typer.Option("--budget", help="Gated candidates at most.")] = 10,
-    provider: Annotated[str, typer.Option("--provider", help="offline (operators' apply) or anthropic.")] = "offline",
-    skills: Annotated[str, typer.Option("--skills", help="all (the store's skills) or none (baseline).")] = "all",
-    order: Annotated[str, typer.Option("--order", help="curriculum or random (seeded baseline).")] = "curriculum",
+    provider: Annotated[
+        str, typer.Option("--provider", help="offline (operators' apply) or anthropic.")
+    ] = "offline",
+    skills: Annotated[
+        str, typer.Option("--skills", help="all (the store's skills) or none (baseline).")
+    ] = "all",
+    order: Annotated[
+        str, typer.Option("--order", help="curriculum or random (seeded baseline).")
+    ] = "curriculum",
     seed: Annotated[int, typer.Option("--seed", help="Seed of --order random.")] = 0,
     backend: Annotated[str, typer.Option(help="emu (CPU emulator) or cuda (GPU, timed).")] = "emu",
     db: DbOption = None,
-    out_dir: Annotated[Path | None, typer.Option("--out", help="Output folder (default: materialized/WORKLOAD/RUN).")] = None,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="Output folder (default: materialized/WORKLOAD/RUN).")
+    ] = None,
     model: Annotated[str | None, typer.Option("--model", help="LLM model (anthropic).")] = None,
-    max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop once this many USD are spent.")] = None,
-    base_url: Annotated[str | None, typer.Option("--base-url", help="API base URL (default: $ANTHROPIC_BASE_URL).")] = None,
-    llm_timeout: Annotated[float | None, typer.Option("--llm-timeout", help="Seconds of silence allowed per LLM "
-                                                      "attempt (default 60).")] = None,
+    max_cost: Annotated[
+        float | None, typer.Option("--max-cost", help="Stop once this many USD are spent.")
+    ] = None,
+    base_url: Annotated[
+        str | None, typer.Option("--base-url", help="API base URL (default: $ANTHROPIC_BASE_URL).")
+    ] = None,
+    llm_timeout: Annotated[
+        float | None,
+        typer.Option("--llm-timeout", help="Seconds of silence allowed per LLM attempt (default 60)."),
+    ] = None,
     ncu: Annotated[bool, typer.Option(help="cuda: Nsight Compute metrics for each candidate.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per gate stage.")] = 120.0,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
-    measured: Annotated[list[Path] | None, typer.Option(
-        "--measured", help="emu: GPU times of kernels (benchmarks/materialized_bench.py JSON, repeatable) for the "
-                           "judge: faster by more than the spread, and alternative skills gated side by side.")] = None,
-    include_unverified: Annotated[bool, typer.Option(
-        "--include-unverified", help="Also offer skills whose every roundtrip failed (kept as evidence otherwise).")] = False,
+    measured: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--measured",
+            help="emu: GPU times of kernels (benchmarks/materialized_bench.py JSON, repeatable) for the "
+            "judge: faster by more than the spread, and alternative skills gated side by side.",
+        ),
+    ] = None,
+    include_unverified: Annotated[
+        bool,
+        typer.Option(
+            "--include-unverified",
+            help="Also offer skills whose every roundtrip failed (kept as evidence otherwise).",
+        ),
+    ] = False,
 ) -> None:
     """Apply mined skills to a workload's kernel in curriculum order, each candidate gated, within a budget."""
     from klineage.materialize.command import MaterializeArgs, run
 
-    args = MaterializeArgs(workload_dir, start, budget, provider, skills, order, seed, backend, db, out_dir, model,
-                           max_cost, base_url, ncu, timeout, as_json, measured or None, llm_timeout,
-                           include_unverified)
+    args = MaterializeArgs(
+        workload_dir,
+        start,
+        budget,
+        provider,
+        skills,
+        order,
+        seed,
+        backend,
+        db,
+        out_dir,
+        model,
+        max_cost,
+        base_url,
+        ncu,
+        timeout,
+        as_json,
+        measured or None,
+        llm_timeout,
+        include_unverified,
+    )
     rc = run(args, out, err)
     if rc:
         raise typer.Exit(rc)
@@ -661,20 +887,43 @@ def materialize_cmd(
 
 @app.command("heldout")
 def heldout_cmd(
-    provider: Annotated[str, typer.Option("--provider", help="offline (operators' apply) or anthropic.")] = "offline",
-    backend: Annotated[str, typer.Option(help="emu (CPU: static effect) or cuda (GPU: speedup over naive).")] = "emu",
+    provider: Annotated[
+        str, typer.Option("--provider", help="offline (operators' apply) or anthropic.")
+    ] = "offline",
+    backend: Annotated[
+        str, typer.Option(help="emu (CPU: static effect) or cuda (GPU: speedup over naive).")
+    ] = "emu",
     budget: Annotated[int, typer.Option("--budget", help="Gated candidates at most, per instance.")] = 10,
-    skills: Annotated[str, typer.Option("--skills", help="all (the store's skills) or none (baseline).")] = "all",
-    order: Annotated[str, typer.Option("--order", help="curriculum or random (seeded baseline).")] = "curriculum",
+    skills: Annotated[
+        str, typer.Option("--skills", help="all (the store's skills) or none (baseline).")
+    ] = "all",
+    order: Annotated[
+        str, typer.Option("--order", help="curriculum or random (seeded baseline).")
+    ] = "curriculum",
     seed: Annotated[int, typer.Option("--seed", help="Seed of --order random.")] = 0,
-    only: Annotated[list[str] | None, typer.Option("--only", help="Run only this instance (repeatable).")] = None,
+    only: Annotated[
+        list[str] | None, typer.Option("--only", help="Run only this instance (repeatable).")
+    ] = None,
     db: DbOption = None,
-    out_dir: Annotated[Path | None, typer.Option("--out", help="Output folder (default: materialized/heldout-TIME).")] = None,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="Output folder (default: materialized/heldout-TIME).")
+    ] = None,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per gate stage.")] = 120.0,
-    jobs: Annotated[int, typer.Option("--jobs", min=1, help="Instances materialized at once (builds run in parallel; "
-                                      "GPU runs still take turns).")] = 1,
-    include_unverified: Annotated[bool, typer.Option(
-        "--include-unverified", help="Also offer skills whose every roundtrip failed (kept as evidence otherwise).")] = False,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs",
+            min=1,
+            help="Instances materialized at once (builds run in parallel; GPU runs still take turns).",
+        ),
+    ] = 1,
+    include_unverified: Annotated[
+        bool,
+        typer.Option(
+            "--include-unverified",
+            help="Also offer skills whose every roundtrip failed (kept as evidence otherwise).",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
 ) -> None:
     """Materialize every held-out instance with the shipped skills; gate, speedup and copy check (exit 1 below the bar)."""
@@ -682,15 +931,39 @@ def heldout_cmd(
     from klineage.materialize.command import MaterializeArgs, build_provider, open_skills
     from klineage.materialize.command import _check as check_args  # the same input checks as `materialize`
 
-    args = MaterializeArgs(Path("heldout"), budget=budget, provider=provider, skills=skills, order=order, seed=seed,
-                           backend=backend, db=db, out=out_dir, timeout_s=timeout, as_json=as_json)
+    args = MaterializeArgs(
+        Path("heldout"),
+        budget=budget,
+        provider=provider,
+        skills=skills,
+        order=order,
+        seed=seed,
+        backend=backend,
+        db=db,
+        out=out_dir,
+        timeout_s=timeout,
+        as_json=as_json,
+    )
     check_args(args)
     build_provider(args)  # a missing API key stops here, before any gating
     store, skill_list = open_skills(args, err)  # says where a store it built is
     try:
-        rep = run_heldout(skill_list, lambda: build_provider(args), backend=backend, budget=budget, skills_mode=skills,
-                          order=order, seed=seed, names=only, out_dir=out_dir, store=store, timeout_s=timeout,
-                          jobs=jobs, include_unverified=include_unverified, progress=None if as_json else lambda r: err.print(r.progress_line(), highlight=False))
+        rep = run_heldout(
+            skill_list,
+            lambda: build_provider(args),
+            backend=backend,
+            budget=budget,
+            skills_mode=skills,
+            order=order,
+            seed=seed,
+            names=only,
+            out_dir=out_dir,
+            store=store,
+            timeout_s=timeout,
+            jobs=jobs,
+            include_unverified=include_unverified,
+            progress=None if as_json else lambda r: err.print(r.progress_line(), highlight=False),
+        )
     finally:
         store.close()
     if as_json:

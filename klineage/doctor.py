@@ -42,9 +42,13 @@ def _llm_checks() -> list[Check]:
 
         model = default_model()
         price = price_for(model)
-        priced = (f"${price.input:g} in / ${price.output:g} out per MTok" if price is not None else "unknown price")
-        out = [Check("LLM default model", True, f"{model} ({priced})"),
-               Check("LLM pricing table", True, f"taken {PRICES_AS_OF}")]
+        priced = (
+            f"${price.input:g} in / ${price.output:g} out per MTok" if price is not None else "unknown price"
+        )
+        out = [
+            Check("LLM default model", True, f"{model} ({priced})"),
+            Check("LLM pricing table", True, f"taken {PRICES_AS_OF}"),
+        ]
     except Exception as e:  # an SDK without a model list is a finding, not a crash
         out = [Check("LLM default model", False, f"unavailable: {e}")]
     url = os.environ.get("ANTHROPIC_BASE_URL")
@@ -55,20 +59,26 @@ def _llm_checks() -> list[Check]:
 def run_checks() -> list[Check]:
     checks: list[Check] = []
     gxx = shutil.which("g++")
-    checks.append(Check("g++ (emu backend)", bool(gxx), _version_line([gxx, "--version"]) if gxx else "not found", True))
+    checks.append(
+        Check("g++ (emu backend)", bool(gxx), _version_line([gxx, "--version"]) if gxx else "not found", True)
+    )
     nvcc = shutil.which("nvcc")
     if nvcc:
         from klineage.gates.compile import nvcc_version
 
         checks.append(Check("nvcc (compile stage)", True, f"{nvcc_version()} at {nvcc}"))
     else:
-        checks.append(Check("nvcc (compile stage)", False, "not found: resources unmeasured, cuda backend unavailable"))
+        checks.append(
+            Check("nvcc (compile stage)", False, "not found: resources unmeasured, cuda backend unavailable")
+        )
     try:
         import torch
 
         cuda = torch.cuda.is_available()
         gpu = torch.cuda.get_device_name(0) if cuda else "no CUDA device visible"
-        checks.append(Check("torch", True, f"{torch.__version__} (CUDA build {torch.version.cuda or 'none'})", True))
+        checks.append(
+            Check("torch", True, f"{torch.__version__} (CUDA build {torch.version.cuda or 'none'})", True)
+        )
         checks.append(Check("GPU", cuda, gpu))
     except Exception as e:  # a broken torch install is a finding, not a crash
         checks.append(Check("torch", False, f"import failed: {e}", True))
@@ -76,13 +86,30 @@ def run_checks() -> list[Check]:
         from klineage.source.parser import parse
 
         ok = not parse("__global__ void __launch_bounds__(32) k() { k<<<1, 1>>>(); }").root_node.has_error
-        checks.append(Check("tree-sitter-cuda", ok, md.version("tree-sitter-cuda") + ("" if ok else " (parse failed)"), True))
+        checks.append(
+            Check(
+                "tree-sitter-cuda",
+                ok,
+                md.version("tree-sitter-cuda") + ("" if ok else " (parse failed)"),
+                True,
+            )
+        )
     except Exception as e:
         checks.append(Check("tree-sitter-cuda", False, f"failed: {e}", True))
-    for name, required in (("libcst", True), ("duckdb", True), ("networkx", True), ("jinja2", True), ("anthropic", False)):
+    for name, required in (
+        ("libcst", True),
+        ("duckdb", True),
+        ("networkx", True),
+        ("jinja2", True),
+        ("anthropic", False),
+    ):
         checks.append(_package(name, required))
     key = os.environ.get("ANTHROPIC_API_KEY")
-    checks.append(Check("ANTHROPIC_API_KEY", bool(key), "present" if key else "not set (the anthropic provider needs it)"))
+    checks.append(
+        Check(
+            "ANTHROPIC_API_KEY", bool(key), "present" if key else "not set (the anthropic provider needs it)"
+        )
+    )
     checks += _llm_checks()
     try:
         from klineage.gates.backends import get_backend

@@ -312,8 +312,11 @@ def _workload_here(p: TaskPayload, scratch: Path) -> Path:
 def _pack(folder: Path) -> dict[str, bytes]:
     if not folder.is_dir():
         return {}
-    return {str(f.relative_to(folder)): f.read_bytes() for f in sorted(folder.rglob("*"))
-            if f.is_file() and not f.name.endswith(_BINARY_SUFFIXES)}
+    return {
+        str(f.relative_to(folder)): f.read_bytes()
+        for f in sorted(folder.rglob("*"))
+        if f.is_file() and not f.name.endswith(_BINARY_SUFFIXES)
+    }
 
 
 def run_gate_task(p: TaskPayload) -> TaskOutcome:
@@ -373,9 +376,16 @@ class RayExecutor(GateExecutor):
 
     name = "ray"
 
-    def __init__(self, backend: str = "emu", *, address: str | None = None, num_cpus: int | None = None,
-                 task_timeout_s: float | None = None, task_fn: TaskFn = run_gate_task,
-                 progress: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        backend: str = "emu",
+        *,
+        address: str | None = None,
+        num_cpus: int | None = None,
+        task_timeout_s: float | None = None,
+        task_fn: TaskFn = run_gate_task,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
         super().__init__()
         try:
             import ray
@@ -393,7 +403,9 @@ class RayExecutor(GateExecutor):
                     self.owns_ray = True
             except Exception as e:  # a bad address, no room for Ray's processes: one clear line
                 where = f"join the Ray cluster at {address}" if address else "start a local Ray instance"
-                raise KLineageError(f"cannot {where}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+                raise KLineageError(
+                    f"cannot {where}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                ) from None
         self.task_timeout_s = task_timeout_s
         self.progress = progress or (lambda _msg: None)
         resources = {"num_gpus": 1, "num_cpus": 1} if backend == "cuda" else {"num_cpus": 1}
@@ -479,8 +491,12 @@ class RayExecutor(GateExecutor):
             return None
         with self._state:
             self.crashed += 1
-        return GateResult.reject("run", "crash", f"{flight.job.name}: the gate task failed twice, the last time: {why}",
-                                 backend=flight.job.options.backend)
+        return GateResult.reject(
+            "run",
+            "crash",
+            f"{flight.job.name}: the gate task failed twice, the last time: {why}",
+            backend=flight.job.options.backend,
+        )
 
     def _collect(self, ref: Any, flight: _Flight, table: dict[Any, _Flight]) -> GateResult | None:
         """The verdict of a finished task (archived on the driver), or None when it was retried."""
@@ -490,7 +506,9 @@ class RayExecutor(GateExecutor):
         except ray.exceptions.RayTaskError as e:
             raise e.as_instanceof_cause() from None  # the gate itself raised: as it would locally
         except ray.exceptions.RayError as e:
-            return self._failed(ref, flight, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", table)
+            return self._failed(
+                ref, flight, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", table
+            )
         result = GateResult.from_dict(outcome.result)
         self._archive(outcome, result)
         return result
@@ -504,7 +522,11 @@ class RayExecutor(GateExecutor):
                 continue
             del table[ref]
             self._ray.cancel(ref, force=True)
-            limit = self.task_timeout_s if self.task_timeout_s is not None else 4 * flight.job.options.timeout_s + 60
+            limit = (
+                self.task_timeout_s
+                if self.task_timeout_s is not None
+                else 4 * flight.job.options.timeout_s + 60
+            )
             r = self._failed(ref, flight, f"no result within {limit:g} s", table)
             if r is not None:
                 out.append((flight, r))
@@ -568,7 +590,9 @@ class RayExecutor(GateExecutor):
                 if not table:
                     continue
                 soonest = min(f.deadline for f in table.values())
-                ready, _ = ray.wait(list(table), num_returns=1, timeout=max(0.05, min(5.0, soonest - time.monotonic())))
+                ready, _ = ray.wait(
+                    list(table), num_returns=1, timeout=max(0.05, min(5.0, soonest - time.monotonic()))
+                )
                 finished: list[tuple[_Flight, GateResult]] = []
                 for ref in ready:
                     flight = table.pop(ref)
@@ -595,8 +619,14 @@ class RayExecutor(GateExecutor):
             super().close()
 
 
-def make_executor(name: str = "local", *, workers: int = 2, backend: str = "emu", address: str | None = None,
-                  progress: Callable[[str], None] | None = None) -> GateExecutor:
+def make_executor(
+    name: str = "local",
+    *,
+    workers: int = 2,
+    backend: str = "emu",
+    address: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> GateExecutor:
     """The executor named on the command line. `ray` without an address starts a local Ray
     instance with `workers` CPUs."""
     if name == "local":

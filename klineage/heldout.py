@@ -47,7 +47,9 @@ def heldout_dir() -> Path:
 def instance_names(root: Path | None = None) -> list[str]:
     """Every held-out instance folder (one with workload.py and naive.cu), sorted."""
     root = root or heldout_dir()
-    return sorted(p.name for p in root.iterdir() if (p / "workload.py").is_file() and (p / "naive.cu").is_file())
+    return sorted(
+        p.name for p in root.iterdir() if (p / "workload.py").is_file() and (p / "naive.cu").is_file()
+    )
 
 
 @dataclass
@@ -82,11 +84,23 @@ class InstanceResult:
         return f"{self.name}: {self.category or '?'} {self.status}, {len(self.applied)} skill(s) ({self.elapsed_s:.0f} s)"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "accepted": self.accepted, "category": self.category, "status": self.status,
-                "improved": self.improved, "applied": self.applied, "operators": self.operators, "gated": self.gated, "speedup": self.speedup,
-                "speedup_vs_torch": self.speedup_vs_torch, "static_effect": self.static_effect,
-                "memorization": self.memorization, "out_dir": self.out_dir, "message": self.message,
-                "elapsed_s": round(self.elapsed_s, 2)}
+        return {
+            "name": self.name,
+            "accepted": self.accepted,
+            "category": self.category,
+            "status": self.status,
+            "improved": self.improved,
+            "applied": self.applied,
+            "operators": self.operators,
+            "gated": self.gated,
+            "speedup": self.speedup,
+            "speedup_vs_torch": self.speedup_vs_torch,
+            "static_effect": self.static_effect,
+            "memorization": self.memorization,
+            "out_dir": self.out_dir,
+            "message": self.message,
+            "elapsed_s": round(self.elapsed_s, 2),
+        }
 
 
 def geomean(xs: Sequence[float]) -> float | None:
@@ -137,8 +151,12 @@ class HeldoutReport:
         if self.copies:
             out.append(f"copies of expert sources: {', '.join(self.copies)}")
         if self.bad_carriers:
-            out.append("carriers over {:.0%} of their source: {}".format(
-                CARRIER_MAX_FRACTION, ", ".join(f"{c.skill_id} ({c.workload} {c.fraction:.0%})" for c in self.bad_carriers)))
+            out.append(
+                "carriers over {:.0%} of their source: {}".format(
+                    CARRIER_MAX_FRACTION,
+                    ", ".join(f"{c.skill_id} ({c.workload} {c.fraction:.0%})" for c in self.bad_carriers),
+                )
+            )
         if self.skills_mode == "all" and self.order == "curriculum":
             if self.improved_rate < IMPROVED_BAR:
                 out.append(f"improved by a skill: {self.improved_rate:.0%} < {IMPROVED_BAR:.0%}")
@@ -149,14 +167,26 @@ class HeldoutReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "backend": self.backend, "provider": self.provider, "skills": self.skills_mode, "order": self.order,
-            "budget": self.budget, "instances": [r.to_dict() for r in self.instances],
-            "pass_rate": self.pass_rate, "improved_rate": self.improved_rate,
-            "geomean_speedup": self.geomean_speedup, "geomean_vs_torch": self.geomean_vs_torch,
-            "copies": self.copies, "carriers": [c.to_dict() for c in self.carriers],
-            "bar": {"pass_rate": PASS_BAR, "improved_rate": IMPROVED_BAR, "speedup": SPEEDUP_BAR,
-                    "carrier_fraction": CARRIER_MAX_FRACTION},
-            "failures": self.failures(), "ok": not self.failures(),
+            "backend": self.backend,
+            "provider": self.provider,
+            "skills": self.skills_mode,
+            "order": self.order,
+            "budget": self.budget,
+            "instances": [r.to_dict() for r in self.instances],
+            "pass_rate": self.pass_rate,
+            "improved_rate": self.improved_rate,
+            "geomean_speedup": self.geomean_speedup,
+            "geomean_vs_torch": self.geomean_vs_torch,
+            "copies": self.copies,
+            "carriers": [c.to_dict() for c in self.carriers],
+            "bar": {
+                "pass_rate": PASS_BAR,
+                "improved_rate": IMPROVED_BAR,
+                "speedup": SPEEDUP_BAR,
+                "carrier_fraction": CARRIER_MAX_FRACTION,
+            },
+            "failures": self.failures(),
+            "ok": not self.failures(),
         }
 
 
@@ -191,13 +221,21 @@ def run_heldout(
     experts = expert_sources(repo_root())
     stamp = time.strftime("%Y%m%d-%H%M%S")
     base = out_dir or Path("materialized") / f"heldout-{stamp}"
+
     def one(name: str) -> tuple[InstanceResult, str]:
         t0 = time.perf_counter()
         wl = load_workload(root / name)
         provider = make_provider()
-        opts = MaterializeOptions(backend=backend, skills_mode=skills_mode, order=order, seed=seed,
-                                  out_dir=base / name, store=store, include_unverified=include_unverified,
-                                  gate_options=GateOptions(backend=backend, timeout_s=timeout_s))
+        opts = MaterializeOptions(
+            backend=backend,
+            skills_mode=skills_mode,
+            order=order,
+            seed=seed,
+            out_dir=base / name,
+            store=store,
+            include_unverified=include_unverified,
+            gate_options=GateOptions(backend=backend, timeout_s=timeout_s),
+        )
         try:
             res = materialize(wl, (root / name / "naive.cu").read_text(), skills, provider, budget, opts)
             if store is not None:
@@ -207,8 +245,14 @@ def run_heldout(
         except KLineageError:
             raise
         except Exception as e:  # one instance's failure is a rejected instance, not the end of the check
-            return InstanceResult(name, False, "crash", "error", message=f"{type(e).__name__}: {e}",
-                                  elapsed_s=time.perf_counter() - t0), provider.name
+            return InstanceResult(
+                name,
+                False,
+                "crash",
+                "error",
+                message=f"{type(e).__name__}: {e}",
+                elapsed_s=time.perf_counter() - t0,
+            ), provider.name
         if res.best_step is None:
             accepted, category = bool(res.start_gate.get("accepted")), str(res.start_gate.get("category", ""))
             message = res.stop_reason
@@ -217,11 +261,26 @@ def run_heldout(
             accepted, category, message = kept.accepted, kept.category, kept.reason
         static = [s.reason for s in res.steps if s.kept and s.reason.startswith("static effect")]
         mem = check_kernel(res.best_source, experts).to_dict()
-        mem.pop("per_source", None)  # the closest source and the verdict are the table's; the trace has the rest
+        mem.pop(
+            "per_source", None
+        )  # the closest source and the verdict are the table's; the trace has the rest
         ops = [s.operator for s in res.steps if s.kept and s.operator]
-        return InstanceResult(name, accepted, category, res.status, list(res.applied), ops, res.gated, res.speedup,
-                              res.speedup_vs_torch, static, mem, res.out_dir, message,
-                              time.perf_counter() - t0), provider.name
+        return InstanceResult(
+            name,
+            accepted,
+            category,
+            res.status,
+            list(res.applied),
+            ops,
+            res.gated,
+            res.speedup,
+            res.speedup_vs_torch,
+            static,
+            mem,
+            res.out_dir,
+            message,
+            time.perf_counter() - t0,
+        ), provider.name
 
     # Instances run `jobs` at a time (threads: the gates run in child processes, builds in
     # parallel; cuda children hold their GPU's lock, so timings never overlap). Results keep the
@@ -235,7 +294,9 @@ def run_heldout(
             results.append(r)
             if progress is not None:
                 progress(r)
-    return HeldoutReport(backend, provider_name, skills_mode, order, budget, results, check_carriers(skills, experts))
+    return HeldoutReport(
+        backend, provider_name, skills_mode, order, budget, results, check_carriers(skills, experts)
+    )
 
 
 def print_report(rep: HeldoutReport, console: Any) -> None:
@@ -244,8 +305,16 @@ def print_report(rep: HeldoutReport, console: Any) -> None:
     from rich.table import Table
 
     gpu = rep.backend == "cuda"
-    table = Table(title=f"klineage heldout ({rep.provider}, {rep.backend}, skills {rep.skills_mode}, order {rep.order})")
-    for col in ("instance", "gate", "skills applied (op: without skills)", "speedup over naive" if gpu else "static effect", "copy check"):
+    table = Table(
+        title=f"klineage heldout ({rep.provider}, {rep.backend}, skills {rep.skills_mode}, order {rep.order})"
+    )
+    for col in (
+        "instance",
+        "gate",
+        "skills applied (op: without skills)",
+        "speedup over naive" if gpu else "static effect",
+        "copy check",
+    ):
         table.add_column(col, overflow="fold")
     for r in rep.instances:
         if gpu:
@@ -264,7 +333,9 @@ def print_report(rep: HeldoutReport, console: Any) -> None:
     line = f"pass rate {rep.pass_rate:.0%}, improved by a skill {rep.improved_rate:.0%}"
     if g:
         line += f", geomean speedup {g:.2f}x over naive" + (f", {t:.2f}x over torch" if t else "")
-    line += f", copies {len(rep.copies)}, carriers over the bar {len(rep.bad_carriers)} of {len(rep.carriers)}"
+    line += (
+        f", copies {len(rep.copies)}, carriers over the bar {len(rep.bad_carriers)} of {len(rep.carriers)}"
+    )
     console.print(line, highlight=False)
     for f in rep.failures():
         console.print(f"[red]below the bar:[/] {escape(f)}", highlight=False)

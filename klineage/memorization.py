@@ -100,15 +100,25 @@ TOKEN_NGRAM = 5
 _VECTOR_FIELDS = frozenset({"x", "y", "z", "w"})
 
 #: leaves that are one token each (their children are not descended into)
-_ATOMIC = frozenset({"string_literal", "char_literal", "raw_string_literal", "system_lib_string",
-                     "number_literal", "concatenated_string"})
+_ATOMIC = frozenset(
+    {
+        "string_literal",
+        "char_literal",
+        "raw_string_literal",
+        "system_lib_string",
+        "number_literal",
+        "concatenated_string",
+    }
+)
 _LITERALS = _ATOMIC | {"true", "false", "nullptr"}
-_IDENTIFIERS = frozenset({"identifier", "field_identifier", "type_identifier", "namespace_identifier",
-                          "statement_identifier"})
+_IDENTIFIERS = frozenset(
+    {"identifier", "field_identifier", "type_identifier", "namespace_identifier", "statement_identifier"}
+)
 _COMMENTS = frozenset({"comment"})
 
 #: CUDA/C API names that stay as they are under normalization (renaming them breaks the kernel)
-API_NAMES = frozenset("""
+API_NAMES = frozenset(
+    """
 threadIdx blockIdx blockDim gridDim warpSize dim3 cudaStream_t size_t uint8_t int8_t uint32_t
 int32_t uint64_t int64_t __half __half2 __nv_bfloat16 __nv_bfloat162 float2 float4 int2 int4 half2 half
 __syncthreads __syncwarp __shfl_sync __shfl_xor_sync __shfl_down_sync __shfl_up_sync __ballot_sync
@@ -118,10 +128,12 @@ __frcp_rn __fmul_rn __half2float __float2half __float2half_rn __bfloat162float _
 __float2bfloat16_rn __floats2half2_rn make_float2 make_float4 make_int2 make_int4
 make_half2 __halves2half2 __hadd __hmul __hfma __hmax __hadd2 __hmul2 __hfma2 printf memcpy __half22float2 __low2float __high2float max min INFINITY
 reinterpret_cast static_cast std cooperative_groups
-""".split())
+""".split()
+)
 
 
 # ---- tokens ---------------------------------------------------------------------------------
+
 
 def _leaves(node: ts.Node) -> Iterable[ts.Node]:
     """Leaves in source order; atomic literals count as one leaf; comments are skipped."""
@@ -189,10 +201,11 @@ def normalized_tokens(text: str) -> list[str]:
 
 # ---- measures -------------------------------------------------------------------------------
 
+
 def _ngrams(seq: Sequence[str], n: int) -> list[tuple[str, ...]]:
     if len(seq) < n:
         return [tuple(seq)] if seq else []
-    return [tuple(seq[i:i + n]) for i in range(len(seq) - n + 1)]
+    return [tuple(seq[i : i + n]) for i in range(len(seq) - n + 1)]
 
 
 def jaccard(a: Sequence[str], b: Sequence[str], n: int = TOKEN_NGRAM) -> float:
@@ -286,8 +299,13 @@ class Similarity:
     run_fraction: float = 0.0  # longest_run over the shorter kernel's normalized token count
 
     def to_dict(self) -> dict[str, Any]:
-        return {"jaccard5": round(self.jaccard5, 4), "ast": round(self.ast, 4), "longest_run": self.longest_run,
-                "run_fraction": round(self.run_fraction, 4), "is_copy": self.is_copy}
+        return {
+            "jaccard5": round(self.jaccard5, 4),
+            "ast": round(self.ast, 4),
+            "longest_run": self.longest_run,
+            "run_fraction": round(self.run_fraction, 4),
+            "is_copy": self.is_copy,
+        }
 
 
 def is_copy(jaccard5: float, ast: float, longest_run: int, run_fraction: float = 1.0) -> bool:
@@ -358,6 +376,7 @@ def expert_sources(root: str | Path = ".") -> dict[str, str]:
 
 # ---- carriers -------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class CarrierCheck:
     """How much of its source kernel one skill's carrier holds, per source workload."""
@@ -370,8 +389,14 @@ class CarrierCheck:
     ok: bool
 
     def to_dict(self) -> dict[str, Any]:
-        return {"skill_id": self.skill_id, "workload": self.workload, "carrier_tokens": self.carrier_tokens,
-                "source_tokens": self.source_tokens, "fraction": round(self.fraction, 4), "ok": self.ok}
+        return {
+            "skill_id": self.skill_id,
+            "workload": self.workload,
+            "carrier_tokens": self.carrier_tokens,
+            "source_tokens": self.source_tokens,
+            "fraction": round(self.fraction, 4),
+            "ok": self.ok,
+        }
 
 
 def carrier_after_text(carrier: str) -> str:
@@ -407,8 +432,9 @@ def carrier_overlap(carrier: str, source: str) -> tuple[int, int]:
     return _count_tokens("\n".join(held)), _count_tokens(source)
 
 
-def check_carriers(skills: Iterable[Any], sources: Mapping[str, str],
-                   max_fraction: float = CARRIER_MAX_FRACTION) -> list[CarrierCheck]:
+def check_carriers(
+    skills: Iterable[Any], sources: Mapping[str, str], max_fraction: float = CARRIER_MAX_FRACTION
+) -> list[CarrierCheck]:
     """For each skill and each workload in its provenance (or scope) that has a source text: the
     source tokens its carrier reproduces over the source's tokens; ok when that stays at or below
     ``max_fraction``, or when the carrier holds fewer than ``CARRIER_MIN_TOKENS`` of them (too few
@@ -431,11 +457,20 @@ def check_carriers(skills: Iterable[Any], sources: Mapping[str, str],
 # ---- calibration ----------------------------------------------------------------------------
 
 _FAMILIES = {
-    "reduce_sum": "sum", "reduce_sum_rows": "sum", "row_sum": "sum",
-    "softmax": "softmax", "softmax_fp16": "softmax",
-    "layernorm": "layernorm", "layernorm_bf16": "layernorm",
-    "rmsnorm": "rmsnorm", "transpose": "transpose", "transpose_batched": "transpose",
-    "topk": "topk", "vector_add": "vector_add", "sgemm": "gemm", "gemm_bf16": "gemm",
+    "reduce_sum": "sum",
+    "reduce_sum_rows": "sum",
+    "row_sum": "sum",
+    "softmax": "softmax",
+    "softmax_fp16": "softmax",
+    "layernorm": "layernorm",
+    "layernorm_bf16": "layernorm",
+    "rmsnorm": "rmsnorm",
+    "transpose": "transpose",
+    "transpose_batched": "transpose",
+    "topk": "topk",
+    "vector_add": "vector_add",
+    "sgemm": "gemm",
+    "gemm_bf16": "gemm",
     "attention_fwd": "attention",
 }
 
@@ -510,8 +545,13 @@ def _declared(stmt: ts.Node) -> set[str]:
     """Names a declaration statement introduces (one per declarator)."""
     out: set[str] = set()
     for c in stmt.named_children:
-        if c.type in ("init_declarator", "identifier", "array_declarator", "pointer_declarator",
-                      "reference_declarator"):
+        if c.type in (
+            "init_declarator",
+            "identifier",
+            "array_declarator",
+            "pointer_declarator",
+            "reference_declarator",
+        ):
             name = _first_name(c)
             if name:
                 out.add(name)
@@ -540,14 +580,23 @@ def _swap_pass(text: str, rng: random.Random) -> str:
         if n.type != "compound_statement":
             continue
         kids = [c for c in n.named_children if c.type != "comment"]
-        pairs = [(a, b) for a, b in zip(kids, kids[1:], strict=False)
-                 if a.type == b.type == "declaration"
-                 and not (_declared(a) & _used(b)) and not (_declared(b) & _used(a))]
+        pairs = [
+            (a, b)
+            for a, b in zip(kids, kids[1:], strict=False)
+            if a.type == b.type == "declaration"
+            and not (_declared(a) & _used(b))
+            and not (_declared(b) & _used(a))
+        ]
         if pairs:
             a, b = rng.choice(pairs)
-            between = data[a.end_byte:b.start_byte]
-            edits.append((a.start_byte, b.end_byte, data[b.start_byte:b.end_byte] + between
-                          + data[a.start_byte:a.end_byte]))
+            between = data[a.end_byte : b.start_byte]
+            edits.append(
+                (
+                    a.start_byte,
+                    b.end_byte,
+                    data[b.start_byte : b.end_byte] + between + data[a.start_byte : a.end_byte],
+                )
+            )
     # blocks nest, but the chosen pairs are declarations (no nested blocks), so edits never overlap
     for s, e, r in sorted(edits, reverse=True):
         data = data[:s] + r + data[e:]
@@ -566,8 +615,11 @@ class Calibration:
         def agg(rows: list[Similarity], fn: Any) -> dict[str, float]:
             if not rows:
                 return {}
-            return {"jaccard5": fn(r.jaccard5 for r in rows), "ast": fn(r.ast for r in rows),
-                    "longest_run": fn(r.longest_run for r in rows)}
+            return {
+                "jaccard5": fn(r.jaccard5 for r in rows),
+                "ast": fn(r.ast for r in rows),
+                "longest_run": fn(r.longest_run for r in rows),
+            }
 
         return {
             "copies_min": agg([s for _, s in self.copies], min),
@@ -583,8 +635,15 @@ def calibrate(root: str | Path = ".", seeds: Sequence[int] = (0, 1, 2)) -> Calib
     experts = expert_sources(root)
     copies = [(name, similarity(src, disguise(src, seed))) for name, src in experts.items() for seed in seeds]
     names = sorted(experts)
-    diff = [(a, b, similarity(experts[a], experts[b])) for i, a in enumerate(names) for b in names[i + 1:]
-            if family(a) != family(b)]
-    held = [(p.parent.name, name, similarity(p.read_text(), src))
-            for p in sorted(root.glob("heldout/*/naive.cu")) for name, src in experts.items()]
+    diff = [
+        (a, b, similarity(experts[a], experts[b]))
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
+        if family(a) != family(b)
+    ]
+    held = [
+        (p.parent.name, name, similarity(p.read_text(), src))
+        for p in sorted(root.glob("heldout/*/naive.cu"))
+        for name, src in experts.items()
+    ]
     return Calibration(copies, diff, held)

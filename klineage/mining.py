@@ -71,8 +71,14 @@ def mine_corpus(
     store = Store(db)
     runs.interrupt_stale_mining_runs(store)  # a run killed with -9 left its row `running`
     run_id = uuid.uuid4().hex[:12]
-    args = {"dirs": [str(d) for d in dirs], "backend": backend, "max_steps": max_steps, "workers": workers, "beam": beam,
-            "executor": executor if isinstance(executor, str) else executor.name}
+    args = {
+        "dirs": [str(d) for d in dirs],
+        "backend": backend,
+        "max_steps": max_steps,
+        "workers": workers,
+        "beam": beam,
+        "executor": executor if isinstance(executor, str) else executor.name,
+    }
     llm_operator = None
     if llm is not None:
         from klineage.deopt.llm_operator import LLMOperator
@@ -80,24 +86,40 @@ def mine_corpus(
         from klineage.llm.record import store_recorder
 
         try:  # a bad --llm-model or a missing key: exit 2 before the run's row is written
-            provider = get_llm(llm, model=llm_model, max_cost_usd=llm_max_cost, recorder=store_recorder(store, run_id=run_id),
-                               timeout_s=llm_timeout_s)
+            provider = get_llm(
+                llm,
+                model=llm_model,
+                max_cost_usd=llm_max_cost,
+                recorder=store_recorder(store, run_id=run_id),
+                timeout_s=llm_timeout_s,
+            )
         except BaseException:
             store.close()
             raise
         llm_operator = LLMOperator(provider)
     runs.start_mining_run(store, run_id, args)
-    config = WalkConfig(options=GateOptions(backend=backend, timeout_s=timeout_s), max_steps=max_steps,
-                        workers=workers, roundtrip=roundtrip, llm=llm_operator, llm_attempts=llm_attempts,
-                        beam=beam)
+    config = WalkConfig(
+        options=GateOptions(backend=backend, timeout_s=timeout_s),
+        max_steps=max_steps,
+        workers=workers,
+        roundtrip=roundtrip,
+        llm=llm_operator,
+        llm_attempts=llm_attempts,
+        beam=beam,
+    )
     results: list[dict[str, Any]] = []
     pool: GateExecutor | None = None
     stop = threading.Event()
     try:
-        pool = executor if isinstance(executor, GateExecutor) else make_executor(
-            executor, workers=workers, backend=backend, address=address)
+        pool = (
+            executor
+            if isinstance(executor, GateExecutor)
+            else make_executor(executor, workers=workers, backend=backend, address=address)
+        )
         with _progress(console) as progress:
-            tasks = [progress.add_task(f"{f.name}: waiting", total=None) if progress else None for f in folders]
+            tasks = [
+                progress.add_task(f"{f.name}: waiting", total=None) if progress else None for f in folders
+            ]
 
             def walk_one(i: int) -> WalkSummary:
                 def note(msg: str, task: Any = tasks[i]) -> None:
@@ -115,7 +137,9 @@ def mine_corpus(
                         progress.update(tasks[i], description=f"{folder.name}: failed: {outcome}"[:100])
                     continue
                 # after every walk, in corpus order: merges never depend on which walk ended first
-                skills = upsert(store, extract_skills(store, workloads[folder])) if not outcome.skipped else []
+                skills = (
+                    upsert(store, extract_skills(store, workloads[folder])) if not outcome.skipped else []
+                )
                 if progress is not None:
                     done = outcome.skipped or f"{outcome.accepted} steps, {len(set(skills))} skills"
                     progress.update(tasks[i], description=f"{folder.name}: {done[:90]}")
@@ -134,8 +158,14 @@ def mine_corpus(
         store.close()
         if pool is not None and pool is not executor:
             pool.close()  # ours: the pool's threads, or the Ray instance we started
-    return {"db": str(store.path), "run_id": run_id, "beam": beam, "workloads": results, "skills": total_skills,
-            "elapsed_s": time.perf_counter() - t0}
+    return {
+        "db": str(store.path),
+        "run_id": run_id,
+        "beam": beam,
+        "workloads": results,
+        "skills": total_skills,
+        "elapsed_s": time.perf_counter() - t0,
+    }
 
 
 def _longest_first(folders: list[Path]) -> list[int]:
@@ -160,8 +190,13 @@ def _longest_first(folders: list[Path]) -> list[int]:
     return sorted(range(len(folders)), key=lambda i: (-weight[i], i))
 
 
-def _walk_all(n: int, walk_one: Callable[[int], WalkSummary], walkers: int,
-              stop: threading.Event, order: list[int] | None = None) -> list[WalkSummary | BaseException]:
+def _walk_all(
+    n: int,
+    walk_one: Callable[[int], WalkSummary],
+    walkers: int,
+    stop: threading.Event,
+    order: list[int] | None = None,
+) -> list[WalkSummary | BaseException]:
     """Run `walk_one(0) .. walk_one(n-1)`, at most `walkers` at once, started in `order` (default:
     corpus order);
     each outcome is a summary or the exception that walk raised. On KeyboardInterrupt (here, or

@@ -33,15 +33,22 @@ def roundtrip_failed(skill: Skill) -> bool:
     return any(ok is False for ok in oks) and not any(ok is True for ok in oks)
 
 
-def offered(skills: list[Skill], include_unverified: bool = False) -> tuple[list[Skill], list[tuple[str, str]]]:
+def offered(
+    skills: list[Skill], include_unverified: bool = False
+) -> tuple[list[Skill], list[tuple[str, str]]]:
     """(the skills the materializer may apply, (skill_id, reason) for those it keeps back)."""
     keep: list[Skill] = []
     held: list[tuple[str, str]] = []
     for s in skills:
         if roundtrip_failed(s) and not include_unverified:
             n = len(s.verification.get("roundtrips", []))
-            held.append((s.skill_id, f"roundtrip failed in {n} of {n} lineages: evidence, not a skill "
-                                     "(--include-unverified to try it)"))
+            held.append(
+                (
+                    s.skill_id,
+                    f"roundtrip failed in {n} of {n} lineages: evidence, not a skill "
+                    "(--include-unverified to try it)",
+                )
+            )
         else:
             keep.append(s)
     return keep, held
@@ -55,6 +62,7 @@ def skill_id_for(operator: str, preconditions: list[dict[str, Any]]) -> str:
 def resource_delta(optimized: dict[str, Any], simpler: dict[str, Any]) -> dict[str, int]:
     """Totals over the given kernels (the instantiations launched, `launched_resources`):
     optimized minus simplified (what the optimization costs or saves)."""
+
     def total(res: dict[str, Any], f: str) -> int:
         return sum(int(r.get(f, 0)) for r in res.values())
 
@@ -78,12 +86,25 @@ def merge(old: Skill, new: Skill) -> Skill:
         old,
         carrier=old.carrier if old.carrier and len(old.carrier) <= len(new.carrier) else new.carrier,
         preconditions=_union(old.preconditions, new.preconditions),
-        effects={"per_workload": {**old.effects.get("per_workload", {}), **new.effects.get("per_workload", {})}},
-        evidence={k: _union(old.evidence.get(k, []), new.evidence.get(k, [])) for k in set(old.evidence) | set(new.evidence)},
+        effects={
+            "per_workload": {**old.effects.get("per_workload", {}), **new.effects.get("per_workload", {})}
+        },
+        evidence={
+            k: _union(old.evidence.get(k, []), new.evidence.get(k, []))
+            for k in set(old.evidence) | set(new.evidence)
+        },
         risks=_union(old.risks, new.risks),
-        scope={k: sorted(set(old.scope.get(k, [])) | set(new.scope.get(k, []))) for k in set(old.scope) | set(new.scope)},
-        verification={**old.verification, **new.verification,
-                      "roundtrips": _union(old.verification.get("roundtrips", []), new.verification.get("roundtrips", []))},
+        scope={
+            k: sorted(set(old.scope.get(k, [])) | set(new.scope.get(k, [])))
+            for k in set(old.scope) | set(new.scope)
+        },
+        verification={
+            **old.verification,
+            **new.verification,
+            "roundtrips": _union(
+                old.verification.get("roundtrips", []), new.verification.get("roundtrips", [])
+            ),
+        },
         provenance=_union(old.provenance, new.provenance),
     )
 
@@ -103,7 +124,11 @@ def extract_skills(store: Store, wl: Workload) -> list[Skill]:
     for i, step in enumerate(steps):
         detail = (step["site"] or {}).get("detail", {})
         if step["operator"].startswith("llm:"):  # open vocabulary: what the model named
-            op_name, intent, category = step["operator"], detail.get("intent") or step["operator"], detail.get("category", "other")
+            op_name, intent, category = (
+                step["operator"],
+                detail.get("intent") or step["operator"],
+                detail.get("category", "other"),
+            )
         else:
             op = get_operator(step["operator"])
             op_name, intent, category = op.name, op.intent, op.category
@@ -123,16 +148,24 @@ def extract_skills(store: Store, wl: Workload) -> list[Skill]:
         if t_opt.get("median_ms") and t_simple.get("median_ms"):
             effect["time_ratio"] = t_simple["median_ms"] / t_opt["median_ms"]  # speedup the optimization buys
             effect["time_ms"] = {"without": t_simple["median_ms"], "with": t_opt["median_ms"]}
-        elif step["from_state"] in timed and step["to_state"] in timed:  # gated on the CPU, timed on a GPU apart
+        elif (
+            step["from_state"] in timed and step["to_state"] in timed
+        ):  # gated on the CPU, timed on a GPU apart
             with_, without = timed[step["from_state"]], timed[step["to_state"]]
             effect["time_ratio"] = without.median_ms / with_.median_ms
             effect["time_ms"] = {"without": without.median_ms, "with": with_.median_ms}
             effect["device"] = with_.device
             effect["timed_by"] = "state timings (klineage timings import)"
         risks = [
-            {"category": r["category"], "message": r["message"], "step_id": r["step_id"], "workload": wl.name,
-             "site": (r["site"] or {}).get("summary", "")}
-            for r in rejected if r["operator"] == op_name
+            {
+                "category": r["category"],
+                "message": r["message"],
+                "step_id": r["step_id"],
+                "workload": wl.name,
+                "site": (r["site"] or {}).get("summary", ""),
+            }
+            for r in rejected
+            if r["operator"] == op_name
         ]
         prior = sorted({s["operator"] for s in steps[i + 1 :]})
         roundtrip = step["roundtrip"] or {}
@@ -146,7 +179,15 @@ def extract_skills(store: Store, wl: Workload) -> list[Skill]:
             effects={"per_workload": {wl.name: effect}},
             evidence={
                 "steps": [step["step_id"]],
-                "gate_runs": [k for k in (gate_of_state.get(step["from_state"]), step["gate_key"], roundtrip.get("gate_key")) if k],
+                "gate_runs": [
+                    k
+                    for k in (
+                        gate_of_state.get(step["from_state"]),
+                        step["gate_key"],
+                        roundtrip.get("gate_key"),
+                    )
+                    if k
+                ],
                 "transitions": [f"{step['to_state']}->{step['from_state']}"],
             },
             risks=risks,
@@ -158,12 +199,21 @@ def extract_skills(store: Store, wl: Workload) -> list[Skill]:
                 "categories": [category],
             },
             verification={
-                "roundtrips": [{"workload": wl.name, "ok": roundtrip.get("ok"), "message": roundtrip.get("message", "")}],
+                "roundtrips": [
+                    {"workload": wl.name, "ok": roundtrip.get("ok"), "message": roundtrip.get("message", "")}
+                ],
                 "gate_trials": len([k for k in (step["gate_key"], roundtrip.get("gate_key")) if k]),
                 "materialized_on": [],
             },
-            provenance=[{"workload": wl.name, "source_kernel_hash": expert_hash, "lineage_depth": depth_total - i,
-                         "backward_step": i + 1, "step_id": step["step_id"]}],
+            provenance=[
+                {
+                    "workload": wl.name,
+                    "source_kernel_hash": expert_hash,
+                    "lineage_depth": depth_total - i,
+                    "backward_step": i + 1,
+                    "step_id": step["step_id"],
+                }
+            ],
         )
         skills.append(skill)
     return skills

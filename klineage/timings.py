@@ -49,7 +49,9 @@ class ImportReport:
     device: str
     measured_at: str
     imported: dict[str, int] = field(default_factory=dict)  # workload -> states timed
-    not_states: int = 0  # timed kernels that are neither a state nor a naive kernel of the store (older mines)
+    not_states: int = (
+        0  # timed kernels that are neither a state nor a naive kernel of the store (older mines)
+    )
     not_ok: int = 0  # kernels whose check failed or that were not timed
     refreshed: list[str] = field(default_factory=list)  # workloads whose skills were extracted again
     not_refreshed: dict[str, str] = field(default_factory=dict)  # workload -> why
@@ -62,7 +64,9 @@ def export_states(store: Store, out_dir: Path, workloads: list[str] | None = Non
     if workloads:
         unknown = sorted(set(workloads) - set(known))
         if unknown:
-            raise TimingsError(f"no lineage for {', '.join(unknown)} in {store.path} (known: {', '.join(known) or 'none'})")
+            raise TimingsError(
+                f"no lineage for {', '.join(unknown)} in {store.path} (known: {', '.join(known) or 'none'})"
+            )
         rows = [r for r in rows if r.workload in workloads]
     if not rows:
         raise TimingsError(f"{store.path}: no lineage states to export (mine first)")
@@ -89,7 +93,11 @@ def read_bench(path: Path) -> dict[str, Any]:
     if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list) or not doc.get("device"):
         raise TimingsError(f"{path}: not a materialized_bench.py result (needs 'device' and a list 'rows')")
     for i, row in enumerate(doc["rows"]):
-        if not isinstance(row, dict) or not isinstance(row.get("name"), str) or not isinstance(row.get("kernels"), dict):
+        if (
+            not isinstance(row, dict)
+            or not isinstance(row.get("name"), str)
+            or not isinstance(row.get("kernels"), dict)
+        ):
             raise TimingsError(f"{path}: rows[{i}] needs a 'name' and a 'kernels' object")
     return doc
 
@@ -100,8 +108,11 @@ def import_timings(store: Store, paths: list[Path], refresh: bool = True) -> Imp
     (their effects read the new times). A later file wins where two time the same kernel."""
     docs = [(path, read_bench(path)) for path in paths]
     devices = sorted({str(doc["device"]) for _, doc in docs})
-    report = ImportReport(source=", ".join(map(str, paths)), device=", ".join(devices),
-                          measured_at=", ".join(sorted({str(doc.get("date", "")) for _, doc in docs})))
+    report = ImportReport(
+        source=", ".join(map(str, paths)),
+        device=", ".join(devices),
+        measured_at=", ".join(sorted({str(doc.get("date", "")) for _, doc in docs})),
+    )
     known = lineage_rows.timeable_kernels(store)
     values: dict[tuple[str, str, str], TimingRow] = {}
     for path, doc in docs:
@@ -110,18 +121,32 @@ def import_timings(store: Store, paths: list[Path], refresh: bool = True) -> Imp
             torch_ms = row.get("torch_ms") if isinstance(row.get("torch_ms"), int | float) else None
             for digest, k in row["kernels"].items():
                 ms = k.get("ms") if isinstance(k, dict) else None
-                if not isinstance(k, dict) or k.get("check") != "ok" or not isinstance(ms, int | float) or ms <= 0:
+                if (
+                    not isinstance(k, dict)
+                    or k.get("check") != "ok"
+                    or not isinstance(ms, int | float)
+                    or ms <= 0
+                ):
                     report.not_ok += 1
                     continue
                 if (name, digest) not in known:
                     report.not_states += 1
                     continue
                 values[(name, digest, str(doc["device"]))] = TimingRow(
-                    name, digest, str(doc["device"]), float(ms), torch_ms, json.dumps(row.get("bench")),
-                    str(doc.get("date", "")), str(path))
+                    name,
+                    digest,
+                    str(doc["device"]),
+                    float(ms),
+                    torch_ms,
+                    json.dumps(row.get("bench")),
+                    str(doc.get("date", "")),
+                    str(path),
+                )
     if not values:
-        raise TimingsError(f"{report.source}: none of the timed kernels is a state or naive kernel of {store.path} "
-                           f"({report.not_states} other kernels, {report.not_ok} not ok); export the states of this store first")
+        raise TimingsError(
+            f"{report.source}: none of the timed kernels is a state or naive kernel of {store.path} "
+            f"({report.not_states} other kernels, {report.not_ok} not ok); export the states of this store first"
+        )
     for name, _, _ in values:
         report.imported[name] = report.imported.get(name, 0) + 1
     put_timings(store, list(values.values()))
@@ -138,7 +163,9 @@ def _refresh_skills(store: Store, workloads: list[str], report: ImportReport) ->
         expert = lineage_rows.expert_path(store, name)
         folder = Path(expert).parent if expert else None
         if folder is None or not (folder / "workload.py").is_file():
-            report.not_refreshed[name] = f"workload folder {folder} not found here; run `klineage mine` on it again"
+            report.not_refreshed[name] = (
+                f"workload folder {folder} not found here; run `klineage mine` on it again"
+            )
             continue
         upsert(store, extract_skills(store, load_workload(folder)))
         report.refreshed.append(name)

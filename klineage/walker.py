@@ -127,7 +127,9 @@ def find_workloads(dirs: Sequence[Path]) -> list[Path]:
             continue
         found += sorted(p.parent for p in d.glob("*/workload.py") if (p.parent / "expert.cu").is_file())
     if not found:
-        raise KLineageError(f"no workloads (folders with workload.py and expert.cu) in {', '.join(map(str, dirs))}")
+        raise KLineageError(
+            f"no workloads (folders with workload.py and expert.cu) in {', '.join(map(str, dirs))}"
+        )
     return found
 
 
@@ -137,8 +139,14 @@ def step_id(workload: str, state: str, op: str, site: Site) -> str:
 
 
 class Walker:
-    def __init__(self, store: Store, config: WalkConfig, progress: Progress | None = None,
-                 executor: GateExecutor | None = None, stop: threading.Event | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        config: WalkConfig,
+        progress: Progress | None = None,
+        executor: GateExecutor | None = None,
+        stop: threading.Event | None = None,
+    ) -> None:
         self.store = store
         self.config = config
         self.ops = list(config.operators) if config.operators is not None else all_operators()
@@ -163,12 +171,24 @@ class Walker:
 
     @staticmethod
     def _step_row(wl: Workload, state: str, a: Attempt, gate_key: str | None) -> rows.StepRow:
-        return rows.StepRow(a.step_id, wl.name, state, source_hash(a.to_text) if a.to_text else None, a.operator,
-                            a.site.to_dict(), a.accepted, a.category, a.message, gate_key)
+        return rows.StepRow(
+            a.step_id,
+            wl.name,
+            state,
+            source_hash(a.to_text) if a.to_text else None,
+            a.operator,
+            a.site.to_dict(),
+            a.accepted,
+            a.category,
+            a.message,
+            gate_key,
+        )
 
     def _job(self, wl: Workload, text: str, name: str) -> GateJob:
         if wl.source_dir is None:
-            raise KLineageError(f"workload '{wl.name}' has no folder: the gate's child process loads it from workload.py")
+            raise KLineageError(
+                f"workload '{wl.name}' has no folder: the gate's child process loads it from workload.py"
+            )
         return GateJob(text, wl.source_dir, self.config.options, name)
 
     def _gate(self, wl: Workload, text: str, name: str) -> GateResult:
@@ -228,9 +248,14 @@ class Walker:
             return expert_text, 0
         text = canon.source.text
         rules = ",".join(dict.fromkeys(canon.applied))
-        site = Site(CANON_STEP, canon.source.anchor(canon.source.tree.root_node), 0, len(canon.source.text_bytes),
-                    "canonical form: " + ", ".join(dict.fromkeys(canon.applied)),
-                    (("kind", "canonical"), ("rules", rules)))
+        site = Site(
+            CANON_STEP,
+            canon.source.anchor(canon.source.tree.root_node),
+            0,
+            len(canon.source.text_bytes),
+            "canonical form: " + ", ".join(dict.fromkeys(canon.applied)),
+            (("kind", "canonical"), ("rules", rules)),
+        )
         a = Attempt(step_id(wl.name, expert, CANON_STEP, site), CANON_STEP, site, "pending", "", False, text)
         a.result = self._gate(wl, text, f"{wl.name}/{CANON_STEP}.cu")
         summary.gate_runs += 1
@@ -267,10 +292,16 @@ class Walker:
                 except (Refused, SourceError) as e:
                     out.append(Attempt(sid, op.name, site, "refused", str(e), False))
                 except Exception as e:  # an operator bug: recorded as a refusal naming the error
-                    out.append(Attempt(sid, op.name, site, "refused", f"operator error: {type(e).__name__}: {e}", False))
+                    out.append(
+                        Attempt(
+                            sid, op.name, site, "refused", f"operator error: {type(e).__name__}: {e}", False
+                        )
+                    )
         return out
 
-    def _recall(self, wl: Workload, state: str, attempts: list[Attempt], revisit: Callable[[str], bool]) -> None:
+    def _recall(
+        self, wl: Workload, state: str, attempts: list[Attempt], revisit: Callable[[str], bool]
+    ) -> None:
         """Refuse the candidates that give back a state `revisit` names (never gated); give the
         others already recorded from this state their recorded verdict (never gated again)."""
         known = rows.recorded_verdicts(self.store, wl.name, state)
@@ -283,8 +314,15 @@ class Walker:
                 a.category, a.message, a.accepted = row["category"], row["message"], bool(row["accepted"])
                 a.gate_key = row["gate_key"]
 
-    def _ask_llm(self, wl: Workload, src: CudaSource, state: str, attempts: list[Attempt],
-                 revisit: Callable[[str], bool], summary: WalkSummary) -> Attempt | None:
+    def _ask_llm(
+        self,
+        wl: Workload,
+        src: CudaSource,
+        state: str,
+        attempts: list[Attempt],
+        revisit: Callable[[str], bool],
+        summary: WalkSummary,
+    ) -> Attempt | None:
         """When no rule applies: the LLM operator proposes one removal, gated like the rest; a
         rejection is fed back for the next attempt."""
         llm = self.config.llm
@@ -298,18 +336,40 @@ class Walker:
                     removal = llm.propose(src, wl.c_signature(), already, feedback)
             except Refused as e:
                 site = Site("llm", src.anchor(anchor_node), 0, len(src.text_bytes), f"llm attempt {i + 1}")
-                attempts.append(Attempt(step_id(wl.name, state, f"llm#{i}", site), "llm", site, "refused", str(e), False))
+                attempts.append(
+                    Attempt(step_id(wl.name, state, f"llm#{i}", site), "llm", site, "refused", str(e), False)
+                )
                 feedback = str(e)
                 continue
-            site = Site(removal.operator, src.anchor(anchor_node), 0, len(src.text_bytes),
-                        f"{removal.category} at {removal.locus}"[:200],
-                        (("category", removal.category), ("intent", removal.intent), ("locus", removal.locus),
-                         ("exchange_id", removal.completion.exchange_id)))
-            a = Attempt(step_id(wl.name, state, removal.operator + f"#{i}", site), removal.operator, site, "pending", "",
-                        False, removal.source)
+            site = Site(
+                removal.operator,
+                src.anchor(anchor_node),
+                0,
+                len(src.text_bytes),
+                f"{removal.category} at {removal.locus}"[:200],
+                (
+                    ("category", removal.category),
+                    ("intent", removal.intent),
+                    ("locus", removal.locus),
+                    ("exchange_id", removal.completion.exchange_id),
+                ),
+            )
+            a = Attempt(
+                step_id(wl.name, state, removal.operator + f"#{i}", site),
+                removal.operator,
+                site,
+                "pending",
+                "",
+                False,
+                removal.source,
+            )
             attempts.append(a)
             if revisit(source_hash(removal.source)):
-                a.category, a.message, a.to_text = "refused", "revisits an earlier state of this lineage", None
+                a.category, a.message, a.to_text = (
+                    "refused",
+                    "revisits an earlier state of this lineage",
+                    None,
+                )
                 feedback = "that simplification gives back a state this lineage already passed through"
                 continue
             a.result = self._gate(wl, removal.source, f"{wl.name}/llm-{removal.category}.cu")
@@ -354,8 +414,9 @@ class Walker:
         summary.states = len(depth_of)
         summary.depth = depth
 
-    def _expand(self, wl: Workload, text: str, depth: int, depth_of: dict[str, int],
-                summary: WalkSummary) -> list[Attempt]:
+    def _expand(
+        self, wl: Workload, text: str, depth: int, depth_of: dict[str, int], summary: WalkSummary
+    ) -> list[Attempt]:
         """Gate one frontier state's simplifications in soft removal order until `beam` pass (the
         greedy walk with an LLM operator asks it when none does); record them (and the rejections
         before the last) in one transaction; return the accepted."""
@@ -381,17 +442,28 @@ class Walker:
                     self._record_kernel(con, wl, a.to_text, "state", None)
                     self._record_gate(con, wl, a.to_text, a.result)
                 # already recorded (resume): kept as it is; the path's marks come last
-                rows.add_step(con, self._step_row(wl, state, a, a.result.artifact_id if a.result else a.gate_key),
-                              keep_existing=True)
+                rows.add_step(
+                    con,
+                    self._step_row(wl, state, a, a.result.artifact_id if a.result else a.gate_key),
+                    keep_existing=True,
+                )
             for a in accepted:
-                rows.add_state(con, wl.name, source_hash(a.to_text or ""), depth + 1,
-                               a.result.artifact_id if a.result else a.gate_key, smallest_depth=True)
+                rows.add_state(
+                    con,
+                    wl.name,
+                    source_hash(a.to_text or ""),
+                    depth + 1,
+                    a.result.artifact_id if a.result else a.gate_key,
+                    smallest_depth=True,
+                )
         summary.refused += sum(a.category == "refused" for a in attempts)
         summary.rejected += sum(a.category not in ("refused", "pending", "ok") for a in attempts)
         summary.accepted += len(accepted)
         return accepted
 
-    def _gate_until(self, wl: Workload, attempts: list[Attempt], want: int, summary: WalkSummary) -> list[Attempt]:
+    def _gate_until(
+        self, wl: Workload, attempts: list[Attempt], want: int, summary: WalkSummary
+    ) -> list[Attempt]:
         """The first `want` accepted attempts in source order. Recorded verdicts are used as they
         are; the pending candidates are gated through the executor, consuming verdicts as they
         complete, and only those up to the last of the `want` get their verdict (the rows do not
@@ -439,20 +511,44 @@ class Walker:
         """Roundtrip the steps from the expert to the root and mark them `taken` (with carrier and
         preconditions), unmarking any other step of this workload, in one transaction. A path step
         already marked with its roundtrip (a re-run) is not re-derived."""
-        done = {sid: r for sid, r in rows.taken_marks(self.store, wl.name).items() if r["operator"] != CANON_STEP}
+        done = {
+            sid: r for sid, r in rows.taken_marks(self.store, wl.name).items() if r["operator"] != CANON_STEP
+        }
         marks: list[tuple[str, rows.PathMark]] = []
         for depth, (state, a) in enumerate(path):
             row = done.get(a.step_id)
             if row is not None and row["roundtrip"] is not None:
-                marks.append((a.step_id, rows.PathMark(row["roundtrip_ok"], row["roundtrip"], row["carrier"],
-                                                       row["preconditions"] or [])))
+                marks.append(
+                    (
+                        a.step_id,
+                        rows.PathMark(
+                            row["roundtrip_ok"], row["roundtrip"], row["carrier"], row["preconditions"] or []
+                        ),
+                    )
+                )
                 continue
             self._check_stop()
             src = CudaSource.from_text(text_of[state], f"{wl.name}/state-{depth}.cu")
-            rt = self._roundtrip(wl, src, a) if self.config.roundtrip else {
-                "ok": None, "message": "roundtrip not run (--no-roundtrip)", "preconditions": self._facts(src, a)}
-            marks.append((a.step_id, rows.PathMark(rt.get("ok"), rt, carrier_diff(a.to_text or "", text_of[state]),
-                                                   rt.get("preconditions", []))))
+            rt = (
+                self._roundtrip(wl, src, a)
+                if self.config.roundtrip
+                else {
+                    "ok": None,
+                    "message": "roundtrip not run (--no-roundtrip)",
+                    "preconditions": self._facts(src, a),
+                }
+            )
+            marks.append(
+                (
+                    a.step_id,
+                    rows.PathMark(
+                        rt.get("ok"),
+                        rt,
+                        carrier_diff(a.to_text or "", text_of[state]),
+                        rt.get("preconditions", []),
+                    ),
+                )
+            )
         self._check_stop()
         on_path = {m[0] for m in marks}
         rows.mark_path(self.store, sorted(set(done) - on_path), marks)
@@ -467,8 +563,10 @@ class Walker:
         try:
             simpler = CudaSource.from_text(step.to_text, before.path)
             forward = op.find_forward(simpler)
-            site = next((f for f in forward if f.anchor.function == step.site.anchor.function),
-                        forward[0] if forward else None)
+            site = next(
+                (f for f in forward if f.anchor.function == step.site.anchor.function),
+                forward[0] if forward else None,
+            )
             if site is not None:
                 return [f.to_dict() for f in op.preconditions(simpler, site)]
             facts = op.removal_preconditions(before, step.site) + op.preconditions(before, step.site)
@@ -480,8 +578,11 @@ class Walker:
         """Re-derive the optimization forward on the simplified state: apply must pass the gate
         and restore the optimization (the operator finds it again)."""
         if step.operator.startswith("llm"):
-            return {"ok": None, "message": "LLM step: forward re-derivation asks the provider again; not done in this walk",
-                    "preconditions": []}
+            return {
+                "ok": None,
+                "message": "LLM step: forward re-derivation asks the provider again; not done in this walk",
+                "preconditions": [],
+            }
         op = next(o for o in self.ops if o.name == step.operator)
         assert step.to_text is not None
         try:
@@ -491,8 +592,11 @@ class Walker:
         forward = op.find_forward(simpler)
         facts: list[dict[str, Any]] = []
         if not forward:
-            return {"ok": None, "message": f"{op.name}: no mechanical forward site (an LLM provider must re-derive it)",
-                    "preconditions": self._facts(before, step)}
+            return {
+                "ok": None,
+                "message": f"{op.name}: no mechanical forward site (an LLM provider must re-derive it)",
+                "preconditions": self._facts(before, step),
+            }
         target = normalize(before.text)
         best: dict[str, Any] | None = None
         here = step.site.anchor.function
@@ -505,16 +609,29 @@ class Walker:
                 best = best or {"ok": False, "message": f"apply refused: {e}", "preconditions": facts}
                 continue
             if normalize(again.text) == target:
-                return {"ok": True, "message": "apply(remove(x)) == x after normalization", "preconditions": facts,
-                        "forward_site": site.to_dict()}
+                return {
+                    "ok": True,
+                    "message": "apply(remove(x)) == x after normalization",
+                    "preconditions": facts,
+                    "forward_site": site.to_dict(),
+                }
             r = self._gate(wl, again.text, f"{wl.name}/roundtrip-{op.name}.cu")
             present = restored_at(op, simpler, again, here)
             if r.accepted and present:
-                return {"ok": True, "message": "apply passes the gate and the optimization is present again",
-                        "preconditions": facts, "gate_key": r.artifact_id, "forward_site": site.to_dict()}
-            best = {"ok": False, "message": f"apply gave {r.category}: {r.message}" if not r.accepted
-                    else f"apply passed but the optimization was not found again in {here or 'the file scope'}",
-                    "preconditions": facts}
+                return {
+                    "ok": True,
+                    "message": "apply passes the gate and the optimization is present again",
+                    "preconditions": facts,
+                    "gate_key": r.artifact_id,
+                    "forward_site": site.to_dict(),
+                }
+            best = {
+                "ok": False,
+                "message": f"apply gave {r.category}: {r.message}"
+                if not r.accepted
+                else f"apply passed but the optimization was not found again in {here or 'the file scope'}",
+                "preconditions": facts,
+            }
         return best or {"ok": False, "message": "no forward site could be applied", "preconditions": facts}
 
 
@@ -523,13 +640,21 @@ def restored_at(op: Operator, simpler: CudaSource, again: CudaSource, function: 
     operator finds more of its sites in `function` (the removed site's function) than before. A
     site gained in another function (a `#pragma unroll` added to a different kernel) is not a
     roundtrip of this step."""
+
     def count(src: CudaSource) -> int:
         return sum(1 for s in op.find(src) if s.anchor.function == function)
+
     return count(again) > count(simpler)
 
 
-def carrier_diff(simpler: str, optimized: str, context: int = 2, max_lines: int = 60,
-                 max_run: int | None = 12, run_ends: int = 4) -> str:
+def carrier_diff(
+    simpler: str,
+    optimized: str,
+    context: int = 2,
+    max_lines: int = 60,
+    max_run: int | None = 12,
+    run_ends: int = 4,
+) -> str:
     """A minimal unified diff from the simplified state to the optimized one (the skill's
     carrier): the changed hunks only, never the whole kernel. A run of more than `max_run` added
     lines shows its first and last `run_ends` lines around a count (a structural step that brings
@@ -537,8 +662,11 @@ def carrier_diff(simpler: str, optimized: str, context: int = 2, max_lines: int 
     `max_lines`."""
     import difflib
 
-    lines = list(difflib.unified_diff(simpler.splitlines(), optimized.splitlines(), "before.cu", "after.cu",
-                                      n=context, lineterm=""))
+    lines = list(
+        difflib.unified_diff(
+            simpler.splitlines(), optimized.splitlines(), "before.cu", "after.cu", n=context, lineterm=""
+        )
+    )
     if max_run is not None:
         lines = _elide_added_runs(lines, max_run, run_ends)
     if len(lines) > max_lines:
@@ -553,7 +681,9 @@ def _elide_added_runs(lines: list[str], max_run: int, ends: int) -> list[str]:
     def flush() -> None:
         if len(run) > max_run:
             indent = run[ends][1:][: len(run[ends][1:]) - len(run[ends][1:].lstrip())]
-            out.extend([*run[:ends], f"+{indent}// ... ({len(run) - 2 * ends} more added lines)", *run[-ends:]])
+            out.extend(
+                [*run[:ends], f"+{indent}// ... ({len(run) - 2 * ends} more added lines)", *run[-ends:]]
+            )
         else:
             out.extend(run)
         run.clear()

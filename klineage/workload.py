@@ -154,8 +154,20 @@ def default_init(shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generato
 
 
 _ALLOWED_NODES = (
-    ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load,
-    ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod, ast.USub, ast.Div, ast.Pow,
+    ast.Expression,
+    ast.BinOp,
+    ast.UnaryOp,
+    ast.Constant,
+    ast.Name,
+    ast.Load,
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.FloorDiv,
+    ast.Mod,
+    ast.USub,
+    ast.Div,
+    ast.Pow,
 )
 
 
@@ -241,7 +253,10 @@ class Workload:
         """Fewest bytes a kernel must move: read every input once, write every output once."""
         total = 0
         for t in self.tensors:
-            n = math.prod(self.tensor_shape(t, bindings)) * torch.empty((), dtype=t.torch_dtype).element_size()
+            n = (
+                math.prod(self.tensor_shape(t, bindings))
+                * torch.empty((), dtype=t.torch_dtype).element_size()
+            )
             total += n * (int(t.is_read) + int(t.is_checked))
         return total
 
@@ -264,8 +279,9 @@ class Workload:
                 values[a.name] = x.contiguous()
         return values
 
-    def draw_input(self, a: Tensor, shape: tuple[int, ...], gen: torch.Generator,
-                   bindings: Mapping[str, int]) -> torch.Tensor:
+    def draw_input(
+        self, a: Tensor, shape: tuple[int, ...], gen: torch.Generator, bindings: Mapping[str, int]
+    ) -> torch.Tensor:
         """One input's values: its `init`, else its value domain, else random signed values."""
         if a.init is not None:
             return a.init(shape, a.torch_dtype, gen)
@@ -354,7 +370,9 @@ class Workload:
                         out.append(f"tensor '{a.name}': bad dimension {d!r}")
             elif isinstance(a, Scalar):
                 if a.dtype not in SCALAR_DTYPES:
-                    out.append(f"scalar '{a.name}': unknown dtype '{a.dtype}' (known: {', '.join(SCALAR_DTYPES)})")
+                    out.append(
+                        f"scalar '{a.name}': unknown dtype '{a.dtype}' (known: {', '.join(SCALAR_DTYPES)})"
+                    )
                 if a.value is None:
                     symbols |= symbols_of(a.expr) if a.expr else {a.name}
             else:
@@ -374,7 +392,9 @@ class Workload:
                     continue
                 for sym, k in self.divisible_by.items():
                     if sym in b and b[sym] % k:
-                        out.append(f"shapes['{sset}'][{i}]: {sym}={b[sym]} breaks the precondition {sym} % {k} == 0")
+                        out.append(
+                            f"shapes['{sset}'][{i}]: {sym}={b[sym]} breaks the precondition {sym} % {k} == 0"
+                        )
                 for t in self.tensors:
                     try:
                         if any(d <= 0 for d in self.tensor_shape(t, b)):
@@ -387,7 +407,9 @@ class Workload:
             elif not isinstance(tol, Tolerance):
                 out.append(f"tolerance for '{dt}' must be a Tolerance")
         tols = [(f"tolerance for '{dt}'", t) for dt, t in self.tolerances.items() if isinstance(t, Tolerance)]
-        tols += [(f"tensor '{t.name}' tolerance", t.tolerance) for t in self.tensors if t.tolerance is not None]
+        tols += [
+            (f"tensor '{t.name}' tolerance", t.tolerance) for t in self.tensors if t.tolerance is not None
+        ]
         for what, tol in tols:
             out += _tolerance_problems(what, tol, symbols)
         return out
@@ -404,7 +426,9 @@ def _tolerance_problems(what: str, tol: Tolerance, symbols: set[str]) -> list[st
         unbound = sorted(symbols_of(tol.length) - symbols)
     except SyntaxError:
         return [f"{what}: bad length {tol.length!r}"]
-    return [f"{what}: length {tol.length!r} names {', '.join(unbound)}, not a shape symbol"] if unbound else []
+    return (
+        [f"{what}: length {tol.length!r} names {', '.join(unbound)}, not a shape symbol"] if unbound else []
+    )
 
 
 #: one user file imported at a time (mining loads workloads from several threads); re-entrant, so
@@ -425,7 +449,9 @@ def import_user_file(path: Path, label: str) -> Any:
             spec.loader.exec_module(module)
         except Exception as e:  # the user's file: report where it failed, in one line
             tb = traceback.extract_tb(e.__traceback__)
-            where = next((f"{f.filename}:{f.lineno}" for f in reversed(tb) if f.filename == str(path)), str(path))
+            where = next(
+                (f"{f.filename}:{f.lineno}" for f in reversed(tb) if f.filename == str(path)), str(path)
+            )
             raise WorkloadError(f"{where}: {label} raised {type(e).__name__}: {e}") from None
         finally:
             sys.modules.pop(mod_name, None)

@@ -59,7 +59,9 @@ class MaterializeArgs:
     timeout_s: float = 120.0
     as_json: bool = False
     measured: list[Path] | None = None  # materialized_bench.py JSON: GPU times for the judge of a CPU run
-    llm_timeout_s: float | None = None  # seconds of silence allowed per LLM attempt (None: the client's default)
+    llm_timeout_s: float | None = (
+        None  # seconds of silence allowed per LLM attempt (None: the client's default)
+    )
     include_unverified: bool = False  # also offer skills whose every roundtrip failed
 
 
@@ -77,19 +79,26 @@ def _check(args: MaterializeArgs) -> None:
         raise KLineageError(f"--budget must be between 1 and {MAX_BUDGET} (got {args.budget})")
     if args.max_cost is not None and args.max_cost <= 0:
         raise KLineageError("--max-cost must be a positive amount in USD")
-    if args.provider == "offline" and (args.model or args.max_cost is not None or args.base_url
-                                       or args.llm_timeout_s is not None):
-        raise KLineageError("--model, --max-cost, --base-url and --llm-timeout apply to an LLM provider "
-                            "(--provider anthropic)")
+    if args.provider == "offline" and (
+        args.model or args.max_cost is not None or args.base_url or args.llm_timeout_s is not None
+    ):
+        raise KLineageError(
+            "--model, --max-cost, --base-url and --llm-timeout apply to an LLM provider "
+            "(--provider anthropic)"
+        )
     if args.measured and args.backend != "emu":
-        raise KLineageError("--measured gives a CPU run GPU times; with --backend cuda the gate times every candidate")
+        raise KLineageError(
+            "--measured gives a CPU run GPU times; with --backend cuda the gate times every candidate"
+        )
 
 
 def start_path(args: MaterializeArgs) -> Path:
     path = args.start or args.workload_dir / "naive.cu"
     if not path.is_file():
         if args.start is None:
-            raise KLineageError(f"{args.workload_dir}: no start kernel (naive.cu); give one with --start FILE")
+            raise KLineageError(
+                f"{args.workload_dir}: no start kernel (naive.cu); give one with --start FILE"
+            )
         raise KLineageError(f"{path}: no such start kernel")
     return path
 
@@ -101,8 +110,10 @@ def open_skills(args: MaterializeArgs, note: Console | None = None) -> tuple[Sto
     if args.db is not None:
         db = args.db
         if args.skills == "all" and not db.exists():
-            raise KLineageError(f"{db}: no such skill store (given with --db; run `klineage mine --db {db}` first, "
-                                "or use --skills none)")
+            raise KLineageError(
+                f"{db}: no such skill store (given with --db; run `klineage mine --db {db}` first, "
+                "or use --skills none)"
+            )
     else:
         db = default_db_path()
         if not db.exists() and args.skills != "all":
@@ -112,17 +123,25 @@ def open_skills(args: MaterializeArgs, note: Console | None = None) -> tuple[Sto
 
             built, export = shipped_store_in_home()
             if built is None:
-                raise KLineageError(f"{db}: no skill store, and no shipped skills ({export}) to build one from "
-                                    "(run `klineage mine` first, give --db, or use --skills none)")
+                raise KLineageError(
+                    f"{db}: no skill store, and no shipped skills ({export}) to build one from "
+                    "(run `klineage mine` first, give --db, or use --skills none)"
+                )
             if note is not None:
-                note.print(escape(f"skills: {db} not found; using the shipped skills of {export}, built into {built}"),
-                           highlight=False)
+                note.print(
+                    escape(
+                        f"skills: {db} not found; using the shipped skills of {export}, built into {built}"
+                    ),
+                    highlight=False,
+                )
             db = built
     store = Store(db)
     skills = load_skills(store) if args.skills == "all" else []
     if args.skills == "all" and not skills:
         store.close()
-        raise KLineageError(f"{db}: the skill store is empty (run `klineage mine` first, or use --skills none)")
+        raise KLineageError(
+            f"{db}: the skill store is empty (run `klineage mine` first, or use --skills none)"
+        )
     return store, skills
 
 
@@ -135,8 +154,13 @@ def _scratch_db() -> Path:
 
 def build_provider(args: MaterializeArgs) -> Provider:
     if args.provider == "anthropic":
-        return make_provider("anthropic", model=args.model, base_url=args.base_url, max_cost_usd=args.max_cost,
-                             timeout_s=args.llm_timeout_s)
+        return make_provider(
+            "anthropic",
+            model=args.model,
+            base_url=args.base_url,
+            max_cost_usd=args.max_cost,
+            timeout_s=args.llm_timeout_s,
+        )
     return make_provider(args.provider)
 
 
@@ -146,23 +170,40 @@ def _move_label(s: StepRecord) -> str:
 
 
 def _step_line(s: StepRecord) -> str:
-    colour = {"kept": "green", "rejected": "red", "no_candidate": "yellow", "duplicate": "dim",
-              "outpaced": "cyan"}.get(s.verdict, "yellow")
+    colour = {
+        "kept": "green",
+        "rejected": "red",
+        "no_candidate": "yellow",
+        "duplicate": "dim",
+        "outpaced": "cyan",
+    }.get(s.verdict, "yellow")
     t = f"{s.time_ms:.4f} ms" if s.time_ms is not None else "-"
     cost = f" ${s.cost_usd:.4f}" if s.cost_usd else ""
-    return (f"step {s.index:>2}  {escape(_move_label(s)):<28} [{colour}]{s.verdict:<12}[/] {t:>12}  {s.elapsed_s:5.1f} s{cost}  "
-            f"{escape(s.reason[:90])}")
+    return (
+        f"step {s.index:>2}  {escape(_move_label(s)):<28} [{colour}]{s.verdict:<12}[/] {t:>12}  {s.elapsed_s:5.1f} s{cost}  "
+        f"{escape(s.reason[:90])}"
+    )
 
 
 def report(res: MaterializeResult, console: Console) -> None:
-    table = Table(title=f"materialize {res.workload} ({res.provider}, skills {res.skills_mode}, order {res.order})")
+    table = Table(
+        title=f"materialize {res.workload} ({res.provider}, skills {res.skills_mode}, order {res.order})"
+    )
     for col in ("step", "move", "verdict", "time ms", "reason"):
         table.add_column(col, overflow="fold")
     for s in res.steps:
-        table.add_row(str(s.index), _move_label(s), s.verdict, f"{s.time_ms:.4f}" if s.time_ms is not None else "-", s.reason[:100])
+        table.add_row(
+            str(s.index),
+            _move_label(s),
+            s.verdict,
+            f"{s.time_ms:.4f}" if s.time_ms is not None else "-",
+            s.reason[:100],
+        )
     console.print(table)
     best = f"step {res.best_step}" if res.best_step is not None else "the start kernel"
-    line = f"{res.status}: best is {best}; {res.gated}/{res.budget} candidates gated; stopped: {res.stop_reason}"
+    line = (
+        f"{res.status}: best is {best}; {res.gated}/{res.budget} candidates gated; stopped: {res.stop_reason}"
+    )
     console.print(escape(line), highlight=False)
     if res.speedup is not None:
         vs = f", {res.speedup_vs_torch:.2f}x vs torch" if res.speedup_vs_torch else ""
@@ -170,12 +211,20 @@ def report(res: MaterializeResult, console: Console) -> None:
     if res.applied:
         console.print(escape(f"skills applied: {', '.join(res.applied)}"), highlight=False)
     if res.timed_by:
-        missing = (f"; {len(res.unmeasured)} correct kernel(s) had no time and were judged on the CPU rule"
-                   if res.unmeasured else "")
+        missing = (
+            f"; {len(res.unmeasured)} correct kernel(s) had no time and were judged on the CPU rule"
+            if res.unmeasured
+            else ""
+        )
         console.print(escape(f"times: {res.timed_by}{missing}"), highlight=False)
     if res.cost:
-        unpriced = f"; {res.cost['unpriced_calls']} at an unknown price" if res.cost.get("unpriced_calls") else ""
-        console.print(f"LLM cost: ${res.cost['spent_usd']:.4f} in {res.cost['calls']} call(s){unpriced}", highlight=False)
+        unpriced = (
+            f"; {res.cost['unpriced_calls']} at an unknown price" if res.cost.get("unpriced_calls") else ""
+        )
+        console.print(
+            f"LLM cost: ${res.cost['spent_usd']:.4f} in {res.cost['calls']} call(s){unpriced}",
+            highlight=False,
+        )
     console.print(escape(f"output: {res.out_dir} (best.cu, trace.json)"), highlight=False)
 
 
@@ -204,14 +253,25 @@ def run(args: MaterializeArgs, out: Console, err: Console) -> int:
             spinner.update(escape(what))
 
     options = MaterializeOptions(
-        backend=args.backend, skills_mode=args.skills, order=args.order, seed=args.seed, out_dir=args.out, store=store,
-        gate_options=GateOptions(backend=args.backend, timeout_s=args.timeout_s, ncu=args.ncu), progress=progress,
-        announce=announce, start_name=start.name, measured=measured, include_unverified=args.include_unverified,
+        backend=args.backend,
+        skills_mode=args.skills,
+        order=args.order,
+        seed=args.seed,
+        out_dir=args.out,
+        store=store,
+        gate_options=GateOptions(backend=args.backend, timeout_s=args.timeout_s, ncu=args.ncu),
+        progress=progress,
+        announce=announce,
+        start_name=start.name,
+        measured=measured,
+        include_unverified=args.include_unverified,
     )
     try:
         if spinner is not None:
-            err.print(f"materializing {wl.name} from {start} with {len(skills)} skill(s), budget {args.budget}",
-                      highlight=False)
+            err.print(
+                f"materializing {wl.name} from {start} with {len(skills)} skill(s), budget {args.budget}",
+                highlight=False,
+            )
             spinner.start()
         res = materialize(wl, text, skills, provider, args.budget, options)
         if store is not None:

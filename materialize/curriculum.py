@@ -71,9 +71,14 @@ def order_curriculum(matches: Sequence[Match], applied_operators: Sequence[str] 
 
     def needs(m: Match) -> set[str]:
         prior = set(m.skill.scope.get("prior_skills") or []) & ops - done - {m.skill.operator}
-        return {p for p in prior
-                if not any(o.skill.operator == p and m.skill.operator in (o.skill.scope.get("prior_skills") or [])
-                           for o in matches)}
+        return {
+            p
+            for p in prior
+            if not any(
+                o.skill.operator == p and m.skill.operator in (o.skill.scope.get("prior_skills") or [])
+                for o in matches
+            )
+        }
 
     waiting = sorted(matches, key=_key)
     placed: list[Match] = []
@@ -94,7 +99,9 @@ def order_random(matches: Sequence[Match], rng: random.Random) -> list[Match]:
     return out
 
 
-def rank(matches: Sequence[Match], order: str, rng: random.Random, applied_operators: Sequence[str] = ()) -> list[Match]:
+def rank(
+    matches: Sequence[Match], order: str, rng: random.Random, applied_operators: Sequence[str] = ()
+) -> list[Match]:
     if order == "curriculum":
         return order_curriculum(matches, applied_operators)
     if order == "random":

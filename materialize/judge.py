@@ -54,8 +54,9 @@ def site_counts(text: str, ops: list[Operator]) -> dict[str, int]:
     return counts
 
 
-def judge(current: str, candidate: str, cur_gate: GateResult, cand_gate: GateResult,
-          operator: Operator | None) -> Verdict:
+def judge(
+    current: str, candidate: str, cur_gate: GateResult, cand_gate: GateResult, operator: Operator | None
+) -> Verdict:
     if not cand_gate.accepted:
         return Verdict(False, "rejected", f"{cand_gate.category}: {cand_gate.message}".strip())
     if candidate == current:
@@ -63,18 +64,34 @@ def judge(current: str, candidate: str, cur_gate: GateResult, cand_gate: GateRes
     if cur_gate.timing is not None and cand_gate.timing is not None:
         cur, cand = cur_gate.timing, cand_gate.timing
         gain, spread = gain_and_spread(cur, cand)
-        detail = {"current_ms": cur.median_ms, "candidate_ms": cand.median_ms, "spread_ms": spread, "gain_ms": gain}
+        detail = {
+            "current_ms": cur.median_ms,
+            "candidate_ms": cand.median_ms,
+            "spread_ms": spread,
+            "gain_ms": gain,
+        }
         if gain > spread:
-            return Verdict(True, "kept", f"{cur.median_ms:.4f} -> {cand.median_ms:.4f} ms (spread {spread:.4f})", detail)
-        return Verdict(False, "not_faster",
-                       f"{cand.median_ms:.4f} ms vs {cur.median_ms:.4f} ms: not faster by more than the spread {spread:.4f} ms",
-                       detail)
+            return Verdict(
+                True, "kept", f"{cur.median_ms:.4f} -> {cand.median_ms:.4f} ms (spread {spread:.4f})", detail
+            )
+        return Verdict(
+            False,
+            "not_faster",
+            f"{cand.median_ms:.4f} ms vs {cur.median_ms:.4f} ms: not faster by more than the spread {spread:.4f} ms",
+            detail,
+        )
     ops = [operator] if operator is not None else all_operators()
     before, after = site_counts(current, ops), site_counts(candidate, ops)
     grew = sorted(n for n in after if after[n] > before.get(n, 0))
     detail = {"static_before": before, "static_after": after}
     if grew:
-        return Verdict(True, "kept", "static effect present: " + ", ".join(f"{n} {before[n]} -> {after[n]} site(s)" for n in grew),
-                       detail)
+        return Verdict(
+            True,
+            "kept",
+            "static effect present: " + ", ".join(f"{n} {before[n]} -> {after[n]} site(s)" for n in grew),
+            detail,
+        )
     names = ", ".join(o.name for o in ops) if len(ops) <= 3 else "any operator"
-    return Verdict(False, "no_effect", f"correct, but no more {names} sites than before (static effect absent)", detail)
+    return Verdict(
+        False, "no_effect", f"correct, but no more {names} sites than before (static effect absent)", detail
+    )

@@ -25,7 +25,9 @@ if TYPE_CHECKING:
 LOCAL_CATEGORIES = frozenset({"tuning", "specialized_instruction"})
 
 
-Tried = tuple["StepRecord", str | None, GateResult | None]  # a gated (or refused) move: step, candidate, result
+Tried = tuple[
+    "StepRecord", str | None, GateResult | None
+]  # a gated (or refused) move: step, candidate, result
 Kept = tuple["StepRecord", str, GateResult]
 
 
@@ -44,14 +46,21 @@ class Line:
     applied_ops: list[str]
     epoch: str  # the head's hash at the line's last structural step: a move not kept waits for the next
     tried: dict[str, int] = field(default_factory=dict)  # memo key -> outcome (see outcome)
-    hints: dict[str, int] = field(default_factory=dict)  # the outcomes on the line this one was gone back from
+    hints: dict[str, int] = field(
+        default_factory=dict
+    )  # the outcomes on the line this one was gone back from
 
     def extend(self, step: StepRecord, cand: str, r: GateResult, *, structural: bool) -> Line:
         return dataclasses.replace(
-            self, source=cand, gate=r, file=step.candidate_file, step=step.index,
+            self,
+            source=cand,
+            gate=r,
+            file=step.candidate_file,
+            step=step.index,
             applied=self.applied + ([step.skill_id] if step.skill_id else []),
             applied_ops=self.applied_ops + ([step.operator] if step.operator else []),
-            epoch=source_hash(cand) if structural else self.epoch)
+            epoch=source_hash(cand) if structural else self.epoch,
+        )
 
     def branch(self, step: StepRecord, cand: str, r: GateResult) -> Line:
         """A new line from a tournament loser gated on this head."""
@@ -65,7 +74,12 @@ def outcome(step: StepRecord) -> int:
     if step.kept or step.verdict == "outpaced":
         return 0
     gain, spread = step.detail.get("gain_ms"), step.detail.get("spread_ms")
-    if step.verdict == "not_faster" and isinstance(gain, float) and isinstance(spread, float) and -gain > spread:
+    if (
+        step.verdict == "not_faster"
+        and isinstance(gain, float)
+        and isinstance(spread, float)
+        and -gain > spread
+    ):
         return 2
     return 1
 
@@ -98,7 +112,9 @@ def faster(a: GateResult, b: GateResult) -> bool:
     return gain > spread
 
 
-def hold_tournament(tried: list[Tried], group: bool, head_leads: bool, best: Line) -> tuple[Kept | None, list[Kept]]:
+def hold_tournament(
+    tried: list[Tried], group: bool, head_leads: bool, best: Line
+) -> tuple[Kept | None, list[Kept]]:
     """The kept candidate of a group of moves gated on the same kernel, and the ones it outpaced;
     sets each step's best kernel after it. The first kept one holds unless a later one is faster by
     more than the spread; the others are `outpaced` (correct and better than the kernel they
@@ -125,6 +141,9 @@ def hold_tournament(tried: list[Tried], group: bool, head_leads: bool, best: Lin
 
 def _outpaced(loser: StepRecord, by: StepRecord, lr: GateResult, br: GateResult) -> None:
     loser.kept, loser.verdict = False, "outpaced"
-    times = (f": {lr.timing.median_ms:.4f} ms against {br.timing.median_ms:.4f} ms"
-             if lr.timing is not None and br.timing is not None else " (no times: the first one holds)")
+    times = (
+        f": {lr.timing.median_ms:.4f} ms against {br.timing.median_ms:.4f} ms"
+        if lr.timing is not None and br.timing is not None
+        else " (no times: the first one holds)"
+    )
     loser.reason = f"better than the kernel it started from, but {by.candidate_file} is faster{times}"

@@ -71,7 +71,9 @@ class MaterializeOptions:
     start_name: str = "start.cu"
     measured: MeasuredTimes | None = None  # GPU times measured elsewhere: the judge's GPU rule on a CPU run
     tournament: bool | None = None  # gate alternative skills side by side; None: when the judge has times
-    include_unverified: bool = False  # also offer skills whose every roundtrip failed (klineage.skills.offered)
+    include_unverified: bool = (
+        False  # also offer skills whose every roundtrip failed (klineage.skills.offered)
+    )
 
 
 @dataclass
@@ -102,7 +104,9 @@ class StepRecord:
     ranked: list[str] = field(default_factory=list)
     group: int | None = None  # the tournament (index of its first step) this step was gated in
     best_file: str | None = None  # the best kernel after this step (None: the start kernel)
-    line: int | None = None  # the step whose parked candidate this step's line continues (None: the first line)
+    line: int | None = (
+        None  # the step whose parked candidate this step's line continues (None: the first line)
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -165,8 +169,16 @@ def _resources(r: GateResult) -> dict[str, Any]:
     return {k: asdict(v) for k, v in r.resources.items()}
 
 
-def _moves(src: CudaSource, skills: Sequence[Skill], provider: Provider, target: Target, mode: str, order: str,
-           rng: random.Random, applied_ops: list[str]) -> tuple[list[Move], MatchReport]:
+def _moves(
+    src: CudaSource,
+    skills: Sequence[Skill],
+    provider: Provider,
+    target: Target,
+    mode: str,
+    order: str,
+    rng: random.Random,
+    applied_ops: list[str],
+) -> tuple[list[Move], MatchReport]:
     """The ranked moves for the current kernel, and the matching report (skips with reasons)."""
     if mode == "none":
         if not provider.mechanical:
@@ -212,8 +224,14 @@ class _Run:
     """One materialization run: the state the loop's steps share (the line being continued, the
     best kernel over all lines, the parked lines, the budget spent) and the steps themselves."""
 
-    def __init__(self, workload: Workload, skills: Sequence[Skill], provider: Provider, budget: int,
-                 opts: MaterializeOptions) -> None:
+    def __init__(
+        self,
+        workload: Workload,
+        skills: Sequence[Skill],
+        provider: Provider,
+        budget: int,
+        opts: MaterializeOptions,
+    ) -> None:
         self.t0 = time.perf_counter()
         self.workload, self.provider, self.budget, self.opts = workload, provider, budget, opts
         self.run_id = uuid.uuid4().hex[:12]
@@ -222,10 +240,13 @@ class _Run:
         self.rng = random.Random(opts.seed)
         self.rec = RunRecorder(opts.store, self.out_dir, self.run_id, workload.name)
         provider.set_recorder(self.rec.exchange)
-        self.rec.start(provider.name, provider.model, opts.skills_mode, opts.order, budget, self.gopts.backend)
+        self.rec.start(
+            provider.name, provider.model, opts.skills_mode, opts.order, budget, self.gopts.backend
+        )
         self.max_proposals = opts.max_proposals or 3 * budget
-        self.run_skills, self.held_back = (offered(list(skills), opts.include_unverified) if opts.skills_mode == "all"
-                                           else ([], []))
+        self.run_skills, self.held_back = (
+            offered(list(skills), opts.include_unverified) if opts.skills_mode == "all" else ([], [])
+        )
         self.steps: list[StepRecord] = []
         self.skipped_at_start: list[tuple[str, str]] = []
         self.gated = 0
@@ -237,17 +258,24 @@ class _Run:
         self.unmeasured: list[str] = []
         self.attempts: Counter[tuple[str, str]] = Counter()
         self.seen: set[str] = set()
-        self.parked: list[Line] = []  # tournament losers that beat the kernel they started from: lines to go back to
+        self.parked: list[
+            Line
+        ] = []  # tournament losers that beat the kernel they started from: lines to go back to
         # a tournament needs times to pick by: a timing backend, or times measured elsewhere (forced on
         # without them, it gates the alternatives for a later round to time, and the first one holds)
-        self.tournament = (opts.tournament if opts.tournament is not None
-                           else (self.gopts.backend == "cuda" or opts.measured is not None))
+        self.tournament = (
+            opts.tournament
+            if opts.tournament is not None
+            else (self.gopts.backend == "cuda" or opts.measured is not None)
+        )
 
     # ---- the run --------------------------------------------------------------------------
     def run(self, start_source: str) -> MaterializeResult:
         if not self._gate_start(start_source):
-            self.stop_reason = (f"the start kernel fails its own gate ({self.start_gate.category}: "
-                                f"{self.start_gate.message}); nothing to improve from")
+            self.stop_reason = (
+                f"the start kernel fails its own gate ({self.start_gate.category}: "
+                f"{self.start_gate.message}); nothing to improve from"
+            )
             res = self._save("start_rejected")
             self.rec.finish("start_rejected", None, {"stop_reason": self.stop_reason})
             return res
@@ -255,13 +283,26 @@ class _Run:
         self.seen.add(source_hash(start_source))
         while self._round():
             pass
-        status = ("provider_failed" if self.provider_failed
-                  else "improved" if self.best.step is not None else "no_improvement")
+        status = (
+            "provider_failed"
+            if self.provider_failed
+            else "improved"
+            if self.best.step is not None
+            else "no_improvement"
+        )
         self.rec.write_source("best.cu", self.best.source)
         res = self._save(status)
-        self.rec.finish(status, source_hash(self.best.source), {
-            "stop_reason": self.stop_reason, "gated": self.gated, "applied": self.best.applied,
-            "speedup": res.speedup, "cost": res.cost})
+        self.rec.finish(
+            status,
+            source_hash(self.best.source),
+            {
+                "stop_reason": self.stop_reason,
+                "gated": self.gated,
+                "applied": self.best.applied,
+                "speedup": res.speedup,
+                "cost": res.cost,
+            },
+        )
         return res
 
     def _gate_start(self, start_source: str) -> bool:
@@ -272,9 +313,13 @@ class _Run:
         self.rec.kernel(start_source, "naive", start_path)
         self.start_gate = gate(start_source, self.workload, self.gopts, name=opts.start_name)
         self.rec.gate_run(start_source, self.start_gate)
-        self.timed_by = (f"the {self.gopts.backend} gate" if self.start_gate.timing is not None
-                         else f"measured on {opts.measured.device}: {', '.join(opts.measured.files)}"
-                         if opts.measured is not None else None)
+        self.timed_by = (
+            f"the {self.gopts.backend} gate"
+            if self.start_gate.timing is not None
+            else f"measured on {opts.measured.device}: {', '.join(opts.measured.files)}"
+            if opts.measured is not None
+            else None
+        )
         self.start_timed = self._judged(start_source, self.start_gate)  # with its measured time, if any
         self.line = Line(start_source, self.start_timed, None, None, None, [], [], source_hash(start_source))
         self.best = self.line  # the best kernel over all lines (a line's head; replaced, never mutated)
@@ -294,21 +339,34 @@ class _Run:
         except SourceError as e:  # the gate accepted it, so this is a parser gap: stop cleanly
             self.stop_reason = f"the current kernel cannot be analysed: {e}"
             return False
-        self.moves, report = _moves(src, self.run_skills, self.provider, self.target, self.opts.skills_mode,
-                                    self.opts.order, self.rng, self.line.applied_ops)
+        self.moves, report = _moves(
+            src,
+            self.run_skills,
+            self.provider,
+            self.target,
+            self.opts.skills_mode,
+            self.opts.order,
+            self.rng,
+            self.line.applied_ops,
+        )
         moves = self.moves
         if not self.steps:
             self.skipped_at_start = self.held_back + list(report.skipped)
         open_moves = [m for m in moves if self.attempts[(self.line.epoch, self._memo(m))] < self._limit(m)]
-        if self.line.hints:  # a line gone back to: what paid on the line it came from first, what was slower last
+        if (
+            self.line.hints
+        ):  # a line gone back to: what paid on the line it came from first, what was slower last
             open_moves.sort(key=lambda m: self.line.hints.get(self._memo(m), 1))
         if not open_moves:
             if self.parked:
                 self.line = go_back(self.parked, self.line)
                 self._say(f"going back to the line of step {self.line.origin}")
                 return True
-            self.stop_reason = ("no applicable skill left to try" if self.opts.skills_mode == "all"
-                                else "no operator site left to try")
+            self.stop_reason = (
+                "no applicable skill left to try"
+                if self.opts.skills_mode == "all"
+                else "no operator site left to try"
+            )
             return False
         group = [open_moves[0]]
         if self.tournament:
@@ -337,7 +395,9 @@ class _Run:
             except LLMError as e:
                 self.stop_reason, self.provider_failed = f"provider error: {e}", True
                 return tried, keys, True
-            except BaseException as e:  # a bug, Ctrl-C: the run's row and trace are closed, then it propagates
+            except (
+                BaseException
+            ) as e:  # a bug, Ctrl-C: the run's row and trace are closed, then it propagates
                 self.stop_reason = f"{type(e).__name__}: {e}"
                 status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
                 self._save(status)
@@ -361,8 +421,11 @@ class _Run:
             self.feedback = ""
         for step, _cand, _r in tried:
             if winner is None and step.verdict != "duplicate":
-                self.feedback = (f"{step.candidate_file} was not kept ({step.verdict}): {step.reason}"
-                                 if step.candidate_file else step.reason)
+                self.feedback = (
+                    f"{step.candidate_file} was not kept ({step.verdict}): {step.reason}"
+                    if step.candidate_file
+                    else step.reason
+                )
             self.steps.append(step)
             self.rec.step(step.to_dict() | {"time_ms": step.time_ms})
             if self.opts.progress is not None:
@@ -373,14 +436,23 @@ class _Run:
     def _attempt(self, move: Move, index: int, ranked: list[str]) -> Tried:
         """Ask for one candidate of `move` on the line's head, gate it and judge it against the
         head: (the step, the candidate, its gate result with any measured time)."""
-        step = StepRecord(index, move.key, move.skill.skill_id if move.skill else None,
-                          move.operator.name if move.operator else None,
-                          [f"line {s.line}: {s.summary}" for s in move.sites], ranked=ranked, line=self.line.origin)
+        step = StepRecord(
+            index,
+            move.key,
+            move.skill.skill_id if move.skill else None,
+            move.operator.name if move.operator else None,
+            [f"line {s.line}: {s.summary}" for s in move.sites],
+            ranked=ranked,
+            line=self.line.origin,
+        )
         self.rec.step_index = step.index
         t_step = time.perf_counter()
-        matched = [m.skill for m in self.moves if m.skill is not None]  # the current kernel's, in curriculum order
-        request = ProposalRequest(self.workload, self.line.source, move, self.feedback, step.index, self.gopts.backend,
-                                  matched)
+        matched = [
+            m.skill for m in self.moves if m.skill is not None
+        ]  # the current kernel's, in curriculum order
+        request = ProposalRequest(
+            self.workload, self.line.source, move, self.feedback, step.index, self.gopts.backend, matched
+        )
         self._say(f"step {step.index}: {move.label}: asking {self.provider.name}")
         proposal = self.provider.propose(request)  # CostLimitReached / LLMError end the run (caller)
         step.note, step.cost_usd = proposal.note, proposal.cost_usd
@@ -445,15 +517,31 @@ class _Run:
     def _result(self, status: str) -> MaterializeResult:
         ledger, best = self.provider.ledger, self.best
         return MaterializeResult(
-            run_id=self.run_id, workload=self.workload.name, status=status, stop_reason=self.stop_reason,
-            provider=self.provider.name, model=self.provider.model, skills_mode=self.opts.skills_mode,
-            order=self.opts.order, backend=self.gopts.backend, budget=self.budget, gated=self.gated,
-            start_gate=self.start_gate.to_dict(), best_source=best.source, best_step=best.step,
-            start_time_ms=_ms(self.start_timed), best_time_ms=_ms(best.gate),
+            run_id=self.run_id,
+            workload=self.workload.name,
+            status=status,
+            stop_reason=self.stop_reason,
+            provider=self.provider.name,
+            model=self.provider.model,
+            skills_mode=self.opts.skills_mode,
+            order=self.opts.order,
+            backend=self.gopts.backend,
+            budget=self.budget,
+            gated=self.gated,
+            start_gate=self.start_gate.to_dict(),
+            best_source=best.source,
+            best_step=best.step,
+            start_time_ms=_ms(self.start_timed),
+            best_time_ms=_ms(best.gate),
             torch_time_ms=best.gate.timing.reference_median_ms if best.gate.timing else None,
-            applied=list(best.applied), steps=self.steps, skipped_at_start=self.skipped_at_start,
-            cost=ledger.to_dict() if ledger is not None else None, out_dir=str(self.out_dir),
-            elapsed_s=time.perf_counter() - self.t0, timed_by=self.timed_by, unmeasured=list(self.unmeasured),
+            applied=list(best.applied),
+            steps=self.steps,
+            skipped_at_start=self.skipped_at_start,
+            cost=ledger.to_dict() if ledger is not None else None,
+            out_dir=str(self.out_dir),
+            elapsed_s=time.perf_counter() - self.t0,
+            timed_by=self.timed_by,
+            unmeasured=list(self.unmeasured),
         )
 
     def _save(self, status: str) -> MaterializeResult:

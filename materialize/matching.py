@@ -75,7 +75,11 @@ def scope_problem(skill: Skill, target: Target) -> tuple[str | None, list[str]]:
             return f"dtype scope: {msg} and the skill has data-type preconditions", notes
         notes.append(f"dtype scope differs ({msg}); no data-type precondition, so it may carry over")
     platforms = [p for p in skill.scope.get("platforms") or [] if _is_gpu(p)]
-    if platforms and _is_gpu(target.platform) and target.platform.lower() not in {p.lower() for p in platforms}:
+    if (
+        platforms
+        and _is_gpu(target.platform)
+        and target.platform.lower() not in {p.lower() for p in platforms}
+    ):
         msg = f"validated on {', '.join(platforms)}, target is {target.platform}"
         if "Hardware" in kinds:
             return f"platform scope: {msg} and the skill has hardware preconditions", notes
@@ -135,30 +139,47 @@ def match_skills(
             op = None
         if op is None:
             if mechanical_only:
-                report.skipped.append((skill.skill_id, f"operator '{skill.operator}' unknown here: only an LLM provider can apply it"))
+                report.skipped.append(
+                    (
+                        skill.skill_id,
+                        f"operator '{skill.operator}' unknown here: only an LLM provider can apply it",
+                    )
+                )
             else:
-                report.applicable.append(Match(skill, None, [], [*notes, "no operator: sites are the model's call"]))
+                report.applicable.append(
+                    Match(skill, None, [], [*notes, "no operator: sites are the model's call"])
+                )
             continue
         if mechanical_only and not op.mechanical_apply:
-            report.skipped.append((skill.skill_id, f"operator '{op.name}' has no mechanical forward step (needs an LLM provider)"))
+            report.skipped.append(
+                (
+                    skill.skill_id,
+                    f"operator '{op.name}' has no mechanical forward step (needs an LLM provider)",
+                )
+            )
             continue
         try:
             sites, failures = forward_sites(op, src)
         except Exception as e:  # an operator bug skips its skills; it must not end the run
-            report.skipped.append((skill.skill_id, f"operator '{op.name}' failed on this code: {type(e).__name__}: {e}"))
+            report.skipped.append(
+                (skill.skill_id, f"operator '{op.name}' failed on this code: {type(e).__name__}: {e}")
+            )
             continue
         if sites:
             report.applicable.append(Match(skill, op, sites, notes))
             continue
         if not mechanical_only and not op.mechanical_apply and not failures and not _present(op, src):
             # no static forward finder: the optimization is absent, so the model decides where it fits
-            report.applicable.append(Match(skill, op, [], [*notes, f"'{op.name}' has no forward finder; the model picks sites"]))
+            report.applicable.append(
+                Match(skill, op, [], [*notes, f"'{op.name}' has no forward finder; the model picks sites"])
+            )
             continue
         if failures:
             reason = f"preconditions fail at every site: {' | '.join(failures[:3])}"
         else:
             present = _present(op, src)
-            reason = (f"no forward site for '{op.name}'"
-                      + (f" (already present at {present} site(s))" if present else " (nothing in the code it fits)"))
+            reason = f"no forward site for '{op.name}'" + (
+                f" (already present at {present} site(s))" if present else " (nothing in the code it fits)"
+            )
         report.skipped.append((skill.skill_id, reason))
     return report

@@ -43,9 +43,16 @@ def _timing(k: dict[str, Any], row: dict[str, Any], device: str, stamp: str, pat
     lo = float(k["min_ms"]) if isinstance(k.get("min_ms"), int | float) else min(trials, default=ms)
     hi = float(k["max_ms"]) if isinstance(k.get("max_ms"), int | float) else max(trials, default=ms)
     torch_ms = row.get("torch_ms") if isinstance(row.get("torch_ms"), int | float) else None
-    return Timing(ms, lo, hi, max(len(trials), 1), 0, reference_median_ms=torch_ms,
-                  shape=dict(row.get("bench") or {}),
-                  extra={"trial_medians_ms": trials, "device": device, "measured": f"{path.name} ({stamp})"})
+    return Timing(
+        ms,
+        lo,
+        hi,
+        max(len(trials), 1),
+        0,
+        reference_median_ms=torch_ms,
+        shape=dict(row.get("bench") or {}),
+        extra={"trial_medians_ms": trials, "device": device, "measured": f"{path.name} ({stamp})"},
+    )
 
 
 def read_measured(paths: list[Path]) -> MeasuredTimes:
@@ -63,8 +70,10 @@ def read_measured(paths: list[Path]) -> MeasuredTimes:
                 if isinstance(k, dict) and k.get("check") == "ok" and isinstance(ms, int | float) and ms > 0:
                     times[(row["name"], digest)] = _timing(k, row, device, stamp, path)
     if len(devices) > 1:
-        raise TimingsError(f"{', '.join(map(str, paths))}: times of several devices ({', '.join(sorted(devices))}); "
-                            "the judge compares times of one")
+        raise TimingsError(
+            f"{', '.join(map(str, paths))}: times of several devices ({', '.join(sorted(devices))}); "
+            "the judge compares times of one"
+        )
     if not times:
         raise TimingsError(f"{', '.join(map(str, paths))}: no kernel with a passed check and a time")
     return MeasuredTimes(devices.pop(), times, tuple(map(str, paths)))

@@ -46,16 +46,32 @@ def _args(wl: Workload) -> list[dict[str, Any]]:
         if isinstance(a, Scalar):
             out.append({"name": a.name, "kind": "scalar", "shape": "", "dtype": a.dtype, "role": ""})
         else:
-            out.append({"name": a.name, "kind": "tensor", "shape": "(" + ", ".join(map(str, a.shape)) + ")",
-                        "dtype": a.dtype, "role": a.role})
+            out.append(
+                {
+                    "name": a.name,
+                    "kind": "tensor",
+                    "shape": "(" + ", ".join(map(str, a.shape)) + ")",
+                    "dtype": a.dtype,
+                    "role": a.role,
+                }
+            )
     return out
 
 
 def system_prompt(wl: Workload, backend: str, arch: str = "sm_90a") -> str:
-    return environment().get_template("system.md.j2").render(
-        signature=wl.c_signature(), args=_args(wl), divisible_by=dict(wl.divisible_by), workload=wl.name,
-        description=wl.description or "(no description)", test_shapes=wl.shape_set("test"), backend=backend,
-        arch=arch,
+    return (
+        environment()
+        .get_template("system.md.j2")
+        .render(
+            signature=wl.c_signature(),
+            args=_args(wl),
+            divisible_by=dict(wl.divisible_by),
+            workload=wl.name,
+            description=wl.description or "(no description)",
+            test_shapes=wl.shape_set("test"),
+            backend=backend,
+            arch=arch,
+        )
     )
 
 
@@ -80,18 +96,29 @@ def compact_card(skill: Skill) -> str:
     pre: dict[tuple[str, bool], str] = {}
     for p in skill.preconditions:
         key = (str(p.get("name", "")), bool(p.get("holds", True)))
-        pre.setdefault(key, f"{precondition_kind(p)}: {key[0]}{'' if key[1] else ' (did not hold)'}: "
-                            f"{_clip(p.get('reason', ''))}")
+        pre.setdefault(
+            key,
+            f"{precondition_kind(p)}: {key[0]}{'' if key[1] else ' (did not hold)'}: "
+            f"{_clip(p.get('reason', ''))}",
+        )
     risks: dict[tuple[str, str], None] = {}
     for r in skill.risks:
         risks.setdefault((str(r.get("category", "")), _clip(r.get("message", ""))), None)
     carrier = skill.carrier.splitlines()
     if len(carrier) > MAX_CARRIER_LINES:
         carrier = carrier[:MAX_CARRIER_LINES] + [f"... ({len(carrier) - MAX_CARRIER_LINES} more lines)"]
-    return environment().get_template("card.md.j2").render(
-        skill_id=skill.skill_id, operator=skill.operator, intent=" ".join(skill.intent.split()),
-        preconditions=list(pre.values()), carrier="\n".join(carrier),
-        risks=[f"{c}: {m}" for c, m in list(risks)[:MAX_RISKS]], more_risks=max(0, len(risks) - MAX_RISKS),
+    return (
+        environment()
+        .get_template("card.md.j2")
+        .render(
+            skill_id=skill.skill_id,
+            operator=skill.operator,
+            intent=" ".join(skill.intent.split()),
+            preconditions=list(pre.values()),
+            carrier="\n".join(carrier),
+            risks=[f"{c}: {m}" for c, m in list(risks)[:MAX_RISKS]],
+            more_risks=max(0, len(risks) - MAX_RISKS),
+        )
     )
 
 
@@ -102,10 +129,17 @@ def skill_cards(skills: Sequence[Skill]) -> str:
 
 def task_prompt(req: ProposalRequest, feedback: str | None = None) -> str:
     skill = req.move.skill
-    return environment().get_template("task.md.j2").render(
-        step_index=req.step_index, source=req.source.rstrip("\n"), feedback=req.feedback if feedback is None else feedback,
-        skill_id=skill.skill_id if skill else "", intent=skill.intent if skill else "",
-        sites=[f"line {s.line}: {s.summary}" for s in req.move.sites],
+    return (
+        environment()
+        .get_template("task.md.j2")
+        .render(
+            step_index=req.step_index,
+            source=req.source.rstrip("\n"),
+            feedback=req.feedback if feedback is None else feedback,
+            skill_id=skill.skill_id if skill else "",
+            intent=skill.intent if skill else "",
+            sites=[f"line {s.line}: {s.summary}" for s in req.move.sites],
+        )
     )
 
 
@@ -160,10 +194,14 @@ def build_prompt(req: ProposalRequest, budget: int = DEFAULT_BUDGET) -> Prompt:
     over = size(prompt) - budget
     if over > 0 and req.feedback:  # the feedback's tail is dropped before the code is
         keep_chars = max(0, len(req.feedback) - 3 * over - 200)
-        prompt = _assemble(rules, kept, req, req.feedback[:keep_chars] + "\n... (feedback cut to the token budget)")
+        prompt = _assemble(
+            rules, kept, req, req.feedback[:keep_chars] + "\n... (feedback cut to the token budget)"
+        )
     if size(prompt) > budget:
-        raise PromptTooLarge(f"the prompt needs about {size(prompt)} tokens with its rules and the current code alone, "
-                             f"over the budget of {budget}")
+        raise PromptTooLarge(
+            f"the prompt needs about {size(prompt)} tokens with its rules and the current code alone, "
+            f"over the budget of {budget}"
+        )
     prompt.tokens = size(prompt)
     return prompt
 
@@ -179,5 +217,6 @@ def fit_prompt(req: ProposalRequest, budget: int = DEFAULT_BUDGET, count: Counte
         if prompt.tokens <= budget:
             return prompt
         limit = int(limit * budget / prompt.tokens * 0.95)
-    raise PromptTooLarge(f"the prompt counts {prompt.tokens} tokens, over the budget of {budget}, after cutting")
-
+    raise PromptTooLarge(
+        f"the prompt counts {prompt.tokens} tokens, over the budget of {budget}, after cutting"
+    )

@@ -23,7 +23,11 @@ from klineage.store.llm import put_exchange
 
 def device_of(r: GateResult) -> str:
     timing_device = (r.timing.extra or {}).get("device") if r.timing else None
-    return timing_device or (r.profile or {}).get("device") or ("cpu-emulator" if r.backend == "emu" else r.backend)
+    return (
+        timing_device
+        or (r.profile or {}).get("device")
+        or ("cpu-emulator" if r.backend == "emu" else r.backend)
+    )
 
 
 def safe_name(label: str) -> str:
@@ -42,24 +46,30 @@ class RunRecorder:
         out_dir.mkdir(parents=True, exist_ok=True)
 
     # ---- DuckDB ---------------------------------------------------------------------------
-    def start(self, provider: str, model: str | None, skills_mode: str, order: str, budget: int, backend: str) -> None:
+    def start(
+        self, provider: str, model: str | None, skills_mode: str, order: str, budget: int, backend: str
+    ) -> None:
         if self.store is not None:
-            runs.start_materialization_run(self.store, self.run_id, self.workload, provider, model, skills_mode, order,
-                                           budget, backend)
+            runs.start_materialization_run(
+                self.store, self.run_id, self.workload, provider, model, skills_mode, order, budget, backend
+            )
 
     def kernel(self, text: str, role: str, path: Path | None = None) -> str:
         h = source_hash(text)
         if self.store is not None:
             with self.store.transaction() as con:
-                lineage_rows.record_kernel(con, h, self.workload, role, str(path) if path else None, text,
-                                           first_name_wins=False)
+                lineage_rows.record_kernel(
+                    con, h, self.workload, role, str(path) if path else None, text, first_name_wins=False
+                )
         return h
 
     def gate_run(self, text: str, r: GateResult) -> None:
         if self.store is None or not r.artifact_id:
             return
         with self.store.transaction() as con:
-            lineage_rows.record_gate_run(con, source_hash(text), self.workload, r, device_of(r), first_name_wins=False)
+            lineage_rows.record_gate_run(
+                con, source_hash(text), self.workload, r, device_of(r), first_name_wins=False
+            )
 
     def step(self, rec: dict[str, Any]) -> None:
         if self.store is not None:

@@ -48,7 +48,9 @@ def passes_gate(text: str, workload_dir: Path, tmp_path: Path, name: str = "cand
     CudaSource.from_text(text, name)
     if not emu_ready():
         compiles(text, tmp_path / "nvcc")
-        pytest.skip("klineage.gates.emu.backend cannot be imported yet: parse + nvcc checked, emu gate skipped")
+        pytest.skip(
+            "klineage.gates.emu.backend cannot be imported yet: parse + nvcc checked, emu gate skipped"
+        )
     from klineage.gates.backend import GateOptions
     from klineage.gates.gate import gate
 
@@ -63,7 +65,9 @@ def all_pass(texts: list[str], workload_dir: Path, tmp_path: Path) -> None:
     if not emu_ready():
         for i, t in enumerate(texts):
             compiles(t, tmp_path / f"nvcc{i}")
-        pytest.skip("klineage.gates.emu.backend cannot be imported yet: parse + nvcc checked, emu gate skipped")
+        pytest.skip(
+            "klineage.gates.emu.backend cannot be imported yet: parse + nvcc checked, emu gate skipped"
+        )
     from klineage.gates.backend import GateOptions
     from klineage.gates.gate import gate
 

@@ -9,8 +9,17 @@ import tempfile
 from pathlib import Path
 
 # Flags that work in a container without a display, a sandbox, a GPU or the network.
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+)
 
 
 def chromium() -> str | None:
@@ -39,7 +48,9 @@ def dump_dom(html: Path, timeout_s: float = 120.0) -> str:
     return proc.stdout
 
 
-def screenshot(html: Path, png: Path, width: int = 1280, height: int = 2000, timeout_s: float = 120.0) -> None:
+def screenshot(
+    html: Path, png: Path, width: int = 1280, height: int = 2000, timeout_s: float = 120.0
+) -> None:
     """Render `html` (opened as file://, so nothing comes from the network) into `png`."""
     proc = _run(html, [f"--screenshot={png}", f"--window-size={width},{height}"], timeout_s)
     if proc.returncode != 0 or not png.is_file():

@@ -14,7 +14,9 @@ UPDATES = {
 }
 
 #: per loop, the kinds of the reductions it carries
-LOOP_MIXES = st.lists(st.lists(st.sampled_from(sorted(UPDATES)), min_size=0, max_size=3), min_size=1, max_size=3)
+LOOP_MIXES = st.lists(
+    st.lists(st.sampled_from(sorted(UPDATES)), min_size=0, max_size=3), min_size=1, max_size=3
+)
 
 
 def row_kernel_body(loops: list[list[str]]) -> tuple[str, int]:

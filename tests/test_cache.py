@@ -16,7 +16,9 @@ from tests.conftest import EXAMPLES
 def test_concurrent_gates_of_one_source(tmp_path: Path) -> None:
     src = (EXAMPLES / "vector_add/naive.cu").read_text()
     with ThreadPoolExecutor(2) as pool:
-        results = list(pool.map(lambda _: gate(src, EXAMPLES / "vector_add", name="k.cu", cache_root=tmp_path), range(2)))
+        results = list(
+            pool.map(lambda _: gate(src, EXAMPLES / "vector_add", name="k.cu", cache_root=tmp_path), range(2))
+        )
     assert all(r.accepted for r in results), [(r.category, r.message) for r in results]
     published = list(tmp_path.glob("*/*/result.json"))
     assert len(published) == 1
@@ -37,8 +39,12 @@ def test_store_keeps_the_first_publication(tmp_path: Path) -> None:
 
 def test_verdicts_that_would_not_come_again_are_not_reused(tmp_path: Path) -> None:
     """A timeout, or a child that died without saying why, is archived but gated again next time."""
-    for i, result in enumerate([GateResult.reject("run", "timeout", "k.cu: no result within 1 s"),
-                                GateResult.reject("run", "crash", f"k.cu: {cache.UNEXPLAINED_DEATH} (SIGKILL)")]):
+    for i, result in enumerate(
+        [
+            GateResult.reject("run", "timeout", "k.cu: no result within 1 s"),
+            GateResult.reject("run", "crash", f"k.cu: {cache.UNEXPLAINED_DEATH} (SIGKILL)"),
+        ]
+    ):
         key = f"{i:02d}" * 32
         cache.store(key, result, tmp_path)
         assert cache.load_cached(key, tmp_path) is None

@@ -12,7 +12,9 @@ from klineage.cli import main
 from tests.conftest import EXAMPLES
 
 
-def run_cli(argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+def run_cli(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
     monkeypatch.setattr("sys.argv", ["klineage", *argv])
     with pytest.raises(SystemExit) as e:
         main()
@@ -46,8 +48,10 @@ def test_provider_failure_in_mine_is_one_line_exit_3(monkeypatch, capsys, tmp_pa
     monkeypatch.setattr("klineage.mining.mine_corpus", failing)
     code, out, err = run_cli(["mine", str(tmp_path), "--llm", "anthropic"], monkeypatch, capsys)
     assert code == 3 and out == ""
-    assert err.strip() == "error: LLM provider failed: anthropic API refused the request (claude-x): " \
-                          "AuthenticationError 401: [bad key]"
+    assert (
+        err.strip() == "error: LLM provider failed: anthropic API refused the request (claude-x): "
+        "AuthenticationError 401: [bad key]"
+    )
 
 
 def test_doctor_shows_the_llm_model_pricing_date_and_base_url(monkeypatch, capsys) -> None:
@@ -72,7 +76,10 @@ def _one_line_error(code: int, out: str, err: str, needle: str) -> None:
 
 
 def test_gate_missing_file(monkeypatch, capsys) -> None:
-    _one_line_error(*run_cli(["gate", "nope.cu", "--workload", str(EXAMPLES / "row_sum")], monkeypatch, capsys), "nope.cu: no such file")
+    _one_line_error(
+        *run_cli(["gate", "nope.cu", "--workload", str(EXAMPLES / "row_sum")], monkeypatch, capsys),
+        "nope.cu: no such file",
+    )
 
 
 def test_gate_unknown_backend(monkeypatch, capsys) -> None:
@@ -103,8 +110,12 @@ def test_gate_not_utf8(tmp_path: Path, monkeypatch, capsys) -> None:
 
 def test_gate_parse_error_is_a_rejection(tmp_path: Path, monkeypatch, capsys) -> None:
     k = tmp_path / "k.cu"
-    k.write_text('__global__ void k(float* y) { y[0] = ; }\nextern "C" void launch(const float* x, float* y, int M, int N, cudaStream_t s) {}\n')
-    code, out, _ = run_cli(["gate", str(k), "--workload", str(EXAMPLES / "row_sum"), "--json"], monkeypatch, capsys)
+    k.write_text(
+        '__global__ void k(float* y) { y[0] = ; }\nextern "C" void launch(const float* x, float* y, int M, int N, cudaStream_t s) {}\n'
+    )
+    code, out, _ = run_cli(
+        ["gate", str(k), "--workload", str(EXAMPLES / "row_sum"), "--json"], monkeypatch, capsys
+    )
     docs = json.loads(out)
     assert code == 1
     assert isinstance(docs, list) and len(docs) == 1  # one shape, one kernel or many
@@ -114,7 +125,9 @@ def test_gate_parse_error_is_a_rejection(tmp_path: Path, monkeypatch, capsys) ->
 def test_gate_missing_launcher_is_a_rejection(tmp_path: Path, monkeypatch, capsys) -> None:
     k = tmp_path / "k.cu"
     k.write_text("__global__ void k(float* y) { y[0] = 1; }\n")
-    code, out, _ = run_cli(["gate", str(k), "--workload", str(EXAMPLES / "row_sum"), "--json"], monkeypatch, capsys)
+    code, out, _ = run_cli(
+        ["gate", str(k), "--workload", str(EXAMPLES / "row_sum"), "--json"], monkeypatch, capsys
+    )
     assert code == 1
     assert 'no extern "C" launch' in json.loads(out)[0]["message"]
 
@@ -143,7 +156,9 @@ def test_gate_output_to_a_file_is_not_wrapped(tmp_path: Path, monkeypatch, capsy
     assert len(line) > 120 and line.rstrip().endswith("cudaStream_t stream))")
 
 
-def test_skills_import_into_a_foreign_duckdb_is_refused_untouched(tmp_path: Path, monkeypatch, capsys) -> None:
+def test_skills_import_into_a_foreign_duckdb_is_refused_untouched(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
     import duckdb
 
     from tests.conftest import REPO
@@ -154,7 +169,9 @@ def test_skills_import_into_a_foreign_duckdb_is_refused_untouched(tmp_path: Path
     con.close()
     before = other.read_bytes()
     card = sorted((REPO / "skills_db" / "cards").glob("*.md"))[0]
-    _one_line_error(*run_cli(["skills", "import", str(card), "--db", str(other)], monkeypatch, capsys), "another tool")
+    _one_line_error(
+        *run_cli(["skills", "import", str(card), "--db", str(other)], monkeypatch, capsys), "another tool"
+    )
     assert other.read_bytes() == before
 
 
@@ -163,7 +180,11 @@ def test_skills_list_says_which_skills_are_evidence_only(tmp_path: Path, monkeyp
 
     skills = scale_skills()
     skills[0] = dataclasses.replace(
-        skills[0], verification={"roundtrips": [{"workload": "scale_test", "ok": False, "message": "apply refused"}] * 4})
+        skills[0],
+        verification={
+            "roundtrips": [{"workload": "scale_test", "ok": False, "message": "apply refused"}] * 4
+        },
+    )
     db = skill_store(tmp_path / "s.duckdb", skills)
     code, out, _ = run_cli(["skills", "list", "--db", str(db)], monkeypatch, capsys)
     assert code == 0

@@ -31,7 +31,10 @@ def test_parse_ptxas_recorded() -> None:
 def test_parse_diagnostics() -> None:
     log = 'kernel.cu(12): error: identifier "undefined_x" is undefined\nkernel.cu(3): warning #177-D: variable "v" was declared but never referenced\n'
     d = parse_diagnostics(log)
-    assert [(x.file, x.line, x.severity) for x in d] == [("kernel.cu", 12, "error"), ("kernel.cu", 3, "warning")]
+    assert [(x.file, x.line, x.severity) for x in d] == [
+        ("kernel.cu", 12, "error"),
+        ("kernel.cu", 3, "warning"),
+    ]
     assert str(d[0]) == 'kernel.cu:12: error: identifier "undefined_x" is undefined'
 
 
@@ -44,7 +47,7 @@ def test_real_nvcc_resources(tmp_path: Path, repo: Path) -> None:
     src = (repo / "examples/row_sum/expert.cu").read_text()
     r = compile_cubin(src, tmp_path)
     assert r.ok, r.log
-    (name, res), = [(k, v) for k, v in r.resources.items() if "row_sum_block" in k]
+    ((name, res),) = [(k, v) for k, v in r.resources.items() if "row_sum_block" in k]
     assert "row_sum_block<256>" in name  # demangled
     assert res.registers > 0 and res.shared_bytes == 8 * 4 and res.barriers == 1
 

@@ -75,7 +75,9 @@ def test_attention_shapes_cover_both_masks_and_head_dims() -> None:
     seen = {(b["causal"], b["D"]) for b in wl.shape_set("test")}
     assert seen == {(0, 64), (1, 64), (0, 128), (1, 128)}
     assert {(b["B"], b["H"], b["S"], b["D"]) for b in wl.shape_set("bench")} == {(8, 16, 2048, 128)}
-    assert wl.flops(dict(B=1, H=1, S=128, D=64, causal=1)) * 2 == wl.flops(dict(B=1, H=1, S=128, D=64, causal=0))
+    assert wl.flops(dict(B=1, H=1, S=128, D=64, causal=1)) * 2 == wl.flops(
+        dict(B=1, H=1, S=128, D=64, causal=0)
+    )
 
 
 @pytest.mark.parametrize("name", WORKLOADS)
@@ -225,9 +227,14 @@ MODEL_CASES = [
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("name", "file", "force"), MODEL_CASES,
-                         ids=["gemm_bf16", "gemm_bf16-128x256", "attention_fwd", "attention_fwd-mi1"])
-def test_ptx_experts_pass_the_emu_gate_with_ptx_models(tmp_path: Path, name: str, file: str, force: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "file", "force"),
+    MODEL_CASES,
+    ids=["gemm_bf16", "gemm_bf16-128x256", "attention_fwd", "attention_fwd-mi1"],
+)
+def test_ptx_experts_pass_the_emu_gate_with_ptx_models(
+    tmp_path: Path, name: str, file: str, force: str
+) -> None:
     src = with_ptx_models((CORPUS / name / file).read_text())
     if force:  # the large-tile configuration, which only GPU-filling shapes select
         assert src.count(force) == 1

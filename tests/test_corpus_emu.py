@@ -31,6 +31,8 @@ CASES = [
 
 @pytest.mark.parametrize(("workload", "variant"), CASES)
 def test_corpus_kernel_passes_the_emu_gate(workload: str, variant: str) -> None:
-    result = gate(CORPUS / workload / f"{variant}.cu", CORPUS / workload, GateOptions(backend="emu"), use_cache=False)
+    result = gate(
+        CORPUS / workload / f"{variant}.cu", CORPUS / workload, GateOptions(backend="emu"), use_cache=False
+    )
     assert result.accepted, f"{result.category}: {result.message}"
     assert result.category == "ok"

@@ -82,7 +82,9 @@ def test_the_corpus_lists_name_every_folder_once() -> None:
     """klineage.corpus is the one list the benchmarks and tests use: it must match the folders."""
     from klineage.corpus import COMPUTE_BOUND
 
-    folders = {p.parent.name for p in corpus_dir().glob("*/workload.py") if (p.parent / "expert.cu").is_file()}
+    folders = {
+        p.parent.name for p in corpus_dir().glob("*/workload.py") if (p.parent / "expert.cu").is_file()
+    }
     listed = MEMORY_BOUND + COMPUTE_BOUND
     assert len(listed) == len(set(listed))
     assert set(listed) == folders

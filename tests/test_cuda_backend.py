@@ -54,20 +54,40 @@ def test_marshalling_of_softmax_arguments():
     wl = load_workload(CHECK)
     x, y = torch.zeros(2, 3), torch.zeros(2, 3)
     args = ctypes_args(wl, [x, y, 2, 3], 1234)
-    assert [type(a) for a in args] == [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p]
+    assert [type(a) for a in args] == [
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_int32,
+        ctypes.c_int32,
+        ctypes.c_void_p,
+    ]
     assert args[0].value == x.data_ptr() and args[2].value == 2 and args[4].value == 1234
-    assert wl.c_signature() == 'extern "C" void launch(const float* x, float* y, int M, int N, cudaStream_t stream)'
+    assert (
+        wl.c_signature()
+        == 'extern "C" void launch(const float* x, float* y, int M, int N, cudaStream_t stream)'
+    )
 
 
 @pytest.mark.parametrize(
     "stderr,category,words",
     [
-        ("RuntimeError: CUDA error: an illegal memory access was encountered", "crash", "illegal memory access"),
+        (
+            "RuntimeError: CUDA error: an illegal memory access was encountered",
+            "crash",
+            "illegal memory access",
+        ),
         ("CUDA error: misaligned address", "crash", "misaligned"),
         ("torch.AcceleratorError: CUDA error: unspecified launch failure", "crash", "faulted"),
-        ("cudaErrorNoKernelImageForDevice: no kernel image is available for execution", "unsupported", "arch"),
-        ("kernel launch failed: cudaErrorInvalidConfiguration (invalid configuration argument)", "crash",
-         "launch configuration"),
+        (
+            "cudaErrorNoKernelImageForDevice: no kernel image is available for execution",
+            "unsupported",
+            "arch",
+        ),
+        (
+            "kernel launch failed: cudaErrorInvalidConfiguration (invalid configuration argument)",
+            "crash",
+            "launch configuration",
+        ),
         ("CUDA error: the launch timed out and was terminated", "timeout", "watchdog"),
     ],
 )
@@ -95,11 +115,15 @@ def test_build_honest_kernel_and_load_support(tmp_path):
 
 @needs_nvcc
 def test_build_errors(tmp_path):
-    bad = backend.build('extern "C" void launch(float* x, cudaStream_t s) { x = 1; }', tmp_path / "a",
-                        GateOptions(backend="cuda"))
+    bad = backend.build(
+        'extern "C" void launch(float* x, cudaStream_t s) { x = 1; }',
+        tmp_path / "a",
+        GateOptions(backend="cuda"),
+    )
     assert not bad.ok and bad.category == "compile_error" and bad.message.startswith("kernel.cu:1: error:")
-    nolaunch = backend.build('extern "C" void start(float* x, cudaStream_t s) {}', tmp_path / "b",
-                             GateOptions(backend="cuda"))
+    nolaunch = backend.build(
+        'extern "C" void start(float* x, cudaStream_t s) {}', tmp_path / "b", GateOptions(backend="cuda")
+    )
     assert not nolaunch.ok and "launch" in nolaunch.message
 
 

@@ -70,7 +70,9 @@ def test_timing_keeps_pointers_and_changes_values(libs, workload):
     assert x.data_ptr() == ptr and not torch.equal(v0, x)
     assert bench.flush.numel() >= 2 * timing.l2_bytes(r.device)
     stream = torch.cuda.Stream()
-    t = timing.timed(lambda: r.launch_async(bench.values, stream.cuda_stream), bench.refill, stream, reps=10, trials=3)
+    t = timing.timed(
+        lambda: r.launch_async(bench.values, stream.cuda_stream), bench.refill, stream, reps=10, trials=3
+    )
     assert t.summary.trials == 3 and t.summary.reps_per_trial == 10
     assert 0 < t.summary.min_ms <= t.summary.median_ms <= t.summary.max_ms
     assert timing.verify_after_timing(r, bench, stream) is None
@@ -83,7 +85,9 @@ def test_pointer_cache_is_caught_after_timing(libs, workload):
     r = runner_for(libs, workload, "pointer_cache")
     bench = timing.Bench(workload, SMALL, r.device)
     stream = torch.cuda.Stream()
-    timing.timed(lambda: r.launch_async(bench.values, stream.cuda_stream), bench.refill, stream, reps=5, trials=3)
+    timing.timed(
+        lambda: r.launch_async(bench.values, stream.cuda_stream), bench.refill, stream, reps=5, trials=3
+    )
     msg = timing.verify_after_timing(r, bench, stream)
     assert msg is not None and "cached" in msg
 
@@ -95,8 +99,9 @@ def test_cupti_window_flags_side_stream_only(libs, workload):
         r = runner_for(libs, workload, name)
         bench = timing.Bench(workload, SMALL, r.device)
         stream = torch.cuda.Stream()
-        rep = sidestream.trace_one(lambda r=r, b=bench, s=stream: r.launch_async(b.values, s.cuda_stream),
-                                   r.library.marker, stream)
+        rep = sidestream.trace_one(
+            lambda r=r, b=bench, s=stream: r.launch_async(b.values, s.cuda_stream), r.library.marker, stream
+        )
         r.synchronize()
         assert rep.traced, rep.note
         assert rep.ok is ok, rep.message()
@@ -108,7 +113,9 @@ def test_launch_error_is_reported_in_words(tmp_path, workload):
     from klineage.gates.cuda import backend
     from klineage.gates.cuda.runner import CudaKernelError
 
-    src = (CHECK / "honest.cu").read_text().replace("<<<M, kThreads, 0, stream>>>", "<<<M, 4096, 0, stream>>>")
+    src = (
+        (CHECK / "honest.cu").read_text().replace("<<<M, kThreads, 0, stream>>>", "<<<M, 4096, 0, stream>>>")
+    )
     out = backend.build(src, tmp_path, GateOptions(backend="cuda"))
     assert out.ok, out.message
     r = backend.make_runner(out.library, workload, GateOptions(backend="cuda"))
@@ -135,10 +142,15 @@ def test_sanitizers_name_the_kernel_line(libs):
     env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1")
     jobs = {"memcheck": "oob", "racecheck": "racy"}
     with ThreadPoolExecutor(2) as pool:
-        runs = dict(pool.map(
-            lambda tk: (tk[0], sanitize.run_tool(tk[0], probe_command(libs[tk[1]], CHECK, {"M": 3, "N": 300}), 240, env)),
-            jobs.items(),
-        ))
+        runs = dict(
+            pool.map(
+                lambda tk: (
+                    tk[0],
+                    sanitize.run_tool(tk[0], probe_command(libs[tk[1]], CHECK, {"M": 3, "N": 300}), 240, env),
+                ),
+                jobs.items(),
+            )
+        )
     keep = os.environ.get("KLINEAGE_SAMPLE_DIR")
     for tool, run in runs.items():
         if keep:

@@ -8,7 +8,7 @@ from klineage.gates.cuda import ncu
 
 DATA = Path(__file__).parent / "data"
 RAW = (
-    '==PROF== Connected to process 4242 (/usr/bin/python3.12)\n'
+    "==PROF== Connected to process 4242 (/usr/bin/python3.12)\n"
     '==PROF== Profiling "softmax_rows" - 0: 0%....50%....100% - 9 passes\n'
     '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",'
     '"Device","CC","dram__throughput.avg.pct_of_peak_sustained_elapsed","gpu__time_duration.sum",'
@@ -23,7 +23,7 @@ RAW = (
     '"0","4242","python3.12","127.0.0.1","softmax_rows(const float *, float *, int, int)","1","13",'
     '"(256, 1, 1)","(8192, 1, 1)","0","9.0","81.52","1,103.46","47.10","40.33","88.27","0.61","11.95",'
     '"1.00","0.25","1.73"\n'
-    '==PROF== Disconnected from process 4242\n'
+    "==PROF== Disconnected from process 4242\n"
 )
 LONG = (
     '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",'

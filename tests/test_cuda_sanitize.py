@@ -44,7 +44,10 @@ def test_racecheck_finding_is_nondeterminism():
 
 def test_clean_reports():
     assert parse_report("memcheck", CLEAN) is None
-    assert parse_report("racecheck", "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n") is None
+    assert (
+        parse_report("racecheck", "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n")
+        is None
+    )
 
 
 def test_summary_without_headline_still_counts():

@@ -5,12 +5,26 @@ from klineage.gates.cuda.support import MARKER_KERNEL
 
 
 def kernel(name, stream, ts, dur, cat="kernel"):
-    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "args": {"stream": stream, "device": 0}}
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "ts": ts,
+        "dur": dur,
+        "args": {"stream": stream, "device": 0},
+    }
 
 
 def trace(*events):
     cpu = {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "ts": 0.0, "dur": 5.0, "args": {}}
-    ann = {"ph": "X", "cat": "gpu_user_annotation", "name": "x", "ts": 0.0, "dur": 500.0, "args": {"stream": 99}}
+    ann = {
+        "ph": "X",
+        "cat": "gpu_user_annotation",
+        "name": "x",
+        "ts": 0.0,
+        "dur": 500.0,
+        "args": {"stream": 99},
+    }
     return {"traceEvents": [cpu, ann, *events]}
 
 
@@ -18,7 +32,9 @@ MARK = f"{MARKER_KERNEL}(int)"
 
 
 def test_honest_window():
-    t = trace(kernel(MARK, 13, 100.0, 1.5), kernel("softmax_rows", 13, 103.0, 60.0), kernel(MARK, 13, 165.0, 1.5))
+    t = trace(
+        kernel(MARK, 13, 100.0, 1.5), kernel("softmax_rows", 13, 103.0, 60.0), kernel(MARK, 13, 165.0, 1.5)
+    )
     r = analyze(activities(t))
     assert r.traced and r.ok and r.launch_stream == 13
     assert [a.name for a in r.inside] == ["softmax_rows"]
@@ -28,7 +44,9 @@ def test_honest_window():
 
 
 def test_side_stream_kernel_is_foreign():
-    t = trace(kernel(MARK, 13, 100.0, 1.5), kernel(MARK, 13, 104.0, 1.5), kernel("softmax_rows", 21, 103.0, 60.0))
+    t = trace(
+        kernel(MARK, 13, 100.0, 1.5), kernel(MARK, 13, 104.0, 1.5), kernel("softmax_rows", 21, 103.0, 60.0)
+    )
     r = analyze(activities(t))
     assert r.traced and not r.ok
     assert r.foreign[0].stream == 21

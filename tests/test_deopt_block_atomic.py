@@ -17,8 +17,13 @@ OP = BlockAtomic()
 def test_find_and_preconditions() -> None:
     src, _ = fixture("block_atomic", "sum_squares")
     (site,) = OP.find(src)
-    assert site.details == {"kernel": "sum_squares", "level": "block", "op": "atomicAdd", "reducer": "block_sum",
-                            "value": "total"}
+    assert site.details == {
+        "kernel": "sum_squares",
+        "level": "block",
+        "op": "atomicAdd",
+        "reducer": "block_sum",
+        "value": "total",
+    }
     facts = {f.name: f for f in OP.preconditions(src, site)}
     assert facts["combiner_matches_atomic"].holds and facts["order_tolerant_output"].holds
     assert "nondeterminism_tolerated" in facts["order_tolerant_output"].reason
@@ -66,23 +71,34 @@ __device__ float block_max(float v) {
 """
 
 REFUSALS = {
-    "inline reduction": ("""
+    "inline reduction": (
+        """
 __global__ void k(const float* x, float* out) {
     float v = x[threadIdx.x];
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     if (threadIdx.x == 0) atomicAdd(out, v);
-}""", "reduction_recognised"),
-    "value also stored": (_RED + """
+}""",
+        "reduction_recognised",
+    ),
+    "value also stored": (
+        _RED
+        + """
 __global__ void k(const float* x, float* out, float* per_block) {
     const float s = block_sum(x[threadIdx.x]);
     if (threadIdx.x == 0) per_block[blockIdx.x] = s;
     if (threadIdx.x == 0) atomicAdd(out, s);
-}""", "reduced_value_only_for_atomic"),
-    "max reduction, add atomic": (_RED + """
+}""",
+        "reduced_value_only_for_atomic",
+    ),
+    "max reduction, add atomic": (
+        _RED
+        + """
 __global__ void k(const float* x, float* out) {
     const float s = block_max(x[threadIdx.x]);
     if (threadIdx.x == 0) atomicAdd(out, s);
-}""", "combiner_matches_atomic"),
+}""",
+        "combiner_matches_atomic",
+    ),
 }
 
 

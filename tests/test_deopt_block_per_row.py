@@ -102,31 +102,63 @@ def test_backward_replaces_an_all_reduce_call_by_its_value() -> None:
     assert "if (lane == 0) out[row]" in k and "const int lane = 0;" in k  # thread 0 of a group of one
 
 
-@pytest.mark.parametrize(("body", "grid", "fact", "words"), [
-    ("    float v[4];\n    for (int c = 0; c < 4; ++c) v[c] = xr[c * 256 + threadIdx.x];\n"
-     "    float acc = v[0] + v[1] + v[2] + v[3];\n" + _SUM_TAIL, "M", "thread_only_strides", "register-cached"),
-    ("    float acc = 0.f;\n    for (int j = threadIdx.x; j < N; j += blockDim.x) acc += xr[j];\n" + _SUM_TAIL,
-     "(M + 1) / 2", "grid_is_row_count", "not an argument"),
-    ("    float acc = 0.f;\n    for (int j = threadIdx.x; j < N; j += blockDim.x) {\n        acc += xr[j];\n"
-     "        red[0] = acc;\n        y[row * N + j] = red[1];\n    }\n" + _SUM_TAIL, "M",
-     "exchange_only_reductions", "mixes stores"),
-    ("    float acc = 0.f;\n    for (int j = threadIdx.x; j < N; j += blockDim.x) acc += xr[j];\n"
-     "    red[threadIdx.x >> 5] = acc;\n    __syncthreads();\n    const float total = red[0];\n"
-     "    if (threadIdx.x == 0) y[row] = total;", "M", "exchange_only_reductions", "is declared"),
-    ("    float acc = 0.f;\n    for (int j = threadIdx.x + gridDim.x; j < N; j += blockDim.x) acc += xr[j];\n"
-     + _SUM_TAIL, "M", "one_dimensional_rows", "gridDim.x"),
-])
+@pytest.mark.parametrize(
+    ("body", "grid", "fact", "words"),
+    [
+        (
+            "    float v[4];\n    for (int c = 0; c < 4; ++c) v[c] = xr[c * 256 + threadIdx.x];\n"
+            "    float acc = v[0] + v[1] + v[2] + v[3];\n" + _SUM_TAIL,
+            "M",
+            "thread_only_strides",
+            "register-cached",
+        ),
+        (
+            "    float acc = 0.f;\n    for (int j = threadIdx.x; j < N; j += blockDim.x) acc += xr[j];\n"
+            + _SUM_TAIL,
+            "(M + 1) / 2",
+            "grid_is_row_count",
+            "not an argument",
+        ),
+        (
+            "    float acc = 0.f;\n    for (int j = threadIdx.x; j < N; j += blockDim.x) {\n        acc += xr[j];\n"
+            "        red[0] = acc;\n        y[row * N + j] = red[1];\n    }\n" + _SUM_TAIL,
+            "M",
+            "exchange_only_reductions",
+            "mixes stores",
+        ),
+        (
+            "    float acc = 0.f;\n    for (int j = threadIdx.x; j < N; j += blockDim.x) acc += xr[j];\n"
+            "    red[threadIdx.x >> 5] = acc;\n    __syncthreads();\n    const float total = red[0];\n"
+            "    if (threadIdx.x == 0) y[row] = total;",
+            "M",
+            "exchange_only_reductions",
+            "is declared",
+        ),
+        (
+            "    float acc = 0.f;\n    for (int j = threadIdx.x + gridDim.x; j < N; j += blockDim.x) acc += xr[j];\n"
+            + _SUM_TAIL,
+            "M",
+            "one_dimensional_rows",
+            "gridDim.x",
+        ),
+    ],
+)
 def test_backward_refuses(body: str, grid: str, fact: str, words: str) -> None:
     failed = _removal_failures(_block_kernel(body, grid))
     assert fact in failed and words in failed[fact], failed
 
 
 def test_backward_accepts_the_plain_block_sum() -> None:
-    text = _block_kernel("    float acc = 0.f;\n    for (int j = threadIdx.x; j < N; j += blockDim.x) acc += xr[j];\n"
-                         + _SUM_TAIL)
+    text = _block_kernel(
+        "    float acc = 0.f;\n    for (int j = threadIdx.x; j < N; j += blockDim.x) acc += xr[j];\n"
+        + _SUM_TAIL
+    )
     assert _removal_failures(text) == {}
     out = _remove_only(CudaSource.from_text(text, "k.cu"))
-    assert "for (int j = 0; j < N; j += 1) acc += xr[j];" in out.text and "red" not in out.text.split("launch")[0]
+    assert (
+        "for (int j = 0; j < N; j += 1) acc += xr[j];" in out.text
+        and "red" not in out.text.split("launch")[0]
+    )
     assert "if (0 == 0) y[row] = acc;" in out.text
     assert len(OP.find_forward(out)) == 1  # a thread-per-row kernel again
 
@@ -169,7 +201,14 @@ extern "C" void launch(const float* x, float* y, int M, int N, cudaStream_t st) 
 def test_gate_accepts_both_directions(tmp_path: Path) -> None:
     opts = GateOptions(backend="emu")
     back = _remove_only(CudaSource.from_file(DATA / "softmax_online_block.cu"))
-    r = gate(back.text, REPO / "expert_kernels" / "softmax", opts, name="thread.cu", use_cache=False, cache_root=tmp_path)
+    r = gate(
+        back.text,
+        REPO / "expert_kernels" / "softmax",
+        opts,
+        name="thread.cu",
+        use_cache=False,
+        cache_root=tmp_path,
+    )
     assert r.accepted, (r.category, r.message)
     wl = REPO / "heldout" / "argmax"  # an (value, position) pair across warps
     fwd = _forward(CudaSource.from_file(wl / "naive.cu"))

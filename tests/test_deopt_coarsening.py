@@ -44,8 +44,8 @@ def test_apply_roundtrip(tmp_path: Path) -> None:
 
 
 REFUSALS = {
-
-    "factor sizes a register array": ("""
+    "factor sizes a register array": (
+        """
 template <int F>
 __global__ void k(const float* x, float* y, int n) {
     float v[F];
@@ -53,14 +53,19 @@ __global__ void k(const float* x, float* y, int n) {
     for (int j = 0; j < F; ++j) { int i = base + j * blockDim.x; v[j] = i < n ? x[i] : 0.f; if (i < n) y[i] = v[j]; }
 }
 extern "C" void launch(const float* x, float* y, int n, cudaStream_t s) { k<4><<<(n + 1023) / 1024, 256, 0, s>>>(x, y, n); }
-""", "factor_only_coarsens"),
-    "unscaled block offset": ("""
+""",
+        "factor_only_coarsens",
+    ),
+    "unscaled block offset": (
+        """
 __global__ void k(const float* x, float* y, int n) {
     const int base = blockIdx.x * (blockDim.x * 4) + threadIdx.x;
     for (int j = 0; j < 4; ++j) { int i = base + j * blockDim.x; if (i < n) y[i] = x[i] + blockIdx.x * blockDim.x; }
 }
 extern "C" void launch(const float* x, float* y, int n, cudaStream_t s) { k<<<(n + 1023) / 1024, 256, 0, s>>>(x, y, n); }
-""", "all_block_offsets_scaled"),
+""",
+        "all_block_offsets_scaled",
+    ),
 }
 
 
@@ -115,8 +120,9 @@ extern "C" void launch(const float* x, float* y, int n, cudaStream_t stream) {{
 @pytest.mark.slow
 @settings(max_examples=4, deadline=None, derandomize=True)
 @given(items=st.sampled_from([2, 3, 4, 8]), block=st.sampled_from([32, 64, 128]), blocked=st.booleans())
-def test_property_removal_keeps_function(tmp_path_factory: pytest.TempPathFactory, items: int, block: int,
-                                         blocked: bool) -> None:
+def test_property_removal_keeps_function(
+    tmp_path_factory: pytest.TempPathFactory, items: int, block: int, blocked: bool
+) -> None:
     src = CudaSource.from_text(_coarse(items, block, blocked), "gen.cu")
     (site,) = OP.find(src)
     out = OP.remove(src, site)

@@ -30,8 +30,13 @@ def test_sites_are_grouped_per_function() -> None:
 def test_remove_everywhere_gives_precise_math(tmp_path: Path) -> None:
     src, wl = load("fast_math", "silu_norm")
     out = remove_all(OP, src)
-    for frag in ("v / (1.0f + expf(-v))", "fmaf(xr[j], xr[j], ss)", "1.0f / sqrtf(ss / N + 1e-5f)",
-                 "logf(1.0f + fabsf(v))", "expf(v) * (1.0f / 8.0f)"):
+    for frag in (
+        "v / (1.0f + expf(-v))",
+        "fmaf(xr[j], xr[j], ss)",
+        "1.0f / sqrtf(ss / N + 1e-5f)",
+        "logf(1.0f + fabsf(v))",
+        "expf(v) * (1.0f / 8.0f)",
+    ):
         assert frag in out.text, frag
     passes_gate(out.text, wl, tmp_path)
 
@@ -48,7 +53,9 @@ def test_apply_after_remove_passes_gate(tmp_path: Path) -> None:
 
 
 def test_fdividef_of_unknown_operands_keeps_float_division() -> None:
-    src = CudaSource.from_text("struct S { int n; };\n__device__ float f(S a, int m) { return __fdividef(a.n, m); }\n")
+    src = CudaSource.from_text(
+        "struct S { int n; };\n__device__ float f(S a, int m) { return __fdividef(a.n, m); }\n"
+    )
     out = OP.remove(src, OP.find(src)[0])
     assert "static_cast<float>(a.n) / m" in out.text
 
@@ -62,8 +69,15 @@ def test_apply_refused_on_double_operands() -> None:
 
 # ---- property: removal never changes the function computed ----------------------------------
 
-_PY = {"expf": math.exp, "logf": math.log, "sqrtf": math.sqrt, "fmaf": lambda a, b, c: a * b + c,
-       "sinf": math.sin, "cosf": math.cos, "fabsf": abs}
+_PY = {
+    "expf": math.exp,
+    "logf": math.log,
+    "sqrtf": math.sqrt,
+    "fmaf": lambda a, b, c: a * b + c,
+    "sinf": math.sin,
+    "cosf": math.cos,
+    "fabsf": abs,
+}
 
 
 def _leaf() -> st.SearchStrategy[tuple]:
@@ -109,11 +123,17 @@ def _reference(e: tuple, env: dict[str, float]) -> float:
         return float(e[1].rstrip("f"))
     a = [_reference(x, env) for x in e[1:]]
     return {
-        "+": lambda: a[0] + a[1], "-": lambda: a[0] - a[1], "*": lambda: a[0] * a[1],
-        "__fdividef": lambda: a[0] / (1.0 + abs(a[1])), "__expf": lambda: math.exp(a[0]),
-        "__sinf": lambda: math.sin(a[0]), "__cosf": lambda: math.cos(a[0]),
-        "__logf": lambda: math.log(1.0 + abs(a[0])), "rsqrtf": lambda: 1.0 / math.sqrt(1.0 + abs(a[0])),
-        "__frcp_rn": lambda: 1.0 / (1.0 + abs(a[0])), "__fmaf_rn": lambda: a[0] * a[1] + a[2],
+        "+": lambda: a[0] + a[1],
+        "-": lambda: a[0] - a[1],
+        "*": lambda: a[0] * a[1],
+        "__fdividef": lambda: a[0] / (1.0 + abs(a[1])),
+        "__expf": lambda: math.exp(a[0]),
+        "__sinf": lambda: math.sin(a[0]),
+        "__cosf": lambda: math.cos(a[0]),
+        "__logf": lambda: math.log(1.0 + abs(a[0])),
+        "rsqrtf": lambda: 1.0 / math.sqrt(1.0 + abs(a[0])),
+        "__frcp_rn": lambda: 1.0 / (1.0 + abs(a[0])),
+        "__fmaf_rn": lambda: a[0] * a[1] + a[2],
     }[k]()
 
 
@@ -124,7 +144,8 @@ def test_removal_preserves_the_function(expr: tuple, seed: int) -> None:
     src = CudaSource.from_text(
         "__global__ void k(const float* x, float* y) {\n"
         "  const float a = x[0], b = x[1];\n"
-        f"  y[0] = {body};\n}}\n")
+        f"  y[0] = {body};\n}}\n"
+    )
     out = remove_all(OP, src)
     got_expr = re.search(r"y\[0\] = (.*);", out.text).group(1)
     rng = random.Random(seed)
@@ -140,7 +161,8 @@ def test_removal_preserves_the_function(expr: tuple, seed: int) -> None:
 
 def test_exp2f_with_a_prescaled_constant_is_not_the_log2e_trick() -> None:
     src = CudaSource.from_text(
-        "__device__ float f(float x, float scale_log2e) { return exp2f(x * scale_log2e) + exp2f(x * 1.4426950409f); }\n")
+        "__device__ float f(float x, float scale_log2e) { return exp2f(x * scale_log2e) + exp2f(x * 1.4426950409f); }\n"
+    )
     (site,) = OP.find(src)
     assert site.details["count"] == "1"
     assert "exp2f(x * scale_log2e) + expf(x)" in OP.remove(src, site).text
@@ -150,8 +172,9 @@ def test_inline_ptx_approximations_become_c_math(tmp_path: Path) -> None:
     src = CudaSource.from_text(
         "__device__ __forceinline__ float fast_exp2(float x) {\n  float y;\n"
         '  asm("ex2.approx.ftz.f32 %0, %1;\\n" : "=f"(y) : "f"(x));\n  return y;\n}\n'
-        "__device__ float inv(float v) { float r; asm volatile(\"rcp.approx.f32 %0, %1;\" : \"=f\"(r) : \"f\"(v + 1.0f));"
-        " return r; }\n")
+        '__device__ float inv(float v) { float r; asm volatile("rcp.approx.f32 %0, %1;" : "=f"(r) : "f"(v + 1.0f));'
+        " return r; }\n"
+    )
     sites = OP.find(src)
     assert [s.details["intrinsics"] for s in sites] == ["ptx:ex2.approx", "ptx:rcp.approx"]
     out = remove_all(OP, src)

@@ -62,16 +62,25 @@ def test_backward_on_the_reduce_sum_root_leaves_one_thread() -> None:
     assert site.details["kernel"] == "block_partial_sums" and "final_sum" in site.summary
     facts = {f.name: f for f in OP.removal_preconditions(src, site)}
     assert all(f.holds for f in facts.values()), [f.reason for f in facts.values() if not f.holds]
-    assert {"thread_only_strides", "one_value_per_block", "final_single_block", "no_atomics",
-            "launched_branch_only"} <= set(facts)
+    assert {
+        "thread_only_strides",
+        "one_value_per_block",
+        "final_single_block",
+        "no_atomics",
+        "launched_branch_only",
+    } <= set(facts)
     out = OP.remove(src, site)
     assert "block_partial_sums<false><<<1, 1, 0, stream>>>(x, partials, N);" in out.text
     assert "final_sum<<<1, 1, 0, stream>>>(partials, 1, out);" in out.text
-    for name, loop in (("block_partial_sums", "for (int i = 0; i < n; ++i) acc0 += static_cast<double>(x[i]);"),
-                       ("final_sum", "for (int i = 0; i < count; ++i) v += partials[i];")):
+    for name, loop in (
+        ("block_partial_sums", "for (int i = 0; i < n; ++i) acc0 += static_cast<double>(x[i]);"),
+        ("final_sum", "for (int i = 0; i < count; ++i) v += partials[i];"),
+    ):
         k = _kernel_text(out, name)
         assert loop in k
-        assert not re.search(r"threadIdx|blockIdx|blockDim|gridDim|__shared__|__sync|__shfl|block_reduce_sum", k), k
+        assert not re.search(
+            r"threadIdx|blockIdx|blockDim|gridDim|__shared__|__sync|__shfl|block_reduce_sum", k
+        ), k
     assert "partials[0] = s;" in out.text and "out[0] = __double2float_rn(v);" in out.text
     assert "if constexpr" not in _kernel_text(out, "block_partial_sums")  # the launched branch only
     assert "kThreads, 0)" in out.text  # the launcher keeps its constants
@@ -102,7 +111,11 @@ def test_forward_declares_the_wider_block_in_launch_bounds(tmp_path: Path) -> No
     """A one-thread kernel may declare `__launch_bounds__(1)` (the materializer's `none` mode adds it
     before it widens the block): kept, the 256-thread launch fails on a GPU (cudaErrorInvalidValue)
     and the emu gate refuses it; the forward declares the block it launches instead."""
-    text = (WL / "naive.cu").read_text().replace("__global__ void sum_naive", "__global__ void __launch_bounds__(1) sum_naive")
+    text = (
+        (WL / "naive.cu")
+        .read_text()
+        .replace("__global__ void sum_naive", "__global__ void __launch_bounds__(1) sum_naive")
+    )
     out = _forward(CudaSource.from_text(text, "naive_lb.cu"))
     assert "__launch_bounds__(256) sum_naive" in out.text and "__launch_bounds__(1)" not in out.text
     assert _gate(out.text, tmp_path, "block_lb.cu").accepted
@@ -149,7 +162,9 @@ __device__ float block_sum(float v) {
 
 
 def _pair(store: str, final_grid: str = "1", loop: str = "acc += x[i];") -> str:
-    return _HELPER + f"""
+    return (
+        _HELPER
+        + f"""
 __global__ void partial(const float* x, float* partials, float* out, int n) {{
     const int tid = blockIdx.x * blockDim.x + threadIdx.x;
     const int stride = gridDim.x * blockDim.x;
@@ -170,6 +185,7 @@ extern "C" void launch(const float* x, float* out, float* partials, int n, cudaS
     fold<<<{final_grid}, 256, 0, st>>>(partials, blocks, out);
 }}
 """
+    )
 
 
 def _removal_failures(text: str) -> dict[str, str]:
@@ -190,20 +206,48 @@ def test_backward_accepts_the_plain_pair() -> None:
     assert "const float s = acc;" in out.text and "partials[0] = s;" in out.text
 
 
-@pytest.mark.parametrize(("store", "final_grid", "loop", "fact", "words"), [
-    ("    if (threadIdx.x == 0) atomicAdd(out, s);", "1", "acc += x[i];", "no_atomics", "atomicAdd"),
-    ("    if (threadIdx.x == 0) { partials[blockIdx.x] = s; partials[gridDim.x + blockIdx.x] = acc; }", "1",
-     "acc += x[i];", "one_value_per_block", "stores 2 values"),
-    ("    if (threadIdx.x == 0) partials[2 * blockIdx.x] = s;", "1", "acc += x[i];", "one_value_per_block",
-     "indexed by 2*blockIdx.x"),
-    ("    partials[blockIdx.x] = s;", "1", "acc += x[i];", "one_value_per_block", "not done by thread 0"),
-    ("    if (threadIdx.x == 0) partials[blockIdx.x] = s;", "2", "acc += x[i];", "final_single_block",
-     "not a single block"),
-    ("    if (threadIdx.x == 0) partials[blockIdx.x] = s;", "1", "if (x[i] != x[i]) return; acc += x[i];",
-     "thread_only_strides", "leaves early"),
-    ("    if (threadIdx.x == 0) partials[blockIdx.x] = s;", "1", "acc = acc * x[i];",
-     "thread_only_strides", "not a sum/max/min reduction"),
-])
+@pytest.mark.parametrize(
+    ("store", "final_grid", "loop", "fact", "words"),
+    [
+        ("    if (threadIdx.x == 0) atomicAdd(out, s);", "1", "acc += x[i];", "no_atomics", "atomicAdd"),
+        (
+            "    if (threadIdx.x == 0) { partials[blockIdx.x] = s; partials[gridDim.x + blockIdx.x] = acc; }",
+            "1",
+            "acc += x[i];",
+            "one_value_per_block",
+            "stores 2 values",
+        ),
+        (
+            "    if (threadIdx.x == 0) partials[2 * blockIdx.x] = s;",
+            "1",
+            "acc += x[i];",
+            "one_value_per_block",
+            "indexed by 2*blockIdx.x",
+        ),
+        ("    partials[blockIdx.x] = s;", "1", "acc += x[i];", "one_value_per_block", "not done by thread 0"),
+        (
+            "    if (threadIdx.x == 0) partials[blockIdx.x] = s;",
+            "2",
+            "acc += x[i];",
+            "final_single_block",
+            "not a single block",
+        ),
+        (
+            "    if (threadIdx.x == 0) partials[blockIdx.x] = s;",
+            "1",
+            "if (x[i] != x[i]) return; acc += x[i];",
+            "thread_only_strides",
+            "leaves early",
+        ),
+        (
+            "    if (threadIdx.x == 0) partials[blockIdx.x] = s;",
+            "1",
+            "acc = acc * x[i];",
+            "thread_only_strides",
+            "not a sum/max/min reduction",
+        ),
+    ],
+)
 def test_backward_refuses(store: str, final_grid: str, loop: str, fact: str, words: str) -> None:
     failed = _removal_failures(_pair(store, final_grid, loop))
     assert fact in failed and words in failed[fact], failed
@@ -222,11 +266,14 @@ extern "C" void launch(const float* x, float* y, int n, cudaStream_t st) {{
 """
 
 
-@pytest.mark.parametrize(("loop_body", "fact", "words"), [
-    ("acc += x[i]; y[i + 1] = acc;", "sum_max_min_reductions", "running value"),
-    ("if (x[i] < 0.f) return; acc += x[i];", "sum_max_min_reductions", "leaves early"),
-    ("atomicAdd(y, x[i]);", "no_block_cooperation", "atomics"),
-])
+@pytest.mark.parametrize(
+    ("loop_body", "fact", "words"),
+    [
+        ("acc += x[i]; y[i + 1] = acc;", "sum_max_min_reductions", "running value"),
+        ("if (x[i] < 0.f) return; acc += x[i];", "sum_max_min_reductions", "leaves early"),
+        ("atomicAdd(y, x[i]);", "no_block_cooperation", "atomics"),
+    ],
+)
 def test_forward_refuses(loop_body: str, fact: str, words: str) -> None:
     src = CudaSource.from_text(_one_thread(loop_body), "k.cu")
     (site,) = OP.find_forward(src)

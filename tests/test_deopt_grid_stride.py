@@ -19,7 +19,9 @@ OP = GridStride()
 def test_find_records_loop() -> None:
     src, _ = fixture("grid_stride", "saxpy")
     (site,) = OP.find(src)
-    assert site.details["var"] == "i" and site.details["bound"] == "n" and site.details["block"] == "blockDim.x"
+    assert (
+        site.details["var"] == "i" and site.details["bound"] == "n" and site.details["block"] == "blockDim.x"
+    )
     assert site.anchor.function == "saxpy_grid_stride" and site.anchor.node_kind == "for_statement"
 
 
@@ -53,7 +55,8 @@ def test_vector_add_tail_loop_keeps_grid_cover() -> None:
 
 
 REFUSALS = {
-    "barrier": ("""
+    "barrier": (
+        """
 __global__ void k(float* y, int n) {
     __shared__ float s[256];
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
@@ -61,8 +64,11 @@ __global__ void k(float* y, int n) {
     }
 }
 extern "C" void launch(float* y, int n, cudaStream_t st) { k<<<64, 256, 0, st>>>(y, n); }
-""", "no_barrier_in_body"),
-    "reused grid": ("""
+""",
+        "no_barrier_in_body",
+    ),
+    "reused grid": (
+        """
 __global__ void part(const float* x, float* p, int n) {
     float a = 0.f;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) a += x[i];
@@ -74,21 +80,29 @@ extern "C" void launch(const float* x, float* p, float* o, int n, cudaStream_t s
     part<<<blocks, 256, 0, st>>>(x, p, n);
     fin<<<1, 32, 0, st>>>(p, blocks, o);
 }
-""", "grid_not_reused"),
-    "dim3 grid": ("""
+""",
+        "grid_not_reused",
+    ),
+    "dim3 grid": (
+        """
 __global__ void k(float* y, int n) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) y[i] *= 2.f;
 }
 extern "C" void launch(float* y, int n, cudaStream_t st) { dim3 g(64, 2); k<<<g, 256, 0, st>>>(y, n); }
-""", "grid_1d"),
-    "count not in launcher": ("""
+""",
+        "grid_1d",
+    ),
+    "count not in launcher": (
+        """
 __device__ int g_count;
 __global__ void k(float* y) {
     const int n = g_count;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) y[i] *= 2.f;
 }
 extern "C" void launch(float* y, cudaStream_t st) { k<<<64, 256, 0, st>>>(y); }
-""", "grid_computable"),
+""",
+        "grid_computable",
+    ),
 }
 
 
@@ -121,10 +135,15 @@ extern "C" void launch(const float* x, const float* y, float* z, int n, cudaStre
 
 @pytest.mark.slow
 @settings(max_examples=4, deadline=None, derandomize=True)
-@given(block=st.sampled_from([32, 64, 96, 128, 256]), cap=st.integers(1, 9), inline_stride=st.booleans(),
-       tid_var=st.booleans())
-def test_property_removal_keeps_function(tmp_path_factory: pytest.TempPathFactory, block: int, cap: int,
-                                         inline_stride: bool, tid_var: bool) -> None:
+@given(
+    block=st.sampled_from([32, 64, 96, 128, 256]),
+    cap=st.integers(1, 9),
+    inline_stride=st.booleans(),
+    tid_var=st.booleans(),
+)
+def test_property_removal_keeps_function(
+    tmp_path_factory: pytest.TempPathFactory, block: int, cap: int, inline_stride: bool, tid_var: bool
+) -> None:
     src = CudaSource.from_text(_saxpy(block, cap, inline_stride, tid_var), "gen.cu")
     (site,) = OP.find(src)
     out = OP.remove(src, site)

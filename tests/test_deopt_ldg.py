@@ -46,14 +46,16 @@ def test_apply_result_passes_gate(tmp_path: Path) -> None:
 def test_forms_of_the_argument() -> None:
     src = CudaSource.from_text(
         "__global__ void k(const float* __restrict__ p, const int* __restrict__ idx, float* q) {\n"
-        "  q[0] = __ldg(p) * 2.0f + __ldg(&p[__ldg(idx + 1)]) + __ldg(p + 3 * threadIdx.x) + *__ldg(&p) ;\n}\n")
+        "  q[0] = __ldg(p) * 2.0f + __ldg(&p[__ldg(idx + 1)]) + __ldg(p + 3 * threadIdx.x) + *__ldg(&p) ;\n}\n"
+    )
     out = OP.remove(src, OP.find(src)[0])
     assert "q[0] = (*p) * 2.0f + p[idx[1]] + p[3 * threadIdx.x] + *p ;" in out.text
 
 
 def test_apply_refused_for_a_pointer_that_is_not_restrict() -> None:
     src = CudaSource.from_text(
-        "__global__ void k(const float* __restrict__ a, float* b, int n) { int i = threadIdx.x; b[i] = a[i]; }\n")
+        "__global__ void k(const float* __restrict__ a, float* b, int n) { int i = threadIdx.x; b[i] = a[i]; }\n"
+    )
     site = OP.find_forward(src)[0]
     bad = type(site)(site.operator, site.anchor, site.start, site.end, site.summary, (("pointers", "a,b"),))
     with pytest.raises(Refused, match="read_only:b"):

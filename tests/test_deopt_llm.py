@@ -21,8 +21,10 @@ from tests.conftest import REPO
 SCALE = REPO / "tests/data/mining/scale"
 EXPERT = (SCALE / "expert.cu").read_text()
 SIMPLER = EXPERT.replace("const float* __restrict__ x, float* __restrict__ y", "const float* x, float* y")
-GOOD = ('{"category": "tuning", "locus": "scale, line 4", "intent": "Mark pointers __restrict__."}\n'
-        f"```cuda\n{SIMPLER}```\n")
+GOOD = (
+    '{"category": "tuning", "locus": "scale, line 4", "intent": "Mark pointers __restrict__."}\n'
+    f"```cuda\n{SIMPLER}```\n"
+)
 KEY = "sk-test-not-a-real-key-7"
 
 
@@ -47,22 +49,34 @@ def test_walker_takes_an_llm_step_and_stores_the_exchange(tmp_path: Path) -> Non
     store = Store(db)
     script = [overloaded(), Reply("no code here, sorry"), Reply(GOOD, output_tokens=300)]
     with StubServer(script) as stub:
-        provider = get_llm("anthropic", api_key=KEY, base_url=stub.base_url, backoff_s=0.01,
-                           recorder=store_recorder(store, run_id="t"))
+        provider = get_llm(
+            "anthropic",
+            api_key=KEY,
+            base_url=stub.base_url,
+            backoff_s=0.01,
+            recorder=store_recorder(store, run_id="t"),
+        )
         provider.sleep = lambda s: None
-        walker = Walker(store, WalkConfig(operators=[], max_steps=1, llm=LLMOperator(provider), llm_attempts=2))
+        walker = Walker(
+            store, WalkConfig(operators=[], max_steps=1, llm=LLMOperator(provider), llm_attempts=2)
+        )
         summary = walker.walk(SCALE)
     steps = store.rows("SELECT operator, accepted, taken, category, message FROM steps ORDER BY created_at")
     exchanges = store.rows("SELECT provider, model, response, error, cost_usd FROM llm_exchanges")
     store.close()
     assert summary.accepted == 1
-    assert [(s["operator"], s["accepted"], s["taken"]) for s in steps] == [("llm", False, False), ("llm:tuning", True, True)]
+    assert [(s["operator"], s["accepted"], s["taken"]) for s in steps] == [
+        ("llm", False, False),
+        ("llm:tuning", True, True),
+    ]
     assert "no ```cuda code block" in steps[0]["message"]
     assert len(exchanges) >= 2 and all(KEY not in (e["response"] or "") for e in exchanges)
     assert any(e["cost_usd"] and e["cost_usd"] > 0 for e in exchanges)
 
 
-def test_provider_failure_ends_the_mining_run_with_its_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_provider_failure_ends_the_mining_run_with_its_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A refused key is not a refused candidate: the walk stops, later asks make no call, and the
     mining run's row is closed as failed with the reason (the CLI then exits 3)."""
     from klineage.llm import LLMError
@@ -86,7 +100,9 @@ def test_provider_failure_ends_the_mining_run_with_its_reason(tmp_path: Path, mo
     assert "LLMError" in runs[0]["reason"] and "401" in runs[0]["reason"]
 
 
-def test_mining_with_an_unknown_llm_model_writes_no_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_mining_with_an_unknown_llm_model_writes_no_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from klineage.errors import KLineageError
     from klineage.mining import mine_corpus
 

@@ -19,8 +19,13 @@ def test_find_and_preconditions() -> None:
     (site,) = OP.find(src)
     assert (site.details["m"], site.details["d"], site.details["form"]) == ("m", "d", "softmax")
     names = {f.name: f.holds for f in OP.preconditions(src, site)}
-    assert names == {"rerunnable_loop": True, "side_effect_free_body": True, "sum_starts_at_zero": True,
-                     "only_max_and_sum_carried": True, "max_rescale_identity": True}
+    assert names == {
+        "rerunnable_loop": True,
+        "side_effect_free_body": True,
+        "sum_starts_at_zero": True,
+        "only_max_and_sum_carried": True,
+        "max_rescale_identity": True,
+    }
 
 
 def test_remove_two_passes(tmp_path: Path) -> None:
@@ -41,7 +46,8 @@ def test_expert_softmax_online_kernel_splits() -> None:
 
 
 REFUSALS = {
-    "writes in the loop": ("""
+    "writes in the loop": (
+        """
 __global__ void k(const float* x, float* y, int n) {
     float m = -INFINITY, d = 0.f;
     for (int j = threadIdx.x; j < n; j += blockDim.x) {
@@ -51,8 +57,11 @@ __global__ void k(const float* x, float* y, int n) {
         y[j] = m;
     }
     y[0] = d;
-}""", "side_effect_free_body"),
-    "sum not from zero": ("""
+}""",
+        "side_effect_free_body",
+    ),
+    "sum not from zero": (
+        """
 __device__ float f(const float* x, int n, float d) {
     float m = 0.f;
     for (int j = 0; j < n; ++j) {
@@ -61,8 +70,11 @@ __device__ float f(const float* x, int n, float d) {
         m = mn;
     }
     return d;
-}""", "sum_starts_at_zero"),
-    "welford from a nonzero start": ("""
+}""",
+        "sum_starts_at_zero",
+    ),
+    "welford from a nonzero start": (
+        """
 __device__ float var(const float* x, int n) {
     float mean = 0.f, m2 = 1.f;
     for (int j = 0; j < n; ++j) {
@@ -71,7 +83,9 @@ __device__ float var(const float* x, int n) {
         m2 += delta * (x[j] - mean);
     }
     return m2 / n;
-}""", "statistics_start_at_zero"),
+}""",
+        "statistics_start_at_zero",
+    ),
 }
 
 
@@ -91,7 +105,10 @@ def test_welford_two_passes(tmp_path: Path) -> None:
     out = OP.remove(src, site)
     first, second = out.text.split("// pass 2")
     assert "st.mean += delta / st.n;" in first and "st.m2 +=" not in first.split("// pass 1")[1]
-    assert "st.m2 += delta * (v - st.mean);" in second and "st.mean +=" not in second.split("part[threadIdx.x]")[0]
+    assert (
+        "st.m2 += delta * (v - st.mean);" in second
+        and "st.mean +=" not in second.split("part[threadIdx.x]")[0]
+    )
     assert_passes(out.text, wl, tmp_path, "row_var_two_pass.cu")
 
 

@@ -29,14 +29,19 @@ def test_remove_rewrites_lane_by_lane(tmp_path: Path) -> None:
 def test_bf16_pairs_and_type_aliases() -> None:
     src = CudaSource.from_text(
         "#include <cuda_bf16.h>\nusing pair_t = __nv_bfloat162;\n"
-        "__device__ pair_t f(const pair_t* w, float a, float b) { return __hmul2(__floats2bfloat162_rn(a, b), w[0]); }\n")
+        "__device__ pair_t f(const pair_t* w, float a, float b) { return __hmul2(__floats2bfloat162_rn(a, b), w[0]); }\n"
+    )
     out = OP.remove(src, OP.find(src)[0])
-    assert "make_bfloat162(__hmul(__float2bfloat16_rn(a), w[0].x), __hmul(__float2bfloat16_rn(b), w[0].y))" in out.text
+    assert (
+        "make_bfloat162(__hmul(__float2bfloat16_rn(a), w[0].x), __hmul(__float2bfloat16_rn(b), w[0].y))"
+        in out.text
+    )
 
 
 def test_refuses_an_operand_that_would_be_evaluated_twice() -> None:
     src = CudaSource.from_text(
         "#include <cuda_fp16.h>\n__device__ __half2 g(__half2 v);\n"
-        "__device__ __half2 f(__half2 a) { return __hadd2(a, g(a)); }\n")
+        "__device__ __half2 f(__half2 a) { return __hadd2(a, g(a)); }\n"
+    )
     with pytest.raises(Refused, match="evaluated twice"):
         OP.remove(src, OP.find(src)[0])

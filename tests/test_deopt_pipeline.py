@@ -18,13 +18,22 @@ def test_async_then_double_buffer_removal(tmp_path: Path) -> None:
     src, wl = load("pipeline", "gemv_pingpong")
     compiles(src.text, tmp_path / "expert")  # emu cannot run cuda_pipeline.h: the expert is nvcc-checked
     sync = OP.remove(src, one_site(OP, src, kind="async_copy"))
-    assert "__pipeline_" not in sync.text.split("*/")[-1].split("#include <cuda_runtime.h>")[-1].replace(
-        "__pipeline_memcpy_async) of chunk", "") and "cuda_pipeline.h" not in sync.text
+    assert (
+        "__pipeline_"
+        not in sync.text.split("*/")[-1]
+        .split("#include <cuda_runtime.h>")[-1]
+        .replace("__pipeline_memcpy_async) of chunk", "")
+        and "cuda_pipeline.h" not in sync.text
+    )
     assert "kl_copy_sync(&xs[cur ^ 1][threadIdx.x], &x[k], sizeof(float));" in sync.text
     site = one_site(OP, sync, kind="double_buffer")
     assert all(f.holds for f in OP.removal_preconditions(sync, site))
     single = OP.remove(sync, site)
-    assert "__shared__ float xs[TK];" in single.text and "xs[cur" not in single.text and "xs[0]" not in single.text
+    assert (
+        "__shared__ float xs[TK];" in single.text
+        and "xs[cur" not in single.text
+        and "xs[0]" not in single.text
+    )
     assert "const int k = t * TK + threadIdx.x;" in single.text and not OP.find(single)
     all_pass([sync.text, single.text], wl, tmp_path)
 
@@ -33,7 +42,8 @@ def test_refusals() -> None:
     ring3 = CudaSource.from_text(
         "__global__ void k(const float* x, float* y, int n) {\n  __shared__ float b[3][64];\n"
         "  for (int t = 0; t < n; ++t) { const int s = t % 3; b[s][threadIdx.x] = x[t]; __syncthreads();"
-        " y[t] = b[(t + 2) % 3][0]; }\n}\n")
+        " y[t] = b[(t + 2) % 3][0]; }\n}\n"
+    )
     site = one_site(OP, ring3, kind="double_buffer")
     with pytest.raises(Refused, match="ring of 3 stages"):
         OP.remove(ring3, site)
@@ -41,7 +51,8 @@ def test_refusals() -> None:
         "#include <cuda/pipeline>\n__global__ void k(const float* x, float* y) {\n  __shared__ float s[32];\n"
         "  auto block = cooperative_groups::this_thread_block();\n"
         "  cuda::memcpy_async(block, s, x, sizeof(float) * 32, cuda::pipeline<cuda::thread_scope_thread>());\n"
-        "  y[threadIdx.x] = s[threadIdx.x];\n}\n")
+        "  y[threadIdx.x] = s[threadIdx.x];\n}\n"
+    )
     with pytest.raises(Refused, match="memcpy_async"):
         OP.remove(bulk, one_site(OP, bulk, kind="async_copy"))
 
@@ -55,9 +66,13 @@ def test_inline_ptx_cp_async_wrappers_become_synchronous(tmp_path: Path) -> None
         '__device__ __forceinline__ void wait0() { asm volatile("cp.async.wait_group 0;\\n" ::); }\n'
         "__global__ void k(const float4* x, float4* y) {\n  __shared__ float4 s[64];\n"
         "  cp16(static_cast<uint32_t>(__cvta_generic_to_shared(&s[threadIdx.x])), x + threadIdx.x, 16);\n"
-        "  commit(); wait0(); __syncthreads();\n  y[threadIdx.x] = s[63 - threadIdx.x];\n}\n")
+        "  commit(); wait0(); __syncthreads();\n  y[threadIdx.x] = s[63 - threadIdx.x];\n}\n"
+    )
     site = one_site(OP, src, kind="async_copy")
     assert site.details["functions"] == "cp16,commit,wait0"
     out = OP.remove(src, site)
-    assert "kl_copy_sync(__cvta_shared_to_generic(dst), src, 16, 16 - (n));" in out.text and "cp.async" not in out.text
+    assert (
+        "kl_copy_sync(__cvta_shared_to_generic(dst), src, 16, 16 - (n));" in out.text
+        and "cp.async" not in out.text
+    )
     compiles(out.text, tmp_path / "ptx")

@@ -44,7 +44,8 @@ def test_rsqrtf_form_and_grouping() -> None:
     src = CudaSource.from_text(
         "__global__ void k(const float* x, float* y, float var, float eps) {\n"
         "  const float r = rsqrtf(var + eps);\n"
-        "  y[0] = x[0] * r + 1.0f; y[1] = r * (x[1] + 2.0f); y[2] = 3.0f + x[2] * x[3] * r; y[3] *= r;\n}\n")
+        "  y[0] = x[0] * r + 1.0f; y[1] = r * (x[1] + 2.0f); y[2] = 3.0f + x[2] * x[3] * r; y[3] *= r;\n}\n"
+    )
     out = OP.remove(src, OP.find(src)[0])
     assert "y[0] = x[0] / sqrtf(var + eps) + 1.0f;" in out.text
     assert "y[1] = (x[1] + 2.0f) / sqrtf(var + eps);" in out.text
@@ -55,7 +56,8 @@ def test_rsqrtf_form_and_grouping() -> None:
 def test_refused_when_the_divisor_changes_after_the_reciprocal() -> None:
     src = CudaSource.from_text(
         "__global__ void k(const float* x, float* y, float s) {\n"
-        "  const float inv = 1.0f / s;\n  s += 1.0f;\n  y[0] = x[0] * inv;\n}\n")
+        "  const float inv = 1.0f / s;\n  s += 1.0f;\n  y[0] = x[0] * inv;\n}\n"
+    )
     with pytest.raises(Refused, match="divisor_unchanged"):
         OP.remove(src, OP.find(src)[0])
 
@@ -63,7 +65,8 @@ def test_refused_when_the_divisor_changes_after_the_reciprocal() -> None:
 def test_no_forward_site_for_a_loop_variant_divisor() -> None:
     src = CudaSource.from_text(
         "__global__ void k(const float* x, float* y, int n) {\n"
-        "  for (int i = 0; i < n; ++i) { float d = x[i] + 1.0f; y[i] = x[i] / d; }\n}\n")
+        "  for (int i = 0; i < n; ++i) { float d = x[i] + 1.0f; y[i] = x[i] / d; }\n}\n"
+    )
     assert OP.find_forward(src) == []
 
 
@@ -73,8 +76,11 @@ TERM = st.sampled_from(["a", "b", "(a + b)", "2.0f", "a * b"])
 
 
 @settings(max_examples=10, deadline=None)
-@given(st.lists(st.tuples(TERM, st.booleans()), min_size=1, max_size=4), st.sampled_from(["rsqrtf", "div"]),
-       st.integers(0, 2**32 - 1))
+@given(
+    st.lists(st.tuples(TERM, st.booleans()), min_size=1, max_size=4),
+    st.sampled_from(["rsqrtf", "div"]),
+    st.integers(0, 2**32 - 1),
+)
 def test_removal_preserves_the_function(uses: list[tuple[str, bool]], form: str, seed: int) -> None:
     rec = "rsqrtf(s * s + 1.0f)" if form == "rsqrtf" else "1.0f / (s * s + 1.0f)"
     terms = [f"{t} * inv" if inv_right else f"inv * {t}" for t, inv_right in uses]
@@ -82,7 +88,8 @@ def test_removal_preserves_the_function(uses: list[tuple[str, bool]], form: str,
         "__global__ void k(const float* x, float* y, float s) {\n"
         "  const float a = x[0], b = x[1];\n"
         f"  const float inv = {rec};\n"
-        f"  y[0] = {' - '.join(terms)};\n}}\n")
+        f"  y[0] = {' - '.join(terms)};\n}}\n"
+    )
     out = OP.remove(src, OP.find(src)[0])
     expr = re.search(r"y\[0\] = (.*);", out.text).group(1)
     assert "inv" not in out.text
@@ -103,6 +110,7 @@ def test_removal_preserves_the_function(uses: list[tuple[str, bool]], form: str,
 
 def test_integer_divisor_stays_a_float_division() -> None:
     src = CudaSource.from_text(
-        "__global__ void k(const int* c, float* y, int n) {\n  const float inv = 1.0f / n;\n  y[0] = c[0] * inv;\n}\n")
+        "__global__ void k(const int* c, float* y, int n) {\n  const float inv = 1.0f / n;\n  y[0] = c[0] * inv;\n}\n"
+    )
     out = OP.remove(src, OP.find(src)[0])
     assert "y[0] = c[0] / static_cast<float>(n);" in out.text

@@ -54,10 +54,13 @@ extern "C" void launch(const float* A, float* C, int M, int N, cudaStream_t s) {
 """
 
 
-@pytest.mark.parametrize(("bm", "tm", "grid", "fact"), [
-    (64, 3, "dim3((N + kBN - 1) / kBN, (M + kBM - 1) / kBM)", "block_tile_divisible"),
-    (64, 4, "dim3(N / 64, M / 64)", "grid_follows_block_tile"),
-])
+@pytest.mark.parametrize(
+    ("bm", "tm", "grid", "fact"),
+    [
+        (64, 3, "dim3((N + kBN - 1) / kBN, (M + kBM - 1) / kBM)", "block_tile_divisible"),
+        (64, 4, "dim3(N / 64, M / 64)", "grid_follows_block_tile"),
+    ],
+)
 def test_refusals(bm: int, tm: int, grid: str, fact: str) -> None:
     src = CudaSource.from_text(_GEMM.format(bm=bm, tm=tm, grid=grid), "g.cu")
     (site,) = OP.find(src)

@@ -43,7 +43,9 @@ def test_find_two_sites_per_dispatch_if_only() -> None:
     # the size dispatch only: the if without an else, the `if constexpr` and device code are not sites
     assert [s.details["keep"] for s in sites] == ["else", "then"]
     assert sites[0].details["condition"] == "(n <= 1024)" and sites[0].details["function"] == "launch"
-    assert "through launch_big" not in sites[0].summary  # a call to a launching host function counts as a launch
+    assert (
+        "through launch_big" not in sites[0].summary
+    )  # a call to a launching host function counts as a launch
 
 
 def test_remove_keeps_one_branch() -> None:
@@ -71,15 +73,23 @@ def test_registered_last_in_the_soft_order() -> None:
 
 
 @pytest.mark.parametrize(("keep", "accepted"), [("else", True), ("then", False)])
-def test_gate_decides_whether_the_kept_path_serves_every_size(tmp_path: Path, keep: str, accepted: bool) -> None:
+def test_gate_decides_whether_the_kept_path_serves_every_size(
+    tmp_path: Path, keep: str, accepted: bool
+) -> None:
     """softmax's mined root sends rows of N <= 1024 to a warp-per-row kernel that caches the row in
     registers: keeping the other side (block per row and up) serves every size; keeping the
     warp path alone is wrong for the longer rows of the emu shapes (1025 ... 16384)."""
     wl = REPO / "expert_kernels" / "softmax"
-    src = CudaSource.from_text((REPO / "tests" / "data" / "deopt" / "softmax_warp_or_block_dispatch.cu").read_text(), "root.cu")
-    site = next(s for s in OP.find(src) if s.details["keep"] == keep and s.details["condition"] == "(N <= 32 * kWarp)")
+    src = CudaSource.from_text(
+        (REPO / "tests" / "data" / "deopt" / "softmax_warp_or_block_dispatch.cu").read_text(), "root.cu"
+    )
+    site = next(
+        s for s in OP.find(src) if s.details["keep"] == keep and s.details["condition"] == "(N <= 32 * kWarp)"
+    )
     out = OP.remove(src, site)
-    r = gate(out.text, wl, GateOptions(backend="emu"), name=f"keep_{keep}.cu", use_cache=False, cache_root=tmp_path)
+    r = gate(
+        out.text, wl, GateOptions(backend="emu"), name=f"keep_{keep}.cu", use_cache=False, cache_root=tmp_path
+    )
     assert r.accepted is accepted, (r.category, r.message)
     if not accepted:
         assert r.category in ("mismatch", "crash", "unwritten_output"), (r.category, r.message)
@@ -89,14 +99,30 @@ def test_emu_shapes_cover_every_head_dim_of_attention(tmp_path: Path) -> None:
     """The gate can only refute a dispatch removal with a shape of the other class: attention's
     emu shapes hold both head dims, so keeping only the D = 64 kernels is rejected."""
     wl = REPO / "expert_kernels" / "attention_fwd"
-    src = CudaSource.from_text((REPO / "tests" / "data" / "deopt" / "attention_fwd_head_dim_dispatch.cu").read_text(), "root.cu")
+    src = CudaSource.from_text(
+        (REPO / "tests" / "data" / "deopt" / "attention_fwd_head_dim_dispatch.cu").read_text(), "root.cu"
+    )
     sites = OP.find(src)
     d64_only = next(s for s in sites if s.details["keep"] == "then" and s.details["condition"] == "(D == 64)")
-    r = gate(OP.remove(src, d64_only).text, wl, GateOptions(backend="emu"), name="d64_only.cu", use_cache=False,
-             cache_root=tmp_path)
+    r = gate(
+        OP.remove(src, d64_only).text,
+        wl,
+        GateOptions(backend="emu"),
+        name="d64_only.cu",
+        use_cache=False,
+        cache_root=tmp_path,
+    )
     assert not r.accepted and "D': 128" in r.message, (r.category, r.message)
     # and both masks at D = 128: keeping only its causal kernel is rejected too
-    causal_128 = [s for s in sites if s.details["condition"] == "(causal)" and s.details["keep"] == "then"][-1]
-    r = gate(OP.remove(src, causal_128).text, wl, GateOptions(backend="emu"), name="causal128_only.cu",
-             use_cache=False, cache_root=tmp_path)
+    causal_128 = [s for s in sites if s.details["condition"] == "(causal)" and s.details["keep"] == "then"][
+        -1
+    ]
+    r = gate(
+        OP.remove(src, causal_128).text,
+        wl,
+        GateOptions(backend="emu"),
+        name="causal128_only.cu",
+        use_cache=False,
+        cache_root=tmp_path,
+    )
     assert not r.accepted and "'causal': 0" in r.message, (r.category, r.message)

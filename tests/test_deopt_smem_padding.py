@@ -22,8 +22,12 @@ def test_remove_padding_and_apply_roundtrip(tmp_path: Path) -> None:
     assert "__shared__ float tile[TILE][TILE];" in out.text
     (fwd,) = OP.find_forward(out)
     facts = {f.name: f.holds for f in OP.preconditions(out, fwd)}
-    assert facts == {"row_multiple_of_32_words": True, "four_byte_elements": True,
-                     "column_access_by_consecutive_threads": True, "indexed_only_as_array": True}
+    assert facts == {
+        "row_multiple_of_32_words": True,
+        "four_byte_elements": True,
+        "column_access_by_consecutive_threads": True,
+        "indexed_only_as_array": True,
+    }
     assert normalize(OP.apply(out, fwd).text) == normalize(src.text)
     passes_gate(out.text, wl, tmp_path)
 
@@ -40,18 +44,21 @@ def test_remove_swizzle(tmp_path: Path) -> None:
 def test_refusals() -> None:
     flat = CudaSource.from_text(
         "__global__ void k(float* y) {\n  __shared__ float t[32][32 + 1];\n  float* p = &t[0][0];\n"
-        "  t[threadIdx.y][threadIdx.x] = 1.0f;\n  __syncthreads();\n  y[threadIdx.x] = p[threadIdx.x * 33];\n}\n")
+        "  t[threadIdx.y][threadIdx.x] = 1.0f;\n  __syncthreads();\n  y[threadIdx.x] = p[threadIdx.x * 33];\n}\n"
+    )
     with pytest.raises(Refused, match="indexed_only_as_array"):
         OP.remove(flat, one_site(OP, flat, kind="padding"))
     partial = CudaSource.from_text(
         "__global__ void k(float* y) {\n  __shared__ float t[32][32];\n"
         "  t[threadIdx.y][threadIdx.x ^ threadIdx.y] = 1.0f;\n  __syncthreads();\n"
-        "  y[threadIdx.x] = t[threadIdx.x][threadIdx.y];\n}\n")
+        "  y[threadIdx.x] = t[threadIdx.x][threadIdx.y];\n}\n"
+    )
     with pytest.raises(Refused, match="every_access_swizzled"):
         OP.remove(partial, one_site(OP, partial, kind="swizzle"))
     odd = CudaSource.from_text(
         "__global__ void k(float* y) {\n  __shared__ float t[32][24];\n  t[threadIdx.x][0] = 1.0f;\n"
-        "  y[threadIdx.x] = t[threadIdx.x][0];\n}\n")
+        "  y[threadIdx.x] = t[threadIdx.x][0];\n}\n"
+    )
     with pytest.raises(Refused, match="row_multiple_of_32_words"):
         OP.apply(odd, OP.find_forward(odd)[0])
 
@@ -60,6 +67,10 @@ def test_swizzle_key_on_either_side() -> None:
     src = CudaSource.from_text(
         "__global__ void k(float* y) {\n  __shared__ float t[32][32];\n"
         "  t[threadIdx.y][(threadIdx.y % 32) ^ threadIdx.x] = 1.0f;\n  __syncthreads();\n"
-        "  y[0] = t[threadIdx.x][threadIdx.x ^ threadIdx.y];\n}\n")
+        "  y[0] = t[threadIdx.x][threadIdx.x ^ threadIdx.y];\n}\n"
+    )
     out = OP.remove(src, one_site(OP, src, kind="swizzle"))
-    assert "t[threadIdx.y][threadIdx.x] = 1.0f;" in out.text and "y[0] = t[threadIdx.x][threadIdx.y];" in out.text
+    assert (
+        "t[threadIdx.y][threadIdx.x] = 1.0f;" in out.text
+        and "y[0] = t[threadIdx.x][threadIdx.y];" in out.text
+    )

@@ -41,15 +41,28 @@ def test_transpose_tile_becomes_a_strided_read(tmp_path: Path) -> None:
     passes_gate(out.text, wl, tmp_path)
 
 
-@pytest.mark.parametrize("body, reason", [
-    ("t[threadIdx.x] = x[threadIdx.x]; __syncthreads(); t[threadIdx.x] += 1.0f; y[0] = t[5];", "updated in place"),
-    ("t[threadIdx.x] = x[threadIdx.x]; y[threadIdx.x] = t[31 - threadIdx.x];", "no __syncthreads"),
-    ("t[threadIdx.x / 2] = x[threadIdx.x]; __syncthreads(); y[threadIdx.x] = t[0];", "not a thread index"),
-    ("t[threadIdx.x] = x[threadIdx.x]; t[threadIdx.x + 32] = x[threadIdx.x + 32]; __syncthreads(); y[0] = t[1];",
-     "written 2 times"),
-])
+@pytest.mark.parametrize(
+    "body, reason",
+    [
+        (
+            "t[threadIdx.x] = x[threadIdx.x]; __syncthreads(); t[threadIdx.x] += 1.0f; y[0] = t[5];",
+            "updated in place",
+        ),
+        ("t[threadIdx.x] = x[threadIdx.x]; y[threadIdx.x] = t[31 - threadIdx.x];", "no __syncthreads"),
+        (
+            "t[threadIdx.x / 2] = x[threadIdx.x]; __syncthreads(); y[threadIdx.x] = t[0];",
+            "not a thread index",
+        ),
+        (
+            "t[threadIdx.x] = x[threadIdx.x]; t[threadIdx.x + 32] = x[threadIdx.x + 32]; __syncthreads(); y[0] = t[1];",
+            "written 2 times",
+        ),
+    ],
+)
 def test_refusals(body: str, reason: str) -> None:
-    src = CudaSource.from_text(f"__global__ void k(const float* x, float* y) {{\n  __shared__ float t[64];\n  {body}\n}}\n")
+    src = CudaSource.from_text(
+        f"__global__ void k(const float* x, float* y) {{\n  __shared__ float t[64];\n  {body}\n}}\n"
+    )
     site = one_site(OP, src, array="t")
     assert reason in site.details["reason"]
     with pytest.raises(Refused, match=reason):
@@ -59,5 +72,6 @@ def test_refusals(body: str, reason: str) -> None:
 def test_reduction_scratch_is_not_a_staging_site() -> None:
     src = CudaSource.from_text(
         "__global__ void k(const float* x, float* y) {\n  __shared__ float part[32];\n  float v = x[threadIdx.x] * 2.0f;\n"
-        "  part[threadIdx.x % 32] = v;\n  __syncthreads();\n  if (threadIdx.x == 0) y[0] = part[0] + part[1];\n}\n")
+        "  part[threadIdx.x % 32] = v;\n  __syncthreads();\n  if (threadIdx.x == 0) y[0] = part[0] + part[1];\n}\n"
+    )
     assert OP.find(src) == []

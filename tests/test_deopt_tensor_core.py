@@ -43,12 +43,14 @@ def test_refusals() -> None:
         "  wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;\n"
         "  wmma::fill_fragment(fc, 0.0f); wmma::load_matrix_sync(fa, a, 16); wmma::load_matrix_sync(fb, a, 16);\n"
         "  wmma::mma_sync(fc, fa, fb, fc); step(fc);\n"
-        "  wmma::store_matrix_sync(c, fc, 16, wmma::mem_row_major);\n}\n")
+        "  wmma::store_matrix_sync(c, fc, 16, wmma::mem_row_major);\n}\n"
+    )
     with pytest.raises(Refused, match="fragments_local"):
         OP.remove(crossing, one_site(OP, crossing, kind="wmma"))
     ptx = CudaSource.from_text(
         "__global__ void k(float* d, unsigned a0, unsigned b0) {\n  float c0 = 0, c1 = 0, c2 = 0, c3 = 0;\n"
         '  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"\n'
-        '               : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3) : "r"(a0), "r"(a0), "r"(b0));\n  d[0] = c0 + c1 + c2 + c3;\n}\n')
+        '               : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3) : "r"(a0), "r"(a0), "r"(b0));\n  d[0] = c0 + c1 + c2 + c3;\n}\n'
+    )
     with pytest.raises(Refused, match="inline PTX"):
         OP.remove(ptx, one_site(OP, ptx, kind="ptx"))

@@ -20,7 +20,10 @@ def test_smaller_halves_down_to_a_warp() -> None:
 
 def test_find_constant_and_template_sizes() -> None:
     src, _ = fixture("tile_size", "row_mean")
-    got = [(s.details["kind"], s.details["name"], s.details["original"], s.details["chosen"]) for s in OP.find(src)]
+    got = [
+        (s.details["kind"], s.details["name"], s.details["original"], s.details["chosen"])
+        for s in OP.find(src)
+    ]
     assert got == [("constexpr", "kThreads", "256", "128"), ("template", "BLOCK", "256", "128")]
 
 

@@ -19,7 +19,9 @@ def test_loop_with_tail_removal_leaves_the_scalar_loop(tmp_path: Path) -> None:
     src, wl = load("vectorize", "saxpy_vec4")
     site = one_site(OP, src, kind="loop_with_tail")
     out = OP.remove(src, site)
-    assert "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)" in out.text
+    assert (
+        "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)" in out.text
+    )
     assert "a4[i]" not in out.text and not [s for s in OP.find(out) if s.details["kind"] == "loop_with_tail"]
     passes_gate(out.text, wl, tmp_path)
 
@@ -50,7 +52,8 @@ def test_refuses_a_view_that_is_advanced() -> None:
     src = CudaSource.from_text(
         "__global__ void k(const float* __restrict__ x, float* y, int n) {\n"
         "  const float4* x4 = reinterpret_cast<const float4*>(x);\n"
-        "  x4 += blockIdx.x;\n  float4 v = x4[threadIdx.x];\n  y[threadIdx.x] = v.x + v.w;\n}\n")
+        "  x4 += blockIdx.x;\n  float4 v = x4[threadIdx.x];\n  y[threadIdx.x] = v.x + v.w;\n}\n"
+    )
     site = one_site(OP, src, kind="scalarize")
     with pytest.raises(Refused, match="advanced"):
         OP.remove(src, site)
@@ -60,7 +63,8 @@ def test_apply_refused_when_a_launch_passes_an_offset_pointer() -> None:
     src = CudaSource.from_text(
         "__global__ void k(const float* __restrict__ a, float* __restrict__ y, int n) {\n"
         "  for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = 2.0f * a[i];\n}\n"
-        'extern "C" void launch(const float* a, float* y, int n, cudaStream_t s) { k<<<1, 256, 0, s>>>(a + 1, y, n - 1); }\n')
+        'extern "C" void launch(const float* a, float* y, int n, cudaStream_t s) { k<<<1, 256, 0, s>>>(a + 1, y, n - 1); }\n'
+    )
     (fwd,) = OP.find_forward(src)
     with pytest.raises(Refused, match="aligned_base_pointers"):
         OP.apply(src, fwd)
@@ -69,5 +73,6 @@ def test_apply_refused_when_a_launch_passes_an_offset_pointer() -> None:
 def test_no_forward_site_for_a_cross_element_loop() -> None:
     src = CudaSource.from_text(
         "__global__ void k(const float* __restrict__ a, float* __restrict__ y, int n) {\n"
-        "  for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = a[i] + a[i + 1];\n}\n")
+        "  for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = a[i] + a[i + 1];\n}\n"
+    )
     assert OP.find_forward(src) == []

@@ -78,27 +78,57 @@ def test_per_row_stores_go_to_lane_zero_and_local_values_stay() -> None:
     assert "if (s > 0.f) { if (lane == 0) y[row] = v[0]; } else { if (lane == 0) y[row] = -v[0]; }" in t
 
 
-@pytest.mark.parametrize(("body", "fact", "words"), [
-    ("""    float run = 0.0f;
-    for (int j = 0; j < N; ++j) { run += x[base + j]; y[base + j] = run; }""", "rows_independent", "running value"),
-    ("""    float best = -INFINITY; int where = 0;
+@pytest.mark.parametrize(
+    ("body", "fact", "words"),
+    [
+        (
+            """    float run = 0.0f;
+    for (int j = 0; j < N; ++j) { run += x[base + j]; y[base + j] = run; }""",
+            "rows_independent",
+            "running value",
+        ),
+        (
+            """    float best = -INFINITY; int where = 0;
     for (int j = 0; j < N; ++j) if (x[base + j] >= best) { best = x[base + j]; where = j; }
-    y[row] = (float)where;""", "rows_independent", "not a sum/max/min"),
-    ("""    float s = 0.0f;
+    y[row] = (float)where;""",
+            "rows_independent",
+            "not a sum/max/min",
+        ),
+        (
+            """    float s = 0.0f;
     for (int j = 0; j < N; ++j) s += x[(size_t)j * M + row];
-    y[row] = s;""", "rows_independent", "does not walk a row"),
-    ("""    float s = 1.0f;
+    y[row] = s;""",
+            "rows_independent",
+            "does not walk a row",
+        ),
+        (
+            """    float s = 1.0f;
     for (int j = 0; j < N; ++j) s += x[base + j];
-    y[row] = s;""", "rows_independent", "32 times"),
-    ("""    float v[64];
+    y[row] = s;""",
+            "rows_independent",
+            "32 times",
+        ),
+        (
+            """    float v[64];
     for (int j = 0; j < N; ++j) v[j & 63] = x[base + j];
-    y[row] = v[0];""", "rows_independent", "not to this iteration's element"),
-    ("""    for (int j = 0; j < N; ++j) { if (x[base + j] < 0.f) break; y[base + j] = x[base + j]; }""",
-     "rows_independent", "leaves early"),
-    ("""    float s = 0.0f;
+    y[row] = v[0];""",
+            "rows_independent",
+            "not to this iteration's element",
+        ),
+        (
+            """    for (int j = 0; j < N; ++j) { if (x[base + j] < 0.f) break; y[base + j] = x[base + j]; }""",
+            "rows_independent",
+            "leaves early",
+        ),
+        (
+            """    float s = 0.0f;
     for (int j = 0; j < N; ++j) s += x[base + j];
-    atomicAdd(y, s);""", "no_block_cooperation", "already cooperates"),
-])
+    atomicAdd(y, s);""",
+            "no_block_cooperation",
+            "already cooperates",
+        ),
+    ],
+)
 def test_forward_refuses(body: str, fact: str, words: str) -> None:
     failed = _failed(_kernel(body))
     assert fact in failed and words in failed[fact], failed
@@ -108,8 +138,12 @@ def test_forward_refuses(body: str, fact: str, words: str) -> None:
 
 
 def test_forward_refuses_a_block_that_is_not_whole_warps() -> None:
-    failed = _failed(_kernel("    float s = 0.0f;\n    for (int j = 0; j < N; ++j) s += x[base + j];\n    y[row] = s;",
-                             block="100"))
+    failed = _failed(
+        _kernel(
+            "    float s = 0.0f;\n    for (int j = 0; j < N; ++j) s += x[base + j];\n    y[row] = s;",
+            block="100",
+        )
+    )
     assert set(failed) == {"block_multiple_of_warp"}
 
 
@@ -158,7 +192,14 @@ def test_gate_rejects_the_forward_step_without_its_reduction(tmp_path: Path) -> 
     wl = REPO / "expert_kernels" / "reduce_sum_rows"
     out = _forward(CudaSource.from_file(wl / "naive.cu")).text
     lines = [ln for ln in out.splitlines() if "__shfl_xor_sync" not in ln]
-    r = gate("\n".join(lines), wl, GateOptions(backend="emu"), name="nored.cu", use_cache=False, cache_root=tmp_path)
+    r = gate(
+        "\n".join(lines),
+        wl,
+        GateOptions(backend="emu"),
+        name="nored.cu",
+        use_cache=False,
+        cache_root=tmp_path,
+    )
     assert not r.accepted and r.category == "mismatch", (r.category, r.message)
 
 
@@ -187,7 +228,9 @@ def test_argmax_scan_becomes_a_pair_butterfly_and_back(tmp_path: Path) -> None:
     wl = REPO / "heldout" / "argmax"
     out = _forward(CudaSource.from_file(wl / "naive.cu"))
     assert "if (kl_v > best || (kl_v == best && kl_i < where)) { best = kl_v; where = kl_i; }" in out.text
-    r = gate(out.text, wl, GateOptions(backend="emu"), name="argmax_warp.cu", use_cache=False, cache_root=tmp_path)
+    r = gate(
+        out.text, wl, GateOptions(backend="emu"), name="argmax_warp.cu", use_cache=False, cache_root=tmp_path
+    )
     assert r.accepted, (r.category, r.message)
     back = OP.remove(out, OP.find(out)[0])
     assert "__shfl_xor_sync" not in back.text and "for (int j = 1; j < N; ++j)" in back.text

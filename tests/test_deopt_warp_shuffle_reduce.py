@@ -16,14 +16,22 @@ OP = WarpShuffleReduce()
 
 def test_find_all_forms() -> None:
     src, _ = fixture("warp_shuffle_reduce", "centered_sum")
-    got = [(s.details["function"], s.details["kind"], s.details["form"], s.details["combiner"]) for s in OP.find(src)]
+    got = [
+        (s.details["function"], s.details["kind"], s.details["form"], s.details["combiner"])
+        for s in OP.find(src)
+    ]
     assert got == [
         ("warp_sum", "down", "loop", "{a} + {b}"),
         ("centered_sum_warp", "xor", "loop", "fmaxf({a}, {b})"),
         ("centered_sum_block", "xor", "unrolled", "fmaxf({a}, {b})"),
     ]
     facts = OP.preconditions(src, OP.find(src)[0])
-    assert {f.name for f in facts} >= {"full_warp_mask", "whole_warp_reduction", "warp_converged", "recognised_combiner"}
+    assert {f.name for f in facts} >= {
+        "full_warp_mask",
+        "whole_warp_reduction",
+        "warp_converged",
+        "recognised_combiner",
+    }
     assert all(f.holds for f in facts)  # the call inside `if (warp == 0)` is warp-uniform
 
 
@@ -64,7 +72,8 @@ def test_roundtrip_text_equal_for_sum() -> None:
 
 
 REFUSALS = {
-    "lane-divergent branch": ("""
+    "lane-divergent branch": (
+        """
 __global__ void k(float* y) {
     float v = y[threadIdx.x];
     const int lane = threadIdx.x % 32;
@@ -72,20 +81,29 @@ __global__ void k(float* y) {
         for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffff, v, off);
     }
     y[threadIdx.x] = v;
-}""", "warp_converged"),
-    "partial mask": ("""
+}""",
+        "warp_converged",
+    ),
+    "partial mask": (
+        """
 __global__ void k(float* y) {
     float v = y[threadIdx.x];
     for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0x0000ffffu, v, off);
     y[threadIdx.x] = v;
-}""", "full_warp_mask"),
-    "segmented": ("""
+}""",
+        "full_warp_mask",
+    ),
+    "segmented": (
+        """
 __global__ void k(float* y) {
     float v = y[threadIdx.x];
     for (int off = 4; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
     y[threadIdx.x] = v;
-}""", "whole_warp_reduction"),
-    "shuffle inside an expression": ("""
+}""",
+        "whole_warp_reduction",
+    ),
+    "shuffle inside an expression": (
+        """
 __global__ void k(float* y) {
     float v = y[threadIdx.x];
     for (int off = 16; off > 0; off >>= 1) {
@@ -93,7 +111,9 @@ __global__ void k(float* y) {
         v += t;
     }
     y[threadIdx.x] = v;
-}""", "recognised_combiner"),
+}""",
+        "recognised_combiner",
+    ),
 }
 
 

@@ -35,11 +35,23 @@ CASES = [
     ("vadd/writes_input.cu", "vadd", "input_mutated", False, ("'a'",)),
     ("vadd/hardcoded_size.cu", "vadd", "mismatch", False, ()),
     ("vadd/untouched_output.cu", "vadd", "unwritten_output", False, ()),
-    ("vadd/invalid_pointer.cu", "vadd", "crash", False, ("kernel 'vadd'", "invalid memory access", "invalid_pointer.cu:6")),
+    (
+        "vadd/invalid_pointer.cu",
+        "vadd",
+        "crash",
+        False,
+        ("kernel 'vadd'", "invalid memory access", "invalid_pointer.cu:6"),
+    ),
     ("vadd/spin_flag.cu", "vadd", "timeout", False, ()),
     ("vadd/inline_ptx.cu", "vadd", "unsupported", False, ("inline_ptx.cu:6", "mov.u32")),
     # a block wider than the kernel's __launch_bounds__: a GPU refuses the launch
-    ("vadd/launch_bounds_exceeded.cu", "vadd", "crash", False, ("256 threads exceeds __launch_bounds__(128)", "vadd")),
+    (
+        "vadd/launch_bounds_exceeded.cu",
+        "vadd",
+        "crash",
+        False,
+        ("256 threads exceeds __launch_bounds__(128)", "vadd"),
+    ),
     ("vadd/launch_bounds_template.cu", "vadd", "crash", False, ("exceeds __launch_bounds__(64)",)),
     ("vadd/launch_bounds_fits.cu", "vadd", "ok", False, ()),
     # launches on another stream than the launcher's argument, as the GPU gate's CUPTI window sees them
@@ -58,8 +70,9 @@ def _gate(kernel: str, workload: str, sanitize: bool, tmp_path: Path, timeout_s:
     CASES,
     ids=[f"{c[0]}-{c[1]}{'-asan' if c[3] else ''}" for c in CASES],
 )
-def test_gate_category(kernel: str, workload: str, want: str, sanitize: bool, words: tuple[str, ...],
-                       tmp_path: Path) -> None:
+def test_gate_category(
+    kernel: str, workload: str, want: str, sanitize: bool, words: tuple[str, ...], tmp_path: Path
+) -> None:
     timeout = 16.0 if want == "timeout" else 120.0  # the runtime's watchdog fires after 2 CPU-s
     r = _gate(kernel, workload, sanitize, tmp_path, timeout)
     assert r.category == want, r.message

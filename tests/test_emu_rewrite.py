@@ -18,11 +18,16 @@ KERNEL_HEAD = "#include <cuda_runtime.h>\n"
 @pytest.mark.parametrize(
     ("body", "words"),
     [
-        ('  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0}, {%1}, {%2}, {%3};" :: "r"(x));',
-         "mma.sync"),
-        ('  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global [%0], [%1];" :: "r"(x), "r"(x));', "TMA"),
+        (
+            '  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0}, {%1}, {%2}, {%3};" :: "r"(x));',
+            "mma.sync",
+        ),
+        (
+            '  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global [%0], [%1];" :: "r"(x), "r"(x));',
+            "TMA",
+        ),
         ('  asm("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0};" : "=r"(x));', "wgmma"),
-        ('  asm("mov.u32 %0, %%laneid;" : "=r"(x));', "inline PTX asm (\"mov.u32\")"),
+        ('  asm("mov.u32 %0, %%laneid;" : "=r"(x));', 'inline PTX asm ("mov.u32")'),
         ("  cooperative_groups::this_grid().sync();", "grid-wide"),
         ("  __nanosleep(100);", "__nanosleep"),
         ("  auto c = cooperative_groups::this_cluster();", "clusters"),
@@ -40,7 +45,10 @@ def test_unsupported_constructs_name_construct_and_line(body: str, words: str) -
 def test_unsupported_cluster_dims_and_cooperative_launch_and_includes() -> None:
     with pytest.raises(Unsupported, match=r"k\.cu:2: thread-block clusters"):
         translate(KERNEL_HEAD + "__global__ void __cluster_dims__(2, 1, 1) k() {}\n", "k.cu")
-    src = KERNEL_HEAD + "__global__ void k() {}\nvoid h() {\n  void* a[1];\n  cudaLaunchCooperativeKernel((void*)k, 1, 1, a);\n}\n"
+    src = (
+        KERNEL_HEAD
+        + "__global__ void k() {}\nvoid h() {\n  void* a[1];\n  cudaLaunchCooperativeKernel((void*)k, 1, 1, a);\n}\n"
+    )
     with pytest.raises(Unsupported, match=r"k\.cu:5: cooperative launch"):
         translate(src, "k.cu")
     with pytest.raises(Unsupported, match=r"k\.cu:2: cuda::barrier"):  # mma.h is emulated (issue 11)
@@ -55,12 +63,18 @@ def test_dynamic_parallelism_is_unsupported() -> None:
 
 
 def test_comments_and_strings_do_not_trigger_unsupported() -> None:
-    src = KERNEL_HEAD + '// uses this_grid() in a comment\n__global__ void k(const char* s) {}\nconst char* m = "asm wgmma";\n'
+    src = (
+        KERNEL_HEAD
+        + '// uses this_grid() in a comment\n__global__ void k(const char* s) {}\nconst char* m = "asm wgmma";\n'
+    )
     translate(src)
 
 
 def test_build_refuses_unsupported_before_compiling(tmp_path: Path) -> None:
-    src = KERNEL_HEAD + "__global__ void k(int* p) {\n  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0}, [%1];\" : \"=r\"(p[0]) : \"r\"(0));\n}\n"
+    src = (
+        KERNEL_HEAD
+        + '__global__ void k(int* p) {\n  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0}, [%1];" : "=r"(p[0]) : "r"(0));\n}\n'
+    )
     out = backend.build(src, tmp_path, GateOptions())
     assert not out.ok and out.category == "unsupported"
     assert out.message.startswith("kernel.cu:3:") and "ldmatrix" in out.message
@@ -81,7 +95,9 @@ def test_compile_error_points_at_original_line(tmp_path: Path) -> None:
 
 
 def test_needs_fibers_analysis_follows_calls_and_functors() -> None:
-    src = KERNEL_HEAD + """
+    src = (
+        KERNEL_HEAD
+        + """
 __device__ float warp_sum(float v) { return v + __shfl_xor_sync(0xffffffff, v, 1); }
 __device__ float twice(float v) { return warp_sum(v) * 2; }
 struct Sync { __device__ void operator()() const { __syncthreads(); } };
@@ -92,11 +108,14 @@ template <class F> __global__ void functor(F f) { f(); }
 #define STEP(x) do { x += 1; BARRIER(); } while (0)
 __global__ void via_macro(float* y) { float v = 0; STEP(v); y[0] = v; }
 """
+    )
     tr = translate(src)
     assert tr.kernels == {"plain": False, "indirect": True, "functor": True, "via_macro": True}
 
 
-LAUNCH_FORMS = KERNEL_HEAD + """
+LAUNCH_FORMS = (
+    KERNEL_HEAD
+    + """
 extern __shared__ float gdyn[];
 __shared__ int gstatic[4];
 __device__ int launches = 0;
@@ -127,6 +146,7 @@ extern "C" int run(float* y, int n) {
   return counter;
 }
 """
+)
 
 
 def test_launch_forms_compile_and_run(tmp_path: Path) -> None:

@@ -48,7 +48,9 @@ def run_probe(lib_path: Path, fn: str, *args: str, env: dict[str, str] | None = 
         "print('returned')\n"
     )
     full_env = dict(os.environ, **(env or {}))
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=full_env)
+    p = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=full_env
+    )
     return p.returncode, p.stdout + p.stderr
 
 
@@ -138,9 +140,32 @@ def test_atomics(lib: ctypes.CDLL) -> None:
 
 
 def _special_floats() -> torch.Tensor:
-    vals = [0.0, -0.0, 1.0, -1.0, 65504.0, 65519.99, 65520.0, 1e9, -1e9, 2.0**-24, 2.0**-25, 2.0**-25 * 1.0001,
-            2.0**-14, 2.0**-14 * 0.999, 5.96e-8, 1e-10, float("inf"), float("-inf"), 1.0 + 2.0**-11,
-            1.0 + 3 * 2.0**-11, 3.0 * 2.0**-26, 0.333333, 1.00048828125, 1.00146484375]
+    vals = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        65504.0,
+        65519.99,
+        65520.0,
+        1e9,
+        -1e9,
+        2.0**-24,
+        2.0**-25,
+        2.0**-25 * 1.0001,
+        2.0**-14,
+        2.0**-14 * 0.999,
+        5.96e-8,
+        1e-10,
+        float("inf"),
+        float("-inf"),
+        1.0 + 2.0**-11,
+        1.0 + 3 * 2.0**-11,
+        3.0 * 2.0**-26,
+        0.333333,
+        1.00048828125,
+        1.00146484375,
+    ]
     rnd = torch.randn(20000, generator=torch.Generator().manual_seed(3)) * torch.exp2(
         torch.randint(-30, 20, (20000,), generator=torch.Generator().manual_seed(4)).float()
     )
@@ -305,7 +330,10 @@ def test_misuse_is_reported_not_hung(lib_path: Path, fn: str, words: str) -> Non
     cat, msg = backend.classify_failure(rc, out)
     assert cat == "crash"
     assert words in msg
-    marker = {"t_exited_lane": "(int)threadIdx.x, 1);", "t_deadlock": "__shfl_xor_sync(0xffffffff, 1, 1)"}.get(fn)
+    marker = {
+        "t_exited_lane": "(int)threadIdx.x, 1);",
+        "t_deadlock": "__shfl_xor_sync(0xffffffff, 1, 1)",
+    }.get(fn)
     if marker:  # the message names the original .cu line of the collective
         line = next(i for i, t in enumerate(SRC.read_text().splitlines(), 1) if marker in t)
         assert f"line {line}" in msg, msg
@@ -322,7 +350,9 @@ def test_watchdog_reports_a_spinning_launch_as_timeout(lib_path: Path) -> None:
     cat, msg = backend.classify_failure(rc, out)
     assert cat == "timeout"
     assert "kernel 'spin_kernel'" in msg and "block (" in msg and "CPU-seconds" in msg
-    lines = [i for i, t in enumerate(SRC.read_text().splitlines(), 1) if "never_set == 0" in t or t.strip() == "}"]
+    lines = [
+        i for i, t in enumerate(SRC.read_text().splitlines(), 1) if "never_set == 0" in t or t.strip() == "}"
+    ]
     assert any(f"kernel.cu:{n}" in msg for n in lines), msg  # where it spins
 
 

@@ -89,12 +89,21 @@ def run_mma(lib: ctypes.CDLL, kind: int, a: torch.Tensor, b: torch.Tensor, c: to
     return td.to(torch.int64) & 0xFFFFFFFF
 
 
-MMA_KINDS = [(0, torch.bfloat16, True), (1, torch.float16, True), (3, torch.bfloat16, False), (4, torch.float16, False)]
+MMA_KINDS = [
+    (0, torch.bfloat16, True),
+    (1, torch.float16, True),
+    (3, torch.bfloat16, False),
+    (4, torch.float16, False),
+]
 
 
-@pytest.mark.parametrize(("kind", "dtype", "k16"), MMA_KINDS, ids=["m16n8k16-bf16", "m16n8k16-f16", "m16n8k8-bf16", "m16n8k8-f16"])
+@pytest.mark.parametrize(
+    ("kind", "dtype", "k16"), MMA_KINDS, ids=["m16n8k16-bf16", "m16n8k16-f16", "m16n8k8-bf16", "m16n8k8-f16"]
+)
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_mma_sync_f32_accumulate_matches_the_isa_layout(lib: ctypes.CDLL, kind: int, dtype: torch.dtype, k16: bool, seed: int) -> None:
+def test_mma_sync_f32_accumulate_matches_the_isa_layout(
+    lib: ctypes.CDLL, kind: int, dtype: torch.dtype, k16: bool, seed: int
+) -> None:
     g = torch.Generator().manual_seed(seed)
     K = 16 if k16 else 8
     if seed == 2:  # exact small integers: the result must be exact
@@ -113,7 +122,9 @@ def test_mma_sync_f32_accumulate_matches_the_isa_layout(lib: ctypes.CDLL, kind: 
     D = torch.empty(16, 8)
     for lane in range(32):
         for i in range(4):
-            D[c_coords(lane, i)] = torch.tensor([int(d[lane, i])], dtype=torch.int64).to(torch.int32).view(torch.float32)[0]
+            D[c_coords(lane, i)] = (
+                torch.tensor([int(d[lane, i])], dtype=torch.int64).to(torch.int32).view(torch.float32)[0]
+            )
     ref = (A.double() @ B.double() + C.double()).float()
     if seed == 2:
         assert torch.equal(D, ref)
@@ -138,7 +149,11 @@ def test_mma_sync_f16_accumulate(lib: ctypes.CDLL) -> None:
         for j in range(2):
             v = int(d[lane, j])
             for h in range(2):
-                half = torch.tensor([(v >> (16 * h)) & 0xFFFF], dtype=torch.int32).to(torch.int16).view(torch.float16)[0]
+                half = (
+                    torch.tensor([(v >> (16 * h)) & 0xFFFF], dtype=torch.int32)
+                    .to(torch.int16)
+                    .view(torch.float16)[0]
+                )
                 D[c_coords(lane, 2 * j + h)] = half
     ref = (A.double() @ B.double() + C.double()).half()
     torch.testing.assert_close(D.float(), ref.float(), atol=2e-3, rtol=1e-3)
@@ -147,9 +162,13 @@ def test_mma_sync_f16_accumulate(lib: ctypes.CDLL) -> None:
 LDM = [(1, False), (2, False), (4, False), (1, True), (2, True), (4, True)]
 
 
-@pytest.mark.parametrize(("variant", "num_trans"), list(enumerate(LDM)), ids=["x1", "x2", "x4", "x1.trans", "x2.trans", "x4.trans"])
+@pytest.mark.parametrize(
+    ("variant", "num_trans"), list(enumerate(LDM)), ids=["x1", "x2", "x4", "x1.trans", "x2.trans", "x4.trans"]
+)
 @pytest.mark.parametrize("seed", [0, 1])
-def test_ldmatrix_hands_each_lane_the_isa_fragment(lib: ctypes.CDLL, variant: int, num_trans: tuple[int, bool], seed: int) -> None:
+def test_ldmatrix_hands_each_lane_the_isa_fragment(
+    lib: ctypes.CDLL, variant: int, num_trans: tuple[int, bool], seed: int
+) -> None:
     num, trans = num_trans
     g = torch.Generator().manual_seed(seed)
     tile = torch.randint(0, 1 << 16, (4, 8, 8), generator=g, dtype=torch.int64)
@@ -170,7 +189,9 @@ def test_ldmatrix_hands_each_lane_the_isa_fragment(lib: ctypes.CDLL, variant: in
 
 def _poisoned(x: torch.Tensor) -> torch.Tensor:
     b = x.contiguous().view(torch.int32)
-    return (b == int.from_bytes(b"\xcb" * 4, "little", signed=True)) | (b == int.from_bytes(b"\x7e" * 4, "little", signed=True))
+    return (b == int.from_bytes(b"\xcb" * 4, "little", signed=True)) | (
+        b == int.from_bytes(b"\x7e" * 4, "little", signed=True)
+    )
 
 
 @pytest.mark.parametrize("src_size", [16, 8, 4, 0])
@@ -241,9 +262,13 @@ WMMA = [  # variant, M, N, K, input dtype, A col-major, B col-major, accumulator
 ]
 
 
-@pytest.mark.parametrize("case", WMMA, ids=["bf16-16x16x16", "f16-16x16x16-colA", "f16-32x8x16", "bf16-8x32x16", "f16acc"])
+@pytest.mark.parametrize(
+    "case", WMMA, ids=["bf16-16x16x16", "f16-16x16x16-colA", "f16-32x8x16", "bf16-8x32x16", "f16acc"]
+)
 @pytest.mark.parametrize(("c_col", "d_col"), [(0, 0), (1, 1), (0, 1)])
-def test_wmma_gemm_tile_with_elementwise_epilogue(lib: ctypes.CDLL, case: tuple, c_col: int, d_col: int) -> None:
+def test_wmma_gemm_tile_with_elementwise_epilogue(
+    lib: ctypes.CDLL, case: tuple, c_col: int, d_col: int
+) -> None:
     variant, M, N, K, dt, acol, bcol, acc = case
     g = torch.Generator().manual_seed(variant * 7 + c_col + 2 * d_col)
     A = torch.randn(M, K, generator=g).to(dt)
@@ -282,10 +307,15 @@ def test_tc_gemm_passes_the_emu_gate() -> None:
     ("old", "new"),
     [
         ('asm volatile("cp.async.wait_group 1;\\n" ::: "memory");', ""),  # missing wait
-        ('asm volatile("cp.async.wait_group 1;\\n" ::: "memory");',  # waits one group short
-         'asm volatile("cp.async.wait_group 2;\\n" ::: "memory");'),
+        (
+            'asm volatile("cp.async.wait_group 1;\\n" ::: "memory");',  # waits one group short
+            'asm volatile("cp.async.wait_group 2;\\n" ::: "memory");',
+        ),
         ("col = ks * 16 + (lane / 16) * 8;", "col = ks * 16 + ((lane / 8) % 2) * 8;"),  # a1/a2 swapped
-        ("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16", "ldmatrix.sync.aligned.m8n8.x4.shared.b16"),  # no .trans
+        (
+            "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
+            "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
+        ),  # no .trans
     ],
     ids=["no-wait", "wait-short", "ldmatrix-a-layout", "ldmatrix-b-no-trans"],
 )
@@ -301,9 +331,15 @@ def test_gate_rejects_async_copy_and_layout_bugs(tmp_path: Path, old: str, new: 
 @pytest.mark.parametrize(
     ("asm", "words"),
     [
-        ('asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0}, {%1}, {%2}, {%3};" :: "r"(x));', "mma.sync"),
-        ('asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\\n st.shared.b32 [%4], %0;"'
-         ' : "=r"(x), "=r"(x), "=r"(x), "=r"(x) : "r"(x));', "st.shared.b32"),
+        (
+            'asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0}, {%1}, {%2}, {%3};" :: "r"(x));',
+            "mma.sync",
+        ),
+        (
+            'asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\\n st.shared.b32 [%4], %0;"'
+            ' : "=r"(x), "=r"(x), "=r"(x), "=r"(x) : "r"(x));',
+            "st.shared.b32",
+        ),
         ('asm volatile("cp.async.bulk.shared::cluster.global [%0], [%1], 16;" :: "r"(x), "l"(x));', "TMA"),
         ('asm("mov.u32 %0, %%laneid;" : "=r"(x));', "mov.u32"),
     ],

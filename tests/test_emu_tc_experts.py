@@ -26,5 +26,7 @@ def test_ptx_expert_passes_the_emu_gate(tmp_path: Path, name: str, force: str) -
             pytest.skip(f"{name}: launcher changed ({force!r} not found)")
         src = src.replace(force, "if (true)")
     (tmp_path / "expert.cu").write_text(src)
-    r = gate(tmp_path / "expert.cu", CORPUS / name, GateOptions(backend="emu", timeout_s=300.0), use_cache=False)
+    r = gate(
+        tmp_path / "expert.cu", CORPUS / name, GateOptions(backend="emu", timeout_s=300.0), use_cache=False
+    )
     assert r.accepted and r.category == "ok", f"{r.category}: {r.message}"

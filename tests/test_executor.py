@@ -77,8 +77,10 @@ class _Site:
 
 def _attempts(n: int) -> list[Attempt]:
     refused = Attempt("r", "restrict", _Site(1), "refused", "no site", False)  # type: ignore[arg-type]
-    return [refused] + [Attempt(f"s{i}", "op", _Site(i), "pending", "", False, f"// {i}\n")  # type: ignore[arg-type]
-                        for i in range(n)]
+    return [refused] + [
+        Attempt(f"s{i}", "op", _Site(i), "pending", "", False, f"// {i}\n")  # type: ignore[arg-type]
+        for i in range(n)
+    ]
 
 
 def test_first_accepted_in_source_order_wins(tmp_path: Path) -> None:
@@ -194,6 +196,7 @@ def test_local_stops_submitting_when_the_consumer_stops() -> None:
 
 # ---- ray ---------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[None]:
     """One local Ray instance for the module (2 CPUs, no dashboard), as `mine --executor ray` starts."""
@@ -227,8 +230,9 @@ def _marked(tag: str) -> str:
     return f"// {tag}\n{EXPERT}"
 
 
-def test_ray_worker_killed_mid_task_is_retried_then_a_crash(ray_cluster: None, tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ray_worker_killed_mid_task_is_retried_then_a_crash(
+    ray_cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KLINEAGE_HOME", str(tmp_path / "home"))
     ex = RayExecutor("emu", task_fn=kill_first_try_of_marked)
     jobs = _jobs([_marked("die-once"), _marked("die-always"), "not cuda at all {"])
@@ -242,7 +246,9 @@ def test_ray_worker_killed_mid_task_is_retried_then_a_crash(ray_cluster: None, t
     assert len(ex.written) == len(set(ex.written)) == 1
     (key,) = ex.written
     folder = cache.artifact_dir(key)
-    assert {"source.cu", "result.json", "run/child.stderr"} <= {str(f.relative_to(folder)) for f in folder.rglob("*")}
+    assert {"source.cu", "result.json", "run/child.stderr"} <= {
+        str(f.relative_to(folder)) for f in folder.rglob("*")
+    }
     assert (folder / "source.cu").read_text() == jobs[0].source
     assert not any(f.suffix == ".so" for f in folder.rglob("*"))
     # a re-run on the driver gates nothing again, and nothing is written twice
@@ -250,8 +256,9 @@ def test_ray_worker_killed_mid_task_is_retried_then_a_crash(ray_cluster: None, t
     assert again[0].cached and again[0].accepted and ex.submitted == 4 and ex.written == [key]
 
 
-def test_ray_task_past_its_deadline_is_retried_then_a_crash(ray_cluster: None, tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ray_task_past_its_deadline_is_retried_then_a_crash(
+    ray_cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KLINEAGE_HOME", str(tmp_path / "home"))
     ex = RayExecutor("emu", task_fn=kill_first_try_of_marked, task_timeout_s=4)
     t0 = time.monotonic()
@@ -264,17 +271,32 @@ def _rows(db: Path) -> dict[str, list]:
     with Store(db, read_only=True) as s:
         return {
             "states": sorted((r["state_hash"], r["depth"]) for r in s.rows("SELECT * FROM states")),
-            "steps": sorted((r["step_id"], r["to_state"] or "", r["accepted"], r["category"], r["message"] or "",
-                             r["taken"], str(r["roundtrip_ok"]), r["carrier"] or "", r["gate_key"] or "")
-                            for r in s.rows("SELECT * FROM steps")),
-            "gate_runs": sorted((r["gate_key"], r["accepted"], r["category"], r["message"] or "")
-                                for r in s.rows("SELECT * FROM gate_runs")),
+            "steps": sorted(
+                (
+                    r["step_id"],
+                    r["to_state"] or "",
+                    r["accepted"],
+                    r["category"],
+                    r["message"] or "",
+                    r["taken"],
+                    str(r["roundtrip_ok"]),
+                    r["carrier"] or "",
+                    r["gate_key"] or "",
+                )
+                for r in s.rows("SELECT * FROM steps")
+            ),
+            "gate_runs": sorted(
+                (r["gate_key"], r["accepted"], r["category"], r["message"] or "")
+                for r in s.rows("SELECT * FROM gate_runs")
+            ),
             "kernels": sorted(r["kernel_hash"] for r in s.rows("SELECT kernel_hash FROM kernels")),
             "skills": sorted((r["skill_id"], r["operator"]) for r in s.rows("SELECT * FROM skills")),
         }
 
 
-def test_ray_and_local_mine_identical_rows(ray_cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ray_and_local_mine_identical_rows(
+    ray_cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Cold caches both; the Ray run loses a worker on the first try of about a third of its
     tasks and still stores exactly the local run's rows. Its driver cache is then complete."""
     monkeypatch.setenv("KLINEAGE_HOME", str(tmp_path / "home-local"))
@@ -288,8 +310,9 @@ def test_ray_and_local_mine_identical_rows(ray_cluster: None, tmp_path: Path, mo
     assert rows == _rows(tmp_path / "local.duckdb")
     assert len(rows["skills"]) >= 3 and len(rows["steps"]) >= 3
     (lw,), (rw,) = local["workloads"], remote["workloads"]
-    assert {k: lw[k] for k in ("states", "accepted", "rejected", "refused", "gate_runs", "skills")} == \
-        {k: rw[k] for k in ("states", "accepted", "rejected", "refused", "gate_runs", "skills")}
+    assert {k: lw[k] for k in ("states", "accepted", "rejected", "refused", "gate_runs", "skills")} == {
+        k: rw[k] for k in ("states", "accepted", "rejected", "refused", "gate_runs", "skills")
+    }
     # the driver's cache holds every verdict: a local re-run on it gates nothing
     again = mine_corpus([CORPUS], db=tmp_path / "again.duckdb", workers=2)
     (aw,) = again["workloads"]

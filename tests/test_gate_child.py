@@ -41,14 +41,25 @@ extern "C" void launch(const float* a, const float* b, float* c, int N, cudaStre
 """
 
 
-def _gate_both(mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spy: list[child.ChildOutcome],
-               timeout_s: float = 60.0) -> dict[str, tuple[dict, child.ChildOutcome]]:
+def _gate_both(
+    mode: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    spy: list[child.ChildOutcome],
+    timeout_s: float = 60.0,
+) -> dict[str, tuple[dict, child.ChildOutcome]]:
     monkeypatch.setenv("ZT_MODE", mode)
     out = {}
     for fork in ("1", "0"):
         monkeypatch.setenv("KLINEAGE_GATE_FORK", fork)
-        r = gate(KERNEL, VADD, GateOptions(timeout_s=timeout_s), name="zt.cu", use_cache=False,
-                 cache_root=tmp_path / fork)
+        r = gate(
+            KERNEL,
+            VADD,
+            GateOptions(timeout_s=timeout_s),
+            name="zt.cu",
+            use_cache=False,
+            cache_root=tmp_path / fork,
+        )
         d = r.to_dict()
         d.pop("elapsed_s")
         out[fork] = (d, spy[-1])
@@ -57,8 +68,9 @@ def _gate_both(mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spy: 
     return out
 
 
-def test_printing_kernel_same_output_both_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                spy: list[child.ChildOutcome]) -> None:
+def test_printing_kernel_same_output_both_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spy: list[child.ChildOutcome]
+) -> None:
     out = _gate_both("print", tmp_path, monkeypatch, spy)
     d, fork = out["1"]
     assert d["category"] == "ok", d["message"]
@@ -68,8 +80,9 @@ def test_printing_kernel_same_output_both_paths(tmp_path: Path, monkeypatch: pyt
     assert fork.returncode == fresh.returncode == 0
 
 
-def test_segfaulting_kernel_is_a_crash_both_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                  spy: list[child.ChildOutcome]) -> None:
+def test_segfaulting_kernel_is_a_crash_both_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spy: list[child.ChildOutcome]
+) -> None:
     out = _gate_both("segv", tmp_path, monkeypatch, spy)
     d, fork = out["1"]
     assert d["category"] == "crash" and "SIGSEGV" in d["message"], d["message"]
@@ -77,8 +90,9 @@ def test_segfaulting_kernel_is_a_crash_both_paths(tmp_path: Path, monkeypatch: p
     assert fork.stderr == out["0"][1].stderr
 
 
-def test_hanging_kernel_is_a_timeout_both_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                spy: list[child.ChildOutcome]) -> None:
+def test_hanging_kernel_is_a_timeout_both_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spy: list[child.ChildOutcome]
+) -> None:
     out = _gate_both("hang", tmp_path, monkeypatch, spy, timeout_s=6.0)
     d, fork = out["1"]
     assert d["category"] == "timeout", d["message"]
@@ -86,10 +100,15 @@ def test_hanging_kernel_is_a_timeout_both_paths(tmp_path: Path, monkeypatch: pyt
     assert "stderr N=" in fork.stderr
 
 
-def _payload_run(tmp_path: Path, env: dict[str, str] | None = None, timeout_s: float = 60.0) -> child.ChildOutcome:
+def _payload_run(
+    tmp_path: Path, env: dict[str, str] | None = None, timeout_s: float = 60.0
+) -> child.ChildOutcome:
     """A worker run whose payload is bad (no library): the worker reports a crash verdict."""
-    payload = {"library": str(tmp_path / "missing.so"), "workload_dir": str(VADD),
-               "options": GateOptions().key_fields() | {"timeout_s": timeout_s}}
+    payload = {
+        "library": str(tmp_path / "missing.so"),
+        "workload_dir": str(VADD),
+        "options": GateOptions().key_fields() | {"timeout_s": timeout_s},
+    }
     return child.run_worker(payload, tmp_path / "run", timeout_s, env=env)
 
 
@@ -135,8 +154,9 @@ def _children_of(pid: int) -> list[int]:
     return kids
 
 
-def test_run_under_a_dying_zygote_is_redone_fresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                  spy: list[child.ChildOutcome]) -> None:
+def test_run_under_a_dying_zygote_is_redone_fresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spy: list[child.ChildOutcome]
+) -> None:
     """The child outlives its zygote (it is in its own session) but nobody can report its status:
     the caller kills it and runs the candidate in a fresh interpreter."""
     monkeypatch.delenv("KLINEAGE_GATE_FORK", raising=False)
@@ -155,18 +175,25 @@ def test_run_under_a_dying_zygote_is_redone_fresh(tmp_path: Path, monkeypatch: p
 
     killer = threading.Thread(target=kill_zygote_once_it_forked)
     killer.start()
-    r = gate(KERNEL, VADD, GateOptions(timeout_s=5.0), name="zt.cu", use_cache=False, cache_root=tmp_path / "c")
+    r = gate(
+        KERNEL, VADD, GateOptions(timeout_s=5.0), name="zt.cu", use_cache=False, cache_root=tmp_path / "c"
+    )
     killer.join()
     assert r.category == "timeout"
     assert orphans and spy[-1].via == "exec" and spy[-1].timed_out
     time.sleep(0.2)
     for pid in orphans:  # the orphaned child was killed, not left hanging
-        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1][:3]
+        assert (
+            not Path(f"/proc/{pid}").exists()
+            or "Z" in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1][:3]
+        )
 
 
 #: a kernel whose launcher prints the OpenMP wait policy its process was given
-ENV_KERNEL = KERNEL.replace('printf("launch N=%d\\n", N);',
-                            'const char* w = getenv("OMP_WAIT_POLICY"); printf("wait=%s\\n", w ? w : "(unset)");')
+ENV_KERNEL = KERNEL.replace(
+    'printf("launch N=%d\\n", N);',
+    'const char* w = getenv("OMP_WAIT_POLICY"); printf("wait=%s\\n", w ? w : "(unset)");',
+)
 
 
 def _environ(pid: int) -> dict[str, str]:
@@ -175,8 +202,9 @@ def _environ(pid: int) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("caller", [None, "ACTIVE"])
-def test_children_wait_passively_unless_told(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                             spy: list[child.ChildOutcome], caller: str | None) -> None:
+def test_children_wait_passively_unless_told(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spy: list[child.ChildOutcome], caller: str | None
+) -> None:
     """Gate children (both paths) and the zygote they fork from get OMP_WAIT_POLICY=PASSIVE
     (torch's OpenMP threads otherwise spin against the compilers); a caller's own value wins."""
     assert ENV_KERNEL != KERNEL

@@ -59,7 +59,9 @@ def test_devices_named_by_visible_devices_do_not_block_each_other(tmp_path: Path
     assert not _held(lock_path(env0))
 
 
-def test_cuda_gate_child_runs_inside_the_slot_and_emu_does_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cuda_gate_child_runs_inside_the_slot_and_emu_does_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The parent takes the slot around the child (so waiting is not child time); emu never does."""
     monkeypatch.setenv("KLINEAGE_GPU_LOCK_DIR", str(tmp_path / "locks"))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
@@ -69,12 +71,23 @@ def test_cuda_gate_child_runs_inside_the_slot_and_emu_does_not(tmp_path: Path, m
     def fake_run_worker(payload, workdir, timeout_s, env=None):  # noqa: ANN001, ANN202
         (tmp_path / "locks").mkdir(exist_ok=True)
         seen.append(_held(lock_path()))
-        return ChildOutcome(result={"category": "ok", "message": "", "checks": [], "timing": None, "profile": {}},
-                            returncode=0, stdout="", stderr="", timed_out=False, elapsed_s=0.0)
+        return ChildOutcome(
+            result={"category": "ok", "message": "", "checks": [], "timing": None, "profile": {}},
+            returncode=0,
+            stdout="",
+            stderr="",
+            timed_out=False,
+            elapsed_s=0.0,
+        )
 
     monkeypatch.setattr(gate_mod, "run_worker", fake_run_worker)
     src = REPO / "examples" / "vector_add" / "naive.cu"
     for backend in ("cuda", "emu"):
-        gate_mod.gate(src, REPO / "examples" / "vector_add", GateOptions(backend=backend), use_cache=False,
-                      cache_root=tmp_path / "cache")
+        gate_mod.gate(
+            src,
+            REPO / "examples" / "vector_add",
+            GateOptions(backend=backend),
+            use_cache=False,
+            cache_root=tmp_path / "cache",
+        )
     assert seen == [True, False]

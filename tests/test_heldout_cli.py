@@ -13,7 +13,9 @@ from klineage.heldout import HeldoutReport, InstanceResult, instance_names
 from klineage.memorization import CarrierCheck
 
 
-def run_cli(argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+def run_cli(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
     monkeypatch.setattr("sys.argv", ["klineage", *argv])
     with pytest.raises(SystemExit) as e:
         main()
@@ -22,14 +24,35 @@ def run_cli(argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.Cap
     return int(e.value.code or 0), captured.out, captured.err
 
 
-def _inst(name: str, accepted: bool = True, status: str = "improved", speedup: float | None = None,
-          copy: bool = False) -> InstanceResult:
-    return InstanceResult(name, accepted, "ok" if accepted else "mismatch", status, ["s-1"], ["op"], 2, speedup,
-                          None, [], {"is_copy": copy, "closest": {"source": "softmax", "ast": 0.9 if copy else 0.1}})
+def _inst(
+    name: str,
+    accepted: bool = True,
+    status: str = "improved",
+    speedup: float | None = None,
+    copy: bool = False,
+) -> InstanceResult:
+    return InstanceResult(
+        name,
+        accepted,
+        "ok" if accepted else "mismatch",
+        status,
+        ["s-1"],
+        ["op"],
+        2,
+        speedup,
+        None,
+        [],
+        {"is_copy": copy, "closest": {"source": "softmax", "ast": 0.9 if copy else 0.1}},
+    )
 
 
-def _report(instances: list[InstanceResult], backend: str = "emu", skills: str = "all", order: str = "curriculum",
-            carriers: list[CarrierCheck] | None = None) -> HeldoutReport:
+def _report(
+    instances: list[InstanceResult],
+    backend: str = "emu",
+    skills: str = "all",
+    order: str = "curriculum",
+    carriers: list[CarrierCheck] | None = None,
+) -> HeldoutReport:
     return HeldoutReport(backend, "offline", skills, order, 10, instances, carriers or [])
 
 
@@ -76,8 +99,22 @@ def test_missing_store_is_bad_input(monkeypatch, capsys, tmp_path: Path) -> None
 
 @pytest.mark.slow
 def test_one_instance_end_to_end(monkeypatch, capsys, tmp_path: Path) -> None:
-    code, out, _ = run_cli(["heldout", "--only", "axpy", "--skills", "none", "--budget", "1", "--json",
-                            "--out", str(tmp_path / "run")], monkeypatch, capsys)
+    code, out, _ = run_cli(
+        [
+            "heldout",
+            "--only",
+            "axpy",
+            "--skills",
+            "none",
+            "--budget",
+            "1",
+            "--json",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        monkeypatch,
+        capsys,
+    )
     doc = json.loads(out)
     (inst,) = doc["instances"]
     assert inst["name"] == "axpy" and inst["accepted"] and inst["category"] == "ok"
@@ -88,9 +125,29 @@ def test_one_instance_end_to_end(monkeypatch, capsys, tmp_path: Path) -> None:
 
 def test_jobs_keep_the_instance_order(monkeypatch, capsys, tmp_path: Path) -> None:
     """--jobs 2 materializes two instances at once; the report lists them in the order asked."""
-    code, out, _ = run_cli(["heldout", "--only", "gemv", "--only", "axpy", "--skills", "none", "--budget", "1",
-                            "--jobs", "2", "--json", "--out", str(tmp_path / "run")], monkeypatch, capsys)
+    code, out, _ = run_cli(
+        [
+            "heldout",
+            "--only",
+            "gemv",
+            "--only",
+            "axpy",
+            "--skills",
+            "none",
+            "--budget",
+            "1",
+            "--jobs",
+            "2",
+            "--json",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        monkeypatch,
+        capsys,
+    )
     doc = json.loads(out)
     assert [i["name"] for i in doc["instances"]] == ["gemv", "axpy"]
     assert all(i["accepted"] for i in doc["instances"]) and code == 0
-    assert (tmp_path / "run" / "gemv" / "best.cu").is_file() and (tmp_path / "run" / "axpy" / "best.cu").is_file()
+    assert (tmp_path / "run" / "gemv" / "best.cu").is_file() and (
+        tmp_path / "run" / "axpy" / "best.cu"
+    ).is_file()

@@ -20,8 +20,15 @@ from klineage.gates.gate import gate
 
 HELDOUT = Path(__file__).resolve().parent.parent / "heldout"
 ALL = sorted(p.name for p in HELDOUT.iterdir() if (p / "naive.cu").is_file())
-REPRESENTATIVE = ["logsumexp", "gelu_bias", "cumsum", "embedding", "histogram", "maxpool2d",
-                  "transpose_tiny_batched"]
+REPRESENTATIVE = [
+    "logsumexp",
+    "gelu_bias",
+    "cumsum",
+    "embedding",
+    "histogram",
+    "maxpool2d",
+    "transpose_tiny_batched",
+]
 CASES = ALL if os.environ.get("KLINEAGE_HELDOUT_ALL") else [n for n in REPRESENTATIVE if n in ALL]
 
 

@@ -18,17 +18,48 @@ NAMES = sorted(p.name for p in HELDOUT.iterdir() if (p / "workload.py").is_file(
 
 #: what each instance holds out: a new operator, or a new dtype/shape of a corpus family
 KIND = {
-    "logsumexp": "new", "l2norm": "new", "mean_var": "new", "argmax": "new", "cumsum": "new",
-    "gelu_bias": "new", "swiglu": "new", "add_rmsnorm": "new", "cross_entropy": "new", "gemv": "new",
-    "embedding": "new", "rotary": "new", "cosine_sim": "new", "maxpool2d": "new", "histogram": "new",
+    "logsumexp": "new",
+    "l2norm": "new",
+    "mean_var": "new",
+    "argmax": "new",
+    "cumsum": "new",
+    "gelu_bias": "new",
+    "swiglu": "new",
+    "add_rmsnorm": "new",
+    "cross_entropy": "new",
+    "gemv": "new",
+    "embedding": "new",
+    "rotary": "new",
+    "cosine_sim": "new",
+    "maxpool2d": "new",
+    "histogram": "new",
     "axpy": "new",
-    "softmax_bf16_short": "softmax", "softmax_long": "softmax", "rmsnorm_fp16": "rmsnorm",
-    "layernorm_fp32": "layernorm", "transpose_fp16": "transpose", "transpose_tiny_batched": "transpose",
+    "softmax_bf16_short": "softmax",
+    "softmax_long": "softmax",
+    "rmsnorm_fp16": "rmsnorm",
+    "layernorm_fp32": "layernorm",
+    "transpose_fp16": "transpose",
+    "transpose_tiny_batched": "transpose",
     "col_sum": "reduce_sum_rows",
 }
 #: the corpus and the examples: no held-out instance may share a name with them
-CORPUS = {"reduce_sum", "reduce_sum_rows", "softmax", "softmax_fp16", "layernorm", "layernorm_bf16", "rmsnorm",
-          "transpose", "transpose_batched", "topk", "sgemm", "gemm_bf16", "attention_fwd", "row_sum", "vector_add"}
+CORPUS = {
+    "reduce_sum",
+    "reduce_sum_rows",
+    "softmax",
+    "softmax_fp16",
+    "layernorm",
+    "layernorm_bf16",
+    "rmsnorm",
+    "transpose",
+    "transpose_batched",
+    "topk",
+    "sgemm",
+    "gemm_bf16",
+    "attention_fwd",
+    "row_sum",
+    "vector_add",
+}
 L2_BYTES = 60 * 2**20
 
 
@@ -75,17 +106,19 @@ def test_tolerances_no_looser_than_torch_unless_explained(wl: Workload) -> None:
         tol, default = wl.tolerance_for(t), DEFAULT_TOLERANCES[t.dtype]
         looser = tol.atol > default.atol or tol.rtol > default.rtol or tol.metric != default.metric
         if looser:
-            assert "provably" in doc, f"{wl.name}: '{t.name}' tolerance {tol} is looser than torch's without a reason"
+            assert "provably" in doc, (
+                f"{wl.name}: '{t.name}' tolerance {tol} is looser than torch's without a reason"
+            )
 
 
 def test_naive_launcher_matches_the_workload(wl: Workload) -> None:
     text = (wl.source_dir / "naive.cu").read_text()
     m = re.search(r'extern\s+"C"\s+void\s+launch\s*\(([^)]*)\)', text)
-    assert m, "naive.cu exports extern \"C\" void launch(...)"
+    assert m, 'naive.cu exports extern "C" void launch(...)'
     got = [" ".join(p.split()) for p in m.group(1).split(",")]
     want = [" ".join(p.split()) for p in wl.c_signature().split("(", 1)[1].rstrip(")").split(",")]
     assert got == want
-    body = text[m.end():]
+    body = text[m.end() :]
     for banned in ("cudaMalloc", "cudaFree", "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaMemcpy("):
         assert banned not in body, f"the launcher must not call {banned}"
     assert "stream>>>" in body.replace(" ", "")
@@ -109,4 +142,6 @@ def test_reference_and_vendor_run(wl: Workload) -> None:
         pytest.skip(f"vendor has no CPU path here: {e}")
     got = [got] if isinstance(got, torch.Tensor) else list(got)
     for t, v in zip(wl.outputs, got, strict=True):
-        assert torch.allclose(v.double().reshape(ref[t.name].shape), ref[t.name].double(), rtol=2e-2, atol=1e-2)
+        assert torch.allclose(
+            v.double().reshape(ref[t.name].shape), ref[t.name].double(), rtol=2e-2, atol=1e-2
+        )

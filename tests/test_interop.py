@@ -82,10 +82,15 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
 @pytest.mark.parametrize(
     ("text", "needle"),
     [
-        ("import torch\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n", "defines no Model"),
-        ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n        return x\n"
-         "def get_inputs():\n    return [torch.randn(4, device='cuda')]\ndef get_init_inputs():\n    return []\n",
-         r"get_inputs\(\) raised.*needs a GPU"),
+        (
+            "import torch\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n",
+            "defines no Model",
+        ),
+        (
+            "import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n        return x\n"
+            "def get_inputs():\n    return [torch.randn(4, device='cuda')]\ndef get_init_inputs():\n    return []\n",
+            r"get_inputs\(\) raised.*needs a GPU",
+        ),
         ("raise ImportError('no such thing')\n", "the problem file raised ImportError"),
     ],
 )
@@ -97,15 +102,25 @@ def test_bad_problem_files(tmp_path: Path, text: str, needle: str) -> None:
 
 def test_solution_without_cuda(tmp_path: Path) -> None:
     wl = import_problem(DATA / "kb_add_problem.py", tmp_path / "w")
-    sol = _write(tmp_path, "s.py", "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n        return a + b\n")
+    sol = _write(
+        tmp_path,
+        "s.py",
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n        return a + b\n",
+    )
     with pytest.raises(WrapError, match="no CUDA string"):
         wrap_solution(sol, wl)
 
 
 def test_solution_that_cannot_be_wrapped_says_why(tmp_path: Path) -> None:
     wl = import_problem(DATA / "kb_add_problem.py", tmp_path / "w")
-    text = (DATA / "kb_add_solution.py").read_text().replace(
-        "return self.elementwise_add.elementwise_add_cuda(a, b)", "return self.elementwise_add.elementwise_add_cuda(a * 2, b)")
+    text = (
+        (DATA / "kb_add_solution.py")
+        .read_text()
+        .replace(
+            "return self.elementwise_add.elementwise_add_cuda(a, b)",
+            "return self.elementwise_add.elementwise_add_cuda(a * 2, b)",
+        )
+    )
     with pytest.raises(WrapError, match=r"binding argument `a \* 2` is an expression"):
         wrap_solution(_write(tmp_path, "s.py", text), wl)
 
@@ -160,6 +175,7 @@ v += __shfl_xor_sync(0xffffffff, v, s);
 
 # ---- FlashInfer-Trace workloads with safetensors inputs ----------------------------------------
 
+
 def _trace_dataset(root: Path, **tensors: object) -> Path:
     """A FlashInfer-Trace dataset: definitions/, workloads/ and the recorded record's tensors under
     blob/ (x: 5 rows, row 2 all zeros; weight); keyword arguments replace tensors (None drops one)."""
@@ -188,7 +204,10 @@ def test_flashinfer_safetensors_inputs_load_and_gate(tmp_path: Path, monkeypatch
 
     ds = _trace_dataset(tmp_path / "ds")
     out = tmp_path / "fi"
-    monkeypatch.setattr("sys.argv", ["klineage", "import", "flashinfer", str(ds / "definitions/rms_h256.json"), "--out", str(out)])
+    monkeypatch.setattr(
+        "sys.argv",
+        ["klineage", "import", "flashinfer", str(ds / "definitions/rms_h256.json"), "--out", str(out)],
+    )
     with pytest.raises(SystemExit) as e:  # the CLI finds workloads/rms_h256.jsonl beside definitions/
         main()
     assert e.value.code == 0, capsys.readouterr().err
@@ -237,20 +256,30 @@ def test_flashinfer_absolute_safetensors_path_is_copied_in(tmp_path: Path) -> No
     [
         ("missing_file", r"rms_h256\.jsonl:2: input 'x': safetensors file .*r1\.safetensors not found"),
         ("missing_key", r"rms_h256\.jsonl:2: input 'weight': .*r1\.safetensors holds no tensor 'weight'"),
-        ("shape", r"rms_h256\.jsonl:2: input 'x': tensor 'x' in .* has shape \[5, 128\]; the definition at axes "
-                  r"\{'rows': 5\} says \[5, 256\]"),
-        ("dtype", r"rms_h256\.jsonl:2: input 'weight': tensor 'weight' in .* is float32; the definition says bfloat16"),
+        (
+            "shape",
+            r"rms_h256\.jsonl:2: input 'x': tensor 'x' in .* has shape \[5, 128\]; the definition at axes "
+            r"\{'rows': 5\} says \[5, 256\]",
+        ),
+        (
+            "dtype",
+            r"rms_h256\.jsonl:2: input 'weight': tensor 'weight' in .* is float32; the definition says bfloat16",
+        ),
     ],
     ids=["missing_file", "missing_key", "shape", "dtype"],
 )
-def test_flashinfer_bad_safetensors_inputs(tmp_path: Path, change: str, needle: str, monkeypatch, capsys) -> None:
+def test_flashinfer_bad_safetensors_inputs(
+    tmp_path: Path, change: str, needle: str, monkeypatch, capsys
+) -> None:
     import torch
 
     from klineage.cli import main
 
     tensors = {
-        "missing_file": {}, "missing_key": {"weight": None},
-        "shape": {"x": torch.zeros(5, 128, dtype=torch.bfloat16)}, "dtype": {"weight": torch.ones(256)},
+        "missing_file": {},
+        "missing_key": {"weight": None},
+        "shape": {"x": torch.zeros(5, 128, dtype=torch.bfloat16)},
+        "dtype": {"weight": torch.ones(256)},
     }[change]
     ds = _trace_dataset(tmp_path / "ds", **tensors)
     if change == "missing_file":
@@ -258,8 +287,17 @@ def test_flashinfer_bad_safetensors_inputs(tmp_path: Path, change: str, needle: 
     with pytest.raises(WorkloadError, match=needle):
         import_definition(ds / "definitions/rms_h256.json", tmp_path / "out", ds / "workloads/rms_h256.jsonl")
     assert not (tmp_path / "out").exists()
-    monkeypatch.setattr("sys.argv", ["klineage", "import", "flashinfer", str(ds / "definitions/rms_h256.json"),
-                                     "--out", str(tmp_path / "out")])
+    monkeypatch.setattr(
+        "sys.argv",
+        [
+            "klineage",
+            "import",
+            "flashinfer",
+            str(ds / "definitions/rms_h256.json"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    )
     with pytest.raises(SystemExit) as e:
         main()
     err = capsys.readouterr().err
@@ -272,12 +310,14 @@ def test_launches_without_a_stream_are_routed_to_the_current_stream() -> None:
     `<<<g, b>>>` and `<<<g, b, smem>>>` to the launcher's stream and leaves a named stream alone."""
     from klineage.interop.solution import route_launches_to_current_stream
 
-    cuda = ("__global__ void k(float* y) { y[0] = 1.f; }\n"
-            "void f(float* y, cudaStream_t s) {\n"
-            "    k<<<1, 32>>>(y);\n"
-            "    k<<<dim3(1), 32, 128>>>(y);\n"
-            "    k<<<1, 32, 0, s>>>(y);\n"
-            "}\n")
+    cuda = (
+        "__global__ void k(float* y) { y[0] = 1.f; }\n"
+        "void f(float* y, cudaStream_t s) {\n"
+        "    k<<<1, 32>>>(y);\n"
+        "    k<<<dim3(1), 32, 128>>>(y);\n"
+        "    k<<<1, 32, 0, s>>>(y);\n"
+        "}\n"
+    )
     out, n = route_launches_to_current_stream(cuda, "t.cu")
     assert n == 2
     assert "k<<<1, 32, 0, at::cuda::getCurrentCUDAStream()>>>(y);" in out

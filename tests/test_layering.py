@@ -29,7 +29,10 @@ def sql_literals(path: Path) -> list[tuple[int, str]]:
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.JoinedStr):
-            text = "".join(v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else "X" for v in node.values)
+            text = "".join(
+                v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else "X"
+                for v in node.values
+            )
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             text = node.value
         else:
@@ -59,11 +62,15 @@ def test_no_sql_outside_the_store() -> None:
         if STORE not in p.parents
         for line, text in sql_literals(p)
     ]
-    assert not outside, "SQL outside klineage/store/ (give the store a function for it):\n" + "\n".join(outside)
+    assert not outside, "SQL outside klineage/store/ (give the store a function for it):\n" + "\n".join(
+        outside
+    )
 
 
 def test_the_store_holds_sql() -> None:  # the detector runs on the files it is meant for
     assert sum(len(sql_literals(p)) for p in STORE.rglob("*.py")) > 20
+
+
 def long_functions(paths: list[Path], limit: int) -> list[str]:
     out = []
     for path in paths:

@@ -29,7 +29,9 @@ MSG = [{"role": "user", "content": [{"type": "text", "text": "the code"}]}]
 
 def _llm(stub: StubServer, **kw):  # noqa: ANN202
     exchanges: list[Exchange] = []
-    llm = get_llm("anthropic", api_key=KEY, base_url=stub.base_url, backoff_s=0.01, recorder=exchanges.append, **kw)
+    llm = get_llm(
+        "anthropic", api_key=KEY, base_url=stub.base_url, backoff_s=0.01, recorder=exchanges.append, **kw
+    )
     llm.sleep = lambda s: None  # backoff is computed (and checked below) but not waited for
     return llm, exchanges
 
@@ -41,26 +43,42 @@ def test_success_with_cache_accounting() -> None:
         second = llm.complete(SYSTEM, MSG, purpose="test")
     assert first.text == "hello" and first.attempts == 1 and first.price_known
     assert first.usage.cache_write_tokens > 0 and first.usage.cache_read_tokens == 0
-    assert second.usage.cache_read_tokens == first.usage.cache_write_tokens and second.usage.cache_write_tokens == 0
+    assert (
+        second.usage.cache_read_tokens == first.usage.cache_write_tokens
+        and second.usage.cache_write_tokens == 0
+    )
     assert second.cost_usd < first.cost_usd  # cache reads are billed at a tenth of the input price
     sent = stub.requests[0]
-    assert sent["model"] == "claude-haiku-4-5-20251001" and sent["stream"] is True  # streamed: timeouts bound silence
+    assert (
+        sent["model"] == "claude-haiku-4-5-20251001" and sent["stream"] is True
+    )  # streamed: timeouts bound silence
     assert [b.get("cache_control") for b in sent["system"]] == [{"type": "ephemeral"}] * 2
     assert llm.ledger.calls == 2 and llm.ledger.spent_usd == pytest.approx(first.cost_usd + second.cost_usd)
     assert [e.purpose for e in ex] == ["test", "test"] and ex[0].response == "hello" and not ex[0].error
 
 
 def test_cost_from_price_table() -> None:
-    u = Usage(input_tokens=1_000_000, output_tokens=1_000_000, cache_read_tokens=1_000_000, cache_write_tokens=1_000_000)
+    u = Usage(
+        input_tokens=1_000_000,
+        output_tokens=1_000_000,
+        cache_read_tokens=1_000_000,
+        cache_write_tokens=1_000_000,
+    )
     assert cost_of("claude-sonnet-4-6", u) == pytest.approx(3 + 15 + 0.3 + 3.75)
     assert cost_of("claude-haiku-4-5-20251001", u) == pytest.approx(1 + 5 + 0.1 + 1.25)
     assert cost_of("claude-sonnet-5-5", u) == pytest.approx(2 + 10 + 0.1 + 2.5)  # cache reads at 0.05x
-    assert cost_of("claude-opus-4-8", u) == pytest.approx(5 + 25 + 0.5 + 6.25)  # not the old claude-opus-4 rate
+    assert cost_of("claude-opus-4-8", u) == pytest.approx(
+        5 + 25 + 0.5 + 6.25
+    )  # not the old claude-opus-4 rate
     small = Usage(input_tokens=50_000, output_tokens=1_000_000)
-    assert cost_of("claude-haiku-5-5", small) == pytest.approx(0.005 + 0.5)  # Haiku 5.5 under 100k prompt tokens
+    assert cost_of("claude-haiku-5-5", small) == pytest.approx(
+        0.005 + 0.5
+    )  # Haiku 5.5 under 100k prompt tokens
     big = Usage(input_tokens=150_000, output_tokens=1_000_000)
     assert cost_of("claude-haiku-5-5", big) == pytest.approx(0.075 + 2.5)  # over: 5x on the whole call
-    assert price_for("some-future-model") is None and cost_of("some-future-model", u) is None  # unknown: never guessed
+    assert (
+        price_for("some-future-model") is None and cost_of("some-future-model", u) is None
+    )  # unknown: never guessed
 
 
 def test_default_model_is_the_newest_current_sonnet_of_the_sdk() -> None:
@@ -75,8 +93,11 @@ def test_default_model_is_the_newest_current_sonnet_of_the_sdk() -> None:
 
 
 def test_unknown_model_is_refused_with_the_known_names() -> None:
-    with pytest.raises(UnknownModelError, match=r"unknown model 'claude-sonnet-4-5' \(the installed anthropic SDK knows: "
-                                                r".*claude-sonnet-4-6") as e:
+    with pytest.raises(
+        UnknownModelError,
+        match=r"unknown model 'claude-sonnet-4-5' \(the installed anthropic SDK knows: "
+        r".*claude-sonnet-4-6",
+    ) as e:
         get_llm("anthropic", api_key=KEY, model="claude-sonnet-4-5")
     assert "\n" not in str(e.value) and isinstance(e.value, KLineageError)  # one line, exit 2
     assert not any(d in str(e.value).split("knows: ")[1].split(", ") for d in deprecated_models())
@@ -90,7 +111,9 @@ def test_every_current_sdk_model_has_a_price() -> None:
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the SDK warns about the deprecated model it is
 def test_unknown_price_is_explicit_and_refuses_max_cost() -> None:
     unpriced = next(m for m in sdk_models() if price_for(m) is None)  # a deprecated preview has no row
-    with pytest.raises(KLineageError, match=f"'{unpriced}' has an unknown price .*--max-cost cannot be counted"):
+    with pytest.raises(
+        KLineageError, match=f"'{unpriced}' has an unknown price .*--max-cost cannot be counted"
+    ):
         get_llm("anthropic", api_key=KEY, model=unpriced, max_cost_usd=1.0)
     with StubServer([Reply("x" * 400)]) as stub:
         llm, ex = _llm(stub, model=unpriced)
@@ -155,7 +178,9 @@ def test_stalled_connection_times_out_per_attempt() -> None:
 def test_prompt_too_long_is_its_own_error() -> None:
     with StubServer([Reply("never")], context_tokens=100) as stub:
         llm, ex = _llm(stub)
-        with pytest.raises(ContextTooLong, match="longer than .*context: BadRequestError 400: .*prompt is too long"):
+        with pytest.raises(
+            ContextTooLong, match="longer than .*context: BadRequestError 400: .*prompt is too long"
+        ):
             llm.complete(SYSTEM, MSG)
     assert len(stub.requests) == 1 and ex[0].error
 
@@ -220,15 +245,26 @@ def test_store_recorder(tmp_path) -> None:  # noqa: ANN001
     from klineage.store.db import Store
 
     with Store(tmp_path / "x.duckdb") as store, StubServer([overloaded(), Reply("stored")]) as stub:
-        llm = get_llm("anthropic", api_key=KEY, base_url=stub.base_url, backoff_s=0.0,
-                      recorder=store_recorder(store, run_id="mine-1", step=lambda: 7))
+        llm = get_llm(
+            "anthropic",
+            api_key=KEY,
+            base_url=stub.base_url,
+            backoff_s=0.0,
+            recorder=store_recorder(store, run_id="mine-1", step=lambda: 7),
+        )
         llm.complete(SYSTEM, MSG, purpose="llm-operator")
         llm.complete(SYSTEM, [{"role": "user", "content": [{"type": "text", "text": "other code"}]}])
         rows = store.rows("SELECT * FROM llm_exchanges ORDER BY error IS NOT NULL, created_at")
         prefixes = store.rows("SELECT * FROM llm_prompt_prefixes")
         sent = full_prompt(store, rows[0]["exchange_id"])
-    assert [(r["run_id"], r["step_index"]) for r in rows] == [("mine-1", 7)] * 3 and rows[0]["purpose"] == "llm-operator"
-    assert rows[0]["response"] == "stored" and rows[0]["cost_usd"] > 0 and rows[2]["error"].startswith("OverloadedError")
+    assert [(r["run_id"], r["step_index"]) for r in rows] == [("mine-1", 7)] * 3 and rows[0][
+        "purpose"
+    ] == "llm-operator"
+    assert (
+        rows[0]["response"] == "stored"
+        and rows[0]["cost_usd"] > 0
+        and rows[2]["error"].startswith("OverloadedError")
+    )
     # the static prefix is stored once, referenced by every exchange, and not repeated in their prompts
     assert len(prefixes) == 1 and {r["prefix_hash"] for r in rows} == {prefixes[0]["prefix_hash"]}
     assert all("system" not in r["prompt"] for r in rows)

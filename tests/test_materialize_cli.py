@@ -24,8 +24,14 @@ from tests.test_materialize_helpers import SCALE, skill_store
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "klineage", "materialize", *args], capture_output=True, text=True,
-                          cwd=REPO, env=full, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "klineage", "materialize", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=full,
+        timeout=600,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -84,8 +90,24 @@ def test_bad_measured_file_is_one_line_exit_2(db: Path, tmp_path: Path) -> None:
 
 def test_missing_key_is_one_line_exit_2(db: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
-    r = subprocess.run([sys.executable, "-m", "klineage", "materialize", str(SCALE), "--db", str(db), "--provider",
-                        "anthropic"], capture_output=True, text=True, cwd=REPO, env=env, timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "klineage",
+            "materialize",
+            str(SCALE),
+            "--db",
+            str(db),
+            "--provider",
+            "anthropic",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=600,
+    )
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "ANTHROPIC_API_KEY" in lines[0] and lines[0].startswith("error:")
@@ -95,7 +117,10 @@ def test_success_json(db: Path, tmp_path: Path) -> None:
     r = _cli(str(SCALE), "--db", str(db), "--budget", "3", "--out", str(tmp_path / "out"), "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["status"] == "improved" and doc["applied"] == ["restrict-scale_test", "launch_bounds-scale_test"]
+    assert doc["status"] == "improved" and doc["applied"] == [
+        "restrict-scale_test",
+        "launch_bounds-scale_test",
+    ]
     assert (tmp_path / "out" / "best.cu").is_file() and (tmp_path / "out" / "trace.json").is_file()
 
 
@@ -111,8 +136,20 @@ def test_start_failing_its_gate_exit_1(db: Path, tmp_path: Path) -> None:
 def test_provider_failure_exits_3_with_one_line_and_a_closed_run(tmp_path: Path) -> None:
     runs = skill_store(tmp_path / "runs.duckdb")
     with StubServer([Reply(status=401)]) as stub:
-        r = _cli(str(SCALE), "--db", str(runs), "--provider", "anthropic", "--base-url", stub.base_url,
-                 "--llm-timeout", "5", "--out", str(tmp_path / "out"), env={"ANTHROPIC_API_KEY": "sk-test-cli"})
+        r = _cli(
+            str(SCALE),
+            "--db",
+            str(runs),
+            "--provider",
+            "anthropic",
+            "--base-url",
+            stub.base_url,
+            "--llm-timeout",
+            "5",
+            "--out",
+            str(tmp_path / "out"),
+            env={"ANTHROPIC_API_KEY": "sk-test-cli"},
+        )
     assert r.returncode == 3, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: provider error: anthropic API refused the request")
@@ -123,18 +160,44 @@ def test_provider_failure_exits_3_with_one_line_and_a_closed_run(tmp_path: Path)
 
 
 def test_unknown_model_exit_2_naming_the_known_ones(db: Path, tmp_path: Path) -> None:
-    r = _cli(str(SCALE), "--db", str(db), "--provider", "anthropic", "--model", "claude-sonnet-4-5",
-             "--out", str(tmp_path / "out"), env={"ANTHROPIC_API_KEY": "sk-test-cli"})
+    r = _cli(
+        str(SCALE),
+        "--db",
+        str(db),
+        "--provider",
+        "anthropic",
+        "--model",
+        "claude-sonnet-4-5",
+        "--out",
+        str(tmp_path / "out"),
+        env={"ANTHROPIC_API_KEY": "sk-test-cli"},
+    )
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "unknown model 'claude-sonnet-4-5'" in lines[0] and "claude-sonnet-4-6" in lines[0]
+    assert (
+        len(lines) == 1
+        and "unknown model 'claude-sonnet-4-5'" in lines[0]
+        and "claude-sonnet-4-6" in lines[0]
+    )
     assert not (tmp_path / "out").exists()
 
 
 def test_cost_limit_via_cli(db: Path, tmp_path: Path) -> None:
     with StubServer([Reply("nothing to return " * 300)]) as stub:
-        r = _cli(str(SCALE), "--db", str(db), "--provider", "anthropic", "--base-url", stub.base_url,
-                 "--max-cost", "0.002", "--out", str(tmp_path / "out"), env={"ANTHROPIC_API_KEY": "sk-test-cli"})
+        r = _cli(
+            str(SCALE),
+            "--db",
+            str(db),
+            "--provider",
+            "anthropic",
+            "--base-url",
+            stub.base_url,
+            "--max-cost",
+            "0.002",
+            "--out",
+            str(tmp_path / "out"),
+            env={"ANTHROPIC_API_KEY": "sk-test-cli"},
+        )
     assert r.returncode == 1, r.stderr
     assert "stopped: cost limit reached" in r.stderr
     trace = json.loads((tmp_path / "out" / "trace.json").read_text())
@@ -144,10 +207,14 @@ def test_cost_limit_via_cli(db: Path, tmp_path: Path) -> None:
 def test_budget_above_int32_is_one_line_exit_2(db: Path, tmp_path: Path) -> None:
     r = _cli(str(SCALE), "--db", str(db), "--budget", "3000000000", "--out", str(tmp_path / "out"))
     assert r.returncode == 2, r.stderr
-    assert r.stderr.strip().splitlines() == ["error: --budget must be between 1 and 2147483647 (got 3000000000)"]
+    assert r.stderr.strip().splitlines() == [
+        "error: --budget must be between 1 and 2147483647 (got 3000000000)"
+    ]
 
 
-def test_without_db_no_store_appears_in_the_working_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_db_no_store_appears_in_the_working_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The shipped skills are built into a store under $KLINEAGE_HOME, and the run says where."""
     from io import StringIO
 
@@ -165,7 +232,11 @@ def test_without_db_no_store_appears_in_the_working_folder(tmp_path: Path, monke
     built = store.path
     store, skills = open_skills(MaterializeArgs(SCALE, skills="none"))
     store.close()
-    assert skills == [] and store.path.is_relative_to(tmp_path / "home") and not (tmp_path / "skills_db").exists()
+    assert (
+        skills == []
+        and store.path.is_relative_to(tmp_path / "home")
+        and not (tmp_path / "skills_db").exists()
+    )
     # skills list and the report without --db read that store: the admissions recorded there show
     from klineage.export import reading_store
 
@@ -178,7 +249,10 @@ def test_skill_whose_roundtrip_failed_is_not_offered(tmp_path: Path) -> None:
     from tests.test_materialize_helpers import scale_skills
 
     failed = {"roundtrips": [{"workload": "scale_test", "ok": False, "message": "apply refused"}]}
-    skills = [dataclasses.replace(s, verification=failed) if s.operator == "launch_bounds" else s for s in scale_skills()]
+    skills = [
+        dataclasses.replace(s, verification=failed) if s.operator == "launch_bounds" else s
+        for s in scale_skills()
+    ]
     db = skill_store(tmp_path / "s.duckdb", skills)
     r = _cli(str(SCALE), "--db", str(db), "--budget", "3", "--out", str(tmp_path / "out"), "--json")
     assert r.returncode == 0, r.stderr
@@ -186,6 +260,15 @@ def test_skill_whose_roundtrip_failed_is_not_offered(tmp_path: Path) -> None:
     assert doc["applied"] == ["restrict-scale_test"]
     held = dict(map(tuple, doc["skipped_at_start"]))
     assert "evidence, not a skill" in held["launch_bounds-scale_test"]
-    r = _cli(str(SCALE), "--db", str(db), "--budget", "3", "--out", str(tmp_path / "out2"), "--json",
-             "--include-unverified")
+    r = _cli(
+        str(SCALE),
+        "--db",
+        str(db),
+        "--budget",
+        "3",
+        "--out",
+        str(tmp_path / "out2"),
+        "--json",
+        "--include-unverified",
+    )
     assert json.loads(r.stdout)["applied"] == ["restrict-scale_test", "launch_bounds-scale_test"], r.stderr

@@ -21,28 +21,56 @@ _MINED = [
 ]
 
 
-def make_skill(operator: str, depth: int = 1, prior: list[str] | None = None, *, workload: str = "scale_test",
-               dtypes: list[str] | None = None, platforms: list[str] | None = None, time_ratio: Any = "unmeasured",
-               resources: dict[str, int] | None = None, pre: list[dict[str, Any]] | None = None,
-               skill_id: str | None = None) -> Skill:
+def make_skill(
+    operator: str,
+    depth: int = 1,
+    prior: list[str] | None = None,
+    *,
+    workload: str = "scale_test",
+    dtypes: list[str] | None = None,
+    platforms: list[str] | None = None,
+    time_ratio: Any = "unmeasured",
+    resources: dict[str, int] | None = None,
+    pre: list[dict[str, Any]] | None = None,
+    skill_id: str | None = None,
+) -> Skill:
     return Skill(
         skill_id=skill_id or f"{operator}-{workload}",
         operator=operator,
         intent=f"apply {operator}",
         carrier="--- before.cu\n+++ after.cu\n-a\n+b",
-        preconditions=pre if pre is not None else [{"name": "fact", "holds": True, "reason": "it holds", "kind": ""}],
-        effects={"per_workload": {workload: {"time_ratio": time_ratio, "resources": resources or {}, "device": "x"}}},
-        scope={"workloads": [workload], "dtypes": dtypes or ["float32"], "platforms": platforms or ["cpu-emulator"],
-               "prior_skills": prior or [], "categories": ["tuning"]},
+        preconditions=pre
+        if pre is not None
+        else [{"name": "fact", "holds": True, "reason": "it holds", "kind": ""}],
+        effects={
+            "per_workload": {
+                workload: {"time_ratio": time_ratio, "resources": resources or {}, "device": "x"}
+            }
+        },
+        scope={
+            "workloads": [workload],
+            "dtypes": dtypes or ["float32"],
+            "platforms": platforms or ["cpu-emulator"],
+            "prior_skills": prior or [],
+            "categories": ["tuning"],
+        },
         # a lineage of LINEAGE_STEPS steps: the skill sits at depth / LINEAGE_STEPS from its naive end
-        provenance=[{"workload": workload, "lineage_depth": depth, "backward_step": LINEAGE_STEPS - depth + 1,
-                     "step_id": "s"}],
+        provenance=[
+            {
+                "workload": workload,
+                "lineage_depth": depth,
+                "backward_step": LINEAGE_STEPS - depth + 1,
+                "step_id": "s",
+            }
+        ],
     )
 
 
 def scale_skills() -> list[Skill]:
-    return [make_skill(op, depth, prior, pre=[{"name": name, "holds": True, "reason": "held", "kind": ""}])
-            for op, depth, prior, name in _MINED]
+    return [
+        make_skill(op, depth, prior, pre=[{"name": name, "holds": True, "reason": "held", "kind": ""}])
+        for op, depth, prior, name in _MINED
+    ]
 
 
 def skill_store(path: Path, skills: list[Skill] | None = None) -> Path:

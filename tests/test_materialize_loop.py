@@ -35,8 +35,14 @@ def curriculum_run(wl, tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN00
     tmp = tmp_path_factory.mktemp("curriculum")
     store = Store(tmp / "runs.duckdb")
     seen = []
-    res = materialize(wl, NAIVE, scale_skills(), make_provider("offline"), 3,
-                      MaterializeOptions(store=store, out_dir=tmp / "out", progress=seen.append))
+    res = materialize(
+        wl,
+        NAIVE,
+        scale_skills(),
+        make_provider("offline"),
+        3,
+        MaterializeOptions(store=store, out_dir=tmp / "out", progress=seen.append),
+    )
     yield res, store, tmp / "out", seen
     store.close()
 
@@ -44,15 +50,23 @@ def curriculum_run(wl, tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN00
 def test_curriculum_run_keeps_each_skill(curriculum_run) -> None:  # noqa: ANN001
     res, _, out, seen = curriculum_run
     assert res.status == "improved" and res.start_gate["accepted"]
-    assert [s.move for s in res.steps] == ["restrict-scale_test", "launch_bounds-scale_test"]  # depth 1, then 3
+    assert [s.move for s in res.steps] == [
+        "restrict-scale_test",
+        "launch_bounds-scale_test",
+    ]  # depth 1, then 3
     assert all(s.kept and s.verdict == "kept" and "static effect present" in s.reason for s in res.steps)
     assert res.applied == ["restrict-scale_test", "launch_bounds-scale_test"] and res.gated == 2
     assert res.stop_reason == "no applicable skill left to try"
-    assert ("pragma_unroll-scale_test", "no forward site for 'pragma_unroll' (nothing in the code it fits)") in res.skipped_at_start
+    assert (
+        "pragma_unroll-scale_test",
+        "no forward site for 'pragma_unroll' (nothing in the code it fits)",
+    ) in res.skipped_at_start
     best = (out / "best.cu").read_text()
     assert "__restrict__" in best and "__launch_bounds__(128)" in best and best == res.best_source
-    assert sorted(p.name for p in out.glob("step-*.cu")) == ["step-01-restrict-scale_test.cu",
-                                                             "step-02-launch_bounds-scale_test.cu"]
+    assert sorted(p.name for p in out.glob("step-*.cu")) == [
+        "step-01-restrict-scale_test.cu",
+        "step-02-launch_bounds-scale_test.cu",
+    ]
     assert [s.index for s in seen] == [1, 2]  # the progress callback saw every step
 
 
@@ -63,18 +77,34 @@ def test_trace_and_store(curriculum_run) -> None:  # noqa: ANN001
     assert trace["steps"][0]["detail"]["static_after"]["restrict"] == 1
     run = store.rows("SELECT * FROM materialization_runs WHERE run_id = ?", [res.run_id])[0]
     assert run["status"] == "improved" and run["provider"] == "offline" and run["budget"] == 3
-    steps = store.rows("SELECT * FROM materialization_steps WHERE run_id = ? ORDER BY step_index", [res.run_id])
+    steps = store.rows(
+        "SELECT * FROM materialization_steps WHERE run_id = ? ORDER BY step_index", [res.run_id]
+    )
     assert [(s["skill_id"], s["kept"], s["verdict"]) for s in steps] == [
-        ("restrict-scale_test", True, "kept"), ("launch_bounds-scale_test", True, "kept")]
+        ("restrict-scale_test", True, "kept"),
+        ("launch_bounds-scale_test", True, "kept"),
+    ]
     assert store.scalar("SELECT count(*) FROM kernels WHERE role = 'candidate'") == 2
     assert store.scalar("SELECT count(*) FROM gate_runs") == 3
 
 
 def test_budget_and_random_order(wl, curriculum_run, tmp_path: Path) -> None:  # noqa: ANN001
-    one = materialize(wl, NAIVE, scale_skills(), make_provider("offline"), 1,
-                      MaterializeOptions(order="random", seed=1, out_dir=tmp_path / "a"))
-    two = materialize(wl, NAIVE, scale_skills(), make_provider("offline"), 1,
-                      MaterializeOptions(order="random", seed=1, out_dir=tmp_path / "b"))
+    one = materialize(
+        wl,
+        NAIVE,
+        scale_skills(),
+        make_provider("offline"),
+        1,
+        MaterializeOptions(order="random", seed=1, out_dir=tmp_path / "a"),
+    )
+    two = materialize(
+        wl,
+        NAIVE,
+        scale_skills(),
+        make_provider("offline"),
+        1,
+        MaterializeOptions(order="random", seed=1, out_dir=tmp_path / "b"),
+    )
     assert one.gated == 1 and "budget of 1" in one.stop_reason
     assert [s.move for s in one.steps] == [s.move for s in two.steps]
 
@@ -82,8 +112,14 @@ def test_budget_and_random_order(wl, curriculum_run, tmp_path: Path) -> None:  #
 def test_skills_none_tries_operators_in_registry_order(wl, curriculum_run, tmp_path: Path) -> None:  # noqa: ANN001
     from klineage.deopt.registry import operators
 
-    res = materialize(wl, NAIVE, scale_skills(), make_provider("offline"), 2,
-                      MaterializeOptions(skills_mode="none", out_dir=tmp_path))
+    res = materialize(
+        wl,
+        NAIVE,
+        scale_skills(),
+        make_provider("offline"),
+        2,
+        MaterializeOptions(skills_mode="none", out_dir=tmp_path),
+    )
     moves = [s.move for s in res.steps]
     assert all(m.startswith("op:") for m in moves) and res.gated == 2 and not res.applied
     names = [o.name for o in operators()]
@@ -92,9 +128,13 @@ def test_skills_none_tries_operators_in_registry_order(wl, curriculum_run, tmp_p
 
 def test_start_kernel_failing_its_gate(wl, tmp_path: Path) -> None:  # noqa: ANN001
     broken = NAIVE.replace('extern "C" void launch', "void launch_renamed")
-    res = materialize(wl, broken, scale_skills(), make_provider("offline"), 3, MaterializeOptions(out_dir=tmp_path))
+    res = materialize(
+        wl, broken, scale_skills(), make_provider("offline"), 3, MaterializeOptions(out_dir=tmp_path)
+    )
     assert res.status == "start_rejected" and res.gated == 0 and not res.steps
-    assert "fails its own gate (parse_error" in res.stop_reason and "nothing to improve from" in res.stop_reason
+    assert (
+        "fails its own gate (parse_error" in res.stop_reason and "nothing to improve from" in res.stop_reason
+    )
     assert json.loads((tmp_path / "trace.json").read_text())["status"] == "start_rejected"
 
 
@@ -107,22 +147,40 @@ def _llm_provider(stub: StubServer, **kw):  # noqa: ANN202
 def test_anthropic_provider_in_the_loop(wl, curriculum_run, tmp_path: Path) -> None:  # noqa: ANN001
     _, _, out, _ = curriculum_run
     restricted = (out / "step-01-restrict-scale_test.cu").read_text()  # gated already: a cache hit
-    script = [overloaded(), Reply("Sorry, I cannot see a way to do that."), Reply(f"Done.\n```cuda\n{restricted}```\n")]
+    script = [
+        overloaded(),
+        Reply("Sorry, I cannot see a way to do that."),
+        Reply(f"Done.\n```cuda\n{restricted}```\n"),
+    ]
     store = Store(tmp_path / "runs.duckdb")
     with StubServer(script) as stub:
-        res = materialize(wl, NAIVE, scale_skills(), _llm_provider(stub), 1,
-                          MaterializeOptions(store=store, out_dir=tmp_path / "out"))
+        res = materialize(
+            wl,
+            NAIVE,
+            scale_skills(),
+            _llm_provider(stub),
+            1,
+            MaterializeOptions(store=store, out_dir=tmp_path / "out"),
+        )
         prompts = list(stub.requests)
     first, second = res.steps
     assert first.verdict == "no_candidate" and "no ```cuda code block" in first.reason and not first.gated
-    assert second.move == first.move == "restrict-scale_test" and second.kept  # a second try on the same skill
+    assert (
+        second.move == first.move == "restrict-scale_test" and second.kept
+    )  # a second try on the same skill
     assert "not kept" not in prompts[-1]["messages"][0]["content"][0]["text"]
-    assert "rejected reply: the reply has no ```cuda code block" in prompts[-1]["messages"][0]["content"][0]["text"]
+    assert (
+        "rejected reply: the reply has no ```cuda code block"
+        in prompts[-1]["messages"][0]["content"][0]["text"]
+    )
     assert res.cost["calls"] == 2 and res.cost["failed_calls"] == 1 and res.cost["spent_usd"] > 0
     rows = store.rows("SELECT * FROM llm_exchanges WHERE run_id = ? ORDER BY created_at", [res.run_id])
     assert len(rows) == 3 and sum(r["error"] is not None for r in rows) == 1
     assert {r["step_index"] for r in rows} == {1, 2}
-    assert rows[-1]["cache_read_tokens"] > 0 and full_prompt(store, rows[-1]["exchange_id"])["system"][0]["cache_control"]
+    assert (
+        rows[-1]["cache_read_tokens"] > 0
+        and full_prompt(store, rows[-1]["exchange_id"])["system"][0]["cache_control"]
+    )
     store.close()
     assert KEY.encode() not in (tmp_path / "runs.duckdb").read_bytes()
     assert KEY not in (tmp_path / "out" / "trace.json").read_text()
@@ -130,8 +188,14 @@ def test_anthropic_provider_in_the_loop(wl, curriculum_run, tmp_path: Path) -> N
 
 def test_anthropic_cost_limit_stops_the_run(wl, curriculum_run, tmp_path: Path) -> None:  # noqa: ANN001
     with StubServer([Reply("no code here " * 200)]) as stub:
-        res = materialize(wl, NAIVE, scale_skills(), _llm_provider(stub, max_cost_usd=0.001), 5,
-                          MaterializeOptions(out_dir=tmp_path))
+        res = materialize(
+            wl,
+            NAIVE,
+            scale_skills(),
+            _llm_provider(stub, max_cost_usd=0.001),
+            5,
+            MaterializeOptions(out_dir=tmp_path),
+        )
     assert "cost limit reached" in res.stop_reason and res.status == "no_improvement"
     assert res.steps and res.cost["spent_usd"] >= 0.001
     assert json.loads((tmp_path / "trace.json").read_text())["stop_reason"] == res.stop_reason
@@ -143,13 +207,26 @@ def synthetic_skills(tmp_path: Path, n: int = 200) -> list[Skill]:
     made = []
     for i in range(n):
         op, pre = ("restrict", "no_alias_at_launch") if i % 2 == 0 else ("launch_bounds", "fixed_block_size")
-        s = make_skill(op, 1 + i % 7, skill_id=f"{op}-syn{i:03d}",
-                       pre=[{"name": pre, "holds": True, "reason": f"held in lineage {i} " * 4, "kind": ""}])
-        made.append(dataclasses.replace(
-            s, carrier="\n".join(f"-    float acc{j} = x[i * {j}];  // skill {i}\n+    float acc{j} = __ldg(&x[i * {j}]);"
-                                  for j in range(40)),
-            risks=[{"category": "incorrect", "message": f"output mismatch {k} at row {i} " * 8} for k in range(12)],
-            evidence={"gate_runs": [f"{i:04d}{k:060d}" for k in range(80)]}))
+        s = make_skill(
+            op,
+            1 + i % 7,
+            skill_id=f"{op}-syn{i:03d}",
+            pre=[{"name": pre, "holds": True, "reason": f"held in lineage {i} " * 4, "kind": ""}],
+        )
+        made.append(
+            dataclasses.replace(
+                s,
+                carrier="\n".join(
+                    f"-    float acc{j} = x[i * {j}];  // skill {i}\n+    float acc{j} = __ldg(&x[i * {j}]);"
+                    for j in range(40)
+                ),
+                risks=[
+                    {"category": "incorrect", "message": f"output mismatch {k} at row {i} " * 8}
+                    for k in range(12)
+                ],
+                evidence={"gate_runs": [f"{i:04d}{k:060d}" for k in range(80)]},
+            )
+        )
     with Store(tmp_path / "synthetic.duckdb") as store:
         upsert(store, made)
         return load_skills(store)
@@ -158,7 +235,9 @@ def synthetic_skills(tmp_path: Path, n: int = 200) -> list[Skill]:
 def test_prompts_stay_under_the_budget_with_200_skills(wl, curriculum_run, tmp_path: Path) -> None:  # noqa: ANN001
     skills = synthetic_skills(tmp_path)
     with StubServer([Reply("no code this time")]) as stub:
-        res = materialize(wl, NAIVE, skills, _llm_provider(stub), 1, MaterializeOptions(out_dir=tmp_path / "out"))
+        res = materialize(
+            wl, NAIVE, skills, _llm_provider(stub), 1, MaterializeOptions(out_dir=tmp_path / "out")
+        )
         sent = list(stub.requests)
     assert len(sent) == 3 and all(s.verdict == "no_candidate" for s in res.steps)
     sizes = [prompt_tokens(r) for r in sent]
@@ -169,7 +248,9 @@ def test_prompts_stay_under_the_budget_with_200_skills(wl, curriculum_run, tmp_p
     assert 10 < len(shown) < 200 and first.move == shown[0]  # cut, the skill being applied kept
     assert shown == first.ranked[: len(shown)]  # the matching skills in curriculum order
     assert "gate_runs" not in cards and "output mismatch" in cards and "... and 9 more" in cards
-    assert sent[0]["system"] == sent[1]["system"] and sent[0]["system"][0]["cache_control"]  # one cached prefix
+    assert (
+        sent[0]["system"] == sent[1]["system"] and sent[0]["system"][0]["cache_control"]
+    )  # one cached prefix
     assert all(s.usage["prompt_tokens"] <= DEFAULT_BUDGET for s in res.steps)
 
 
@@ -177,15 +258,30 @@ def test_prompt_too_long_for_the_model_is_cut_and_sent_again(wl, curriculum_run,
     skills = synthetic_skills(tmp_path)
     store = Store(tmp_path / "runs.duckdb")
     with StubServer([Reply("no code")], context_tokens=30_000) as stub:
-        res = materialize(wl, NAIVE, skills, _llm_provider(stub), 1,
-                          MaterializeOptions(store=store, out_dir=tmp_path / "out", max_proposals=1))
+        res = materialize(
+            wl,
+            NAIVE,
+            skills,
+            _llm_provider(stub),
+            1,
+            MaterializeOptions(store=store, out_dir=tmp_path / "out", max_proposals=1),
+        )
         sizes = [prompt_tokens(r) for r in stub.requests]
     assert res.status == "no_improvement" and res.steps[0].verdict == "no_candidate"
     assert sizes[0] > 30_000 >= sizes[1] and len(sizes) == 2  # refused once, then half the budget
     errors = [r["error"] for r in store.rows("SELECT error FROM llm_exchanges ORDER BY created_at")]
     assert "prompt is too long" in errors[0] and errors[1] is None
-    with StubServer([Reply("no code")], context_tokens=500) as stub:  # too long even cut: the run ends cleanly
-        res = materialize(wl, NAIVE, skills, _llm_provider(stub), 1, MaterializeOptions(store=store, out_dir=tmp_path / "o2"))
+    with StubServer(
+        [Reply("no code")], context_tokens=500
+    ) as stub:  # too long even cut: the run ends cleanly
+        res = materialize(
+            wl,
+            NAIVE,
+            skills,
+            _llm_provider(stub),
+            1,
+            MaterializeOptions(store=store, out_dir=tmp_path / "o2"),
+        )
     assert res.status == "provider_failed" and "longer than" in res.stop_reason and len(stub.requests) == 2
     row = store.rows("SELECT status, finished_at FROM materialization_runs WHERE run_id = ?", [res.run_id])[0]
     store.close()
@@ -195,8 +291,14 @@ def test_prompt_too_long_for_the_model_is_cut_and_sent_again(wl, curriculum_run,
 def test_non_json_reply_ends_the_run_cleanly(wl, curriculum_run, tmp_path: Path) -> None:  # noqa: ANN001
     store = Store(tmp_path / "runs.duckdb")
     with StubServer([not_json()]) as stub:
-        res = materialize(wl, NAIVE, scale_skills(), _llm_provider(stub, max_attempts=2), 3,
-                          MaterializeOptions(store=store, out_dir=tmp_path / "out"))
+        res = materialize(
+            wl,
+            NAIVE,
+            scale_skills(),
+            _llm_provider(stub, max_attempts=2),
+            3,
+            MaterializeOptions(store=store, out_dir=tmp_path / "out"),
+        )
     assert res.status == "provider_failed" and "failed after 2 attempts" in res.stop_reason
     assert "malformed reply" in res.stop_reason and res.gated == 0 and res.cost["failed_calls"] == 2
     row = store.rows("SELECT status, summary FROM materialization_runs WHERE run_id = ?", [res.run_id])[0]
@@ -212,13 +314,26 @@ def test_gpu_branch_keeps_only_faster_candidates(wl, tmp_path: Path, monkeypatch
 
     def fake_gate(text: str, workload, options, name: str = "") -> GateResult:  # noqa: ANN001
         ms = 0.8 if "__restrict__" in text else 1.0
-        t = Timing(ms, ms * 0.99, ms * 1.01, 3, 50, reference_median_ms=0.5,
-                   extra={"trial_medians_ms": [ms * 0.999, ms, ms * 1.001], "device": "NVIDIA H200"})
+        t = Timing(
+            ms,
+            ms * 0.99,
+            ms * 1.01,
+            3,
+            50,
+            reference_median_ms=0.5,
+            extra={"trial_medians_ms": [ms * 0.999, ms, ms * 1.001], "device": "NVIDIA H200"},
+        )
         return GateResult(True, "done", "ok", backend="cuda", timing=t, artifact_id=f"fake{len(text)}")
 
     monkeypatch.setattr(loop, "gate", fake_gate)
-    res = materialize(wl, NAIVE, scale_skills(), make_provider("offline"), 4,
-                      MaterializeOptions(backend="cuda", out_dir=tmp_path))
+    res = materialize(
+        wl,
+        NAIVE,
+        scale_skills(),
+        make_provider("offline"),
+        4,
+        MaterializeOptions(backend="cuda", out_dir=tmp_path),
+    )
     verdicts = {s.move: s.verdict for s in res.steps}
     assert verdicts == {"restrict-scale_test": "kept", "launch_bounds-scale_test": "not_faster"}
     assert res.speedup == pytest.approx(1.25) and res.speedup_vs_torch == pytest.approx(0.625)

@@ -53,8 +53,15 @@ class ByCode(MeasuredTimes):
             return None
         ms = 1.0 if "lane" in text else 1.5 if "blockDim.x)" in text else 10.0
         ms *= 0.9 if "__restrict__" in text else 1.0
-        return Timing(ms, ms * 0.99, ms * 1.01, 3, 0, reference_median_ms=0.5,
-                      extra={"trial_medians_ms": [ms * 0.995, ms, ms * 1.005], "measured": "stand-in.json"})
+        return Timing(
+            ms,
+            ms * 0.99,
+            ms * 1.01,
+            3,
+            0,
+            reference_median_ms=0.5,
+            extra={"trial_medians_ms": [ms * 0.995, ms, ms * 1.005], "measured": "stand-in.json"},
+        )
 
 
 @pytest.fixture()
@@ -73,20 +80,31 @@ def test_a_warp_and_a_block_per_row_exclude_each_other() -> None:
     src = CudaSource.from_text(NAIVE, "naive.cu")
     alts = alternatives(src, _move("block_per_row"), [_move("restrict"), _move("warp_per_row"), _move("ldg")])
     assert [m.operator.name for m in alts] == ["warp_per_row"]
-    assert [m.operator.name for m in alternatives(src, _move("warp_per_row"), [_move("block_per_row")])] == ["block_per_row"]
+    assert [m.operator.name for m in alternatives(src, _move("warp_per_row"), [_move("block_per_row")])] == [
+        "block_per_row"
+    ]
     assert alternatives(src, _move("restrict"), [_move("block_per_row"), _move("warp_per_row")]) == []
 
 
 def test_tournament_keeps_the_faster_alternative(cpu_gate: list[str], tmp_path: Path) -> None:
     wl = load_workload(RMSNORM)
-    res = materialize(wl, NAIVE, _skills(), make_provider("offline"), 3,
-                      MaterializeOptions(out_dir=tmp_path, measured=ByCode()))
+    res = materialize(
+        wl,
+        NAIVE,
+        _skills(),
+        make_provider("offline"),
+        3,
+        MaterializeOptions(out_dir=tmp_path, measured=ByCode()),
+    )
     verdicts = [(s.operator, s.verdict) for s in res.steps]
     assert verdicts == [("block_per_row", "outpaced"), ("warp_per_row", "kept"), ("restrict", "kept")]
     assert [s.group for s in res.steps] == [1, 1, None]
     # after step 1 the block kernel was the best; the warp kernel from step 2 on
-    assert [s.best_file for s in res.steps] == [res.steps[0].candidate_file, res.steps[1].candidate_file,
-                                               res.steps[2].candidate_file]
+    assert [s.best_file for s in res.steps] == [
+        res.steps[0].candidate_file,
+        res.steps[1].candidate_file,
+        res.steps[2].candidate_file,
+    ]
     assert "is faster: 1.5000 ms against 1.0000 ms" in res.steps[0].reason
     assert res.applied == ["warp_per_row-other", "restrict-other"] and res.unmeasured == []
     assert res.speedup == pytest.approx(10 / 0.9) and res.timed_by.startswith("measured on NVIDIA H200")
@@ -103,8 +121,15 @@ class Timed(MeasuredTimes):
 
     def lookup(self, workload: str, text: str) -> Timing | None:
         ms = self.ms_of(text)
-        return Timing(ms, ms * 0.99, ms * 1.01, 3, 0, reference_median_ms=0.5,
-                      extra={"trial_medians_ms": [ms * 0.995, ms, ms * 1.005], "measured": "stand-in.json"})
+        return Timing(
+            ms,
+            ms * 0.99,
+            ms * 1.01,
+            3,
+            0,
+            reference_median_ms=0.5,
+            extra={"trial_medians_ms": [ms * 0.995, ms, ms * 1.005], "measured": "stand-in.json"},
+        )
 
 
 def _layout_ms(text: str) -> float:
@@ -116,16 +141,26 @@ def test_the_loop_goes_back_to_the_alternative_that_lost(cpu_gate: list[str], tm
     the block kernel is the faster one by far. The warp line runs dry with budget left, the loop goes
     back to the block line, tries there first what paid on the warp line, and the block kernel ends
     up the best; each step's best kernel follows."""
+
     def ms(text: str) -> float:
         base = _layout_ms(text)
         return base * (0.3 if base == 1.5 else 0.9) if "__restrict__" in text else base
 
     wl = load_workload(RMSNORM)
-    res = materialize(wl, NAIVE, _skills(("warp_per_row", "block_per_row", "restrict")), make_provider("offline"), 10,
-                      MaterializeOptions(out_dir=tmp_path, measured=Timed(ms)))
+    res = materialize(
+        wl,
+        NAIVE,
+        _skills(("warp_per_row", "block_per_row", "restrict")),
+        make_provider("offline"),
+        10,
+        MaterializeOptions(out_dir=tmp_path, measured=Timed(ms)),
+    )
     assert [(s.operator, s.verdict, s.line) for s in res.steps] == [
-        ("warp_per_row", "kept", None), ("block_per_row", "outpaced", None), ("restrict", "kept", None),
-        ("restrict", "kept", 2)]
+        ("warp_per_row", "kept", None),
+        ("block_per_row", "outpaced", None),
+        ("restrict", "kept", None),
+        ("restrict", "kept", 2),
+    ]
     files = [s.candidate_file for s in res.steps]
     assert [s.best_file for s in res.steps] == [files[0], files[0], files[2], files[3]]
     assert res.best_step == 4 and res.applied == ["block_per_row-other", "restrict-other"]
@@ -140,11 +175,20 @@ def test_a_line_gone_back_to_does_not_lead_unless_faster(cpu_gate: list[str], tm
     """The block line's kernel with __restrict__ (1.35 ms) is better than the block kernel, so it is
     kept on its line, but the warp line's 0.9 ms stays the best."""
     wl = load_workload(RMSNORM)
-    res = materialize(wl, NAIVE, _skills(), make_provider("offline"), 10,
-                      MaterializeOptions(out_dir=tmp_path, measured=ByCode()))
+    res = materialize(
+        wl,
+        NAIVE,
+        _skills(),
+        make_provider("offline"),
+        10,
+        MaterializeOptions(out_dir=tmp_path, measured=ByCode()),
+    )
     assert [(s.operator, s.verdict, s.line) for s in res.steps] == [
-        ("block_per_row", "outpaced", None), ("warp_per_row", "kept", None), ("restrict", "kept", None),
-        ("restrict", "kept", 1)]
+        ("block_per_row", "outpaced", None),
+        ("warp_per_row", "kept", None),
+        ("restrict", "kept", None),
+        ("restrict", "kept", 1),
+    ]
     assert res.best_step == 3 and res.steps[3].best_file == res.steps[2].candidate_file
     assert res.speedup == pytest.approx(10 / 0.9) and "lane" in res.best_source
 
@@ -152,15 +196,26 @@ def test_a_line_gone_back_to_does_not_lead_unless_faster(cpu_gate: list[str], tm
 def test_a_move_not_kept_waits_for_a_structural_step(cpu_gate: list[str], tmp_path: Path) -> None:
     """__restrict__ pays only on a block per row. Not kept on the bare kernel, it is not gated again
     after __launch_bounds__ (a local step) but is after the block per row (a structural one)."""
+
     def ms(text: str) -> float:
         base = _layout_ms(text) * (0.9 if "__launch_bounds__" in text else 1.0)
         return base * 0.8 if "__restrict__" in text and "blockDim.x)" in text else base
 
     wl = load_workload(RMSNORM)
-    res = materialize(wl, NAIVE, _skills(("restrict", "launch_bounds", "block_per_row")), make_provider("offline"), 10,
-                      MaterializeOptions(out_dir=tmp_path, measured=Timed(ms)))
+    res = materialize(
+        wl,
+        NAIVE,
+        _skills(("restrict", "launch_bounds", "block_per_row")),
+        make_provider("offline"),
+        10,
+        MaterializeOptions(out_dir=tmp_path, measured=Timed(ms)),
+    )
     assert [(s.operator, s.verdict) for s in res.steps] == [
-        ("restrict", "not_faster"), ("launch_bounds", "kept"), ("block_per_row", "kept"), ("restrict", "kept")]
+        ("restrict", "not_faster"),
+        ("launch_bounds", "kept"),
+        ("block_per_row", "kept"),
+        ("restrict", "kept"),
+    ]
     assert res.gated == 4 and "__restrict__" in res.best_source
 
 
@@ -171,37 +226,80 @@ def test_without_times_there_is_no_tournament(cpu_gate: list[str], tmp_path: Pat
     assert res.timed_by is None and res.unmeasured == []
 
 
-def test_a_candidate_without_a_time_is_judged_on_the_cpu_and_listed(cpu_gate: list[str], tmp_path: Path) -> None:
+def test_a_candidate_without_a_time_is_judged_on_the_cpu_and_listed(
+    cpu_gate: list[str], tmp_path: Path
+) -> None:
     """The block kernel has no measured time: it is kept by its static effect, holds the tournament
     (nothing to compare by), and is listed for the next round to time."""
     wl = load_workload(RMSNORM)
-    res = materialize(wl, NAIVE, _skills(("block_per_row", "warp_per_row")), make_provider("offline"), 2,
-                      MaterializeOptions(out_dir=tmp_path, measured=ByCode(missing="blockDim.x)")))
-    assert [(s.operator, s.verdict) for s in res.steps] == [("block_per_row", "kept"), ("warp_per_row", "outpaced")]
+    res = materialize(
+        wl,
+        NAIVE,
+        _skills(("block_per_row", "warp_per_row")),
+        make_provider("offline"),
+        2,
+        MaterializeOptions(out_dir=tmp_path, measured=ByCode(missing="blockDim.x)")),
+    )
+    assert [(s.operator, s.verdict) for s in res.steps] == [
+        ("block_per_row", "kept"),
+        ("warp_per_row", "outpaced"),
+    ]
     assert "no times: the first one holds" in res.steps[1].reason
     assert res.unmeasured == [res.steps[0].kernel_hash] and res.best_step == 1
 
 
 def test_the_budget_cuts_a_tournament(cpu_gate: list[str], tmp_path: Path) -> None:
     wl = load_workload(RMSNORM)
-    res = materialize(wl, NAIVE, _skills(), make_provider("offline"), 1,
-                      MaterializeOptions(out_dir=tmp_path, measured=ByCode()))
+    res = materialize(
+        wl,
+        NAIVE,
+        _skills(),
+        make_provider("offline"),
+        1,
+        MaterializeOptions(out_dir=tmp_path, measured=ByCode()),
+    )
     assert [(s.operator, s.verdict, s.best_file) for s in res.steps] == [
-        ("block_per_row", "kept", res.steps[0].candidate_file)]
+        ("block_per_row", "kept", res.steps[0].candidate_file)
+    ]
     assert res.gated == 1 and "budget of 1" in res.stop_reason
 
 
 def _bench_json(path: Path, device: str, kernels: dict[str, dict]) -> Path:
-    path.write_text(json.dumps({"date": "2026-12-03 05:00 UTC", "device": device, "rows": [
-        {"name": "rmsnorm", "bench": {"M": 16384, "N": 4096}, "torch_ms": 0.08, "kernels": kernels}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "date": "2026-12-03 05:00 UTC",
+                "device": device,
+                "rows": [
+                    {
+                        "name": "rmsnorm",
+                        "bench": {"M": 16384, "N": 4096},
+                        "torch_ms": 0.08,
+                        "kernels": kernels,
+                    }
+                ],
+            }
+        )
+    )
     return path
 
 
 def test_read_measured_takes_checked_times_and_their_spread(tmp_path: Path) -> None:
     naive, other = NAIVE, NAIVE + "\n// other\n"
-    first = _bench_json(tmp_path / "a.json", "NVIDIA H200", {
-        source_hash(naive): {"check": "ok", "ms": 2.6, "trial_ms": [2.59, 2.6, 2.62], "min_ms": 2.5, "max_ms": 2.7},
-        source_hash(other): {"check": "mismatch: y[3]"}})
+    first = _bench_json(
+        tmp_path / "a.json",
+        "NVIDIA H200",
+        {
+            source_hash(naive): {
+                "check": "ok",
+                "ms": 2.6,
+                "trial_ms": [2.59, 2.6, 2.62],
+                "min_ms": 2.5,
+                "max_ms": 2.7,
+            },
+            source_hash(other): {"check": "mismatch: y[3]"},
+        },
+    )
     later = _bench_json(tmp_path / "b.json", "NVIDIA H200", {source_hash(naive): {"check": "ok", "ms": 2.4}})
     m = read_measured([first])
     t = m.lookup("rmsnorm", naive)
@@ -211,12 +309,18 @@ def test_read_measured_takes_checked_times_and_their_spread(tmp_path: Path) -> N
     assert read_measured([first, later]).lookup("rmsnorm", naive).median_ms == 2.4  # the later file wins
 
 
-@pytest.mark.parametrize(("text", "why"), [
-    ("{", "not JSON (line 1"),
-    ('{"device": "NVIDIA H200"}', "not a materialized_bench.py result"),
-    ('{"device": "NVIDIA H200", "rows": [{"name": 3}]}', "rows[0] needs a 'name'"),
-    ('{"device": "NVIDIA H200", "rows": [{"name": "w", "kernels": {"ab": {"check": "crash"}}}]}', "no kernel with a passed"),
-])
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("{", "not JSON (line 1"),
+        ('{"device": "NVIDIA H200"}', "not a materialized_bench.py result"),
+        ('{"device": "NVIDIA H200", "rows": [{"name": 3}]}', "rows[0] needs a 'name'"),
+        (
+            '{"device": "NVIDIA H200", "rows": [{"name": "w", "kernels": {"ab": {"check": "crash"}}}]}',
+            "no kernel with a passed",
+        ),
+    ],
+)
 def test_read_measured_refuses_bad_files_in_one_line(tmp_path: Path, text: str, why: str) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(text)
@@ -230,5 +334,9 @@ def test_read_measured_refuses_bad_files_in_one_line(tmp_path: Path, text: str, 
 def test_read_measured_refuses_two_devices(tmp_path: Path) -> None:
     ok = {source_hash(NAIVE): {"check": "ok", "ms": 1.0}}
     with pytest.raises(match="several devices"):
-        read_measured([_bench_json(tmp_path / "a.json", "NVIDIA H200", ok),
-                       _bench_json(tmp_path / "b.json", "NVIDIA H100 80GB HBM3", ok)])
+        read_measured(
+            [
+                _bench_json(tmp_path / "a.json", "NVIDIA H200", ok),
+                _bench_json(tmp_path / "b.json", "NVIDIA H100 80GB HBM3", ok),
+            ]
+        )

@@ -54,11 +54,19 @@ def test_matching_reports_present_optimization() -> None:
 
 
 def test_matching_scope_dtypes_and_platforms() -> None:
-    typed = make_skill("restrict", dtypes=["float16"], skill_id="typed",
-                       pre=[{"name": "half_inputs", "holds": True, "reason": "fp16", "kind": "Data types"}])
+    typed = make_skill(
+        "restrict",
+        dtypes=["float16"],
+        skill_id="typed",
+        pre=[{"name": "half_inputs", "holds": True, "reason": "fp16", "kind": "Data types"}],
+    )
     loose = make_skill("restrict", dtypes=["float16"], skill_id="loose")
-    gpu = make_skill("launch_bounds", platforms=["NVIDIA A100"], skill_id="gpu",
-                     pre=[{"name": "block_size", "holds": True, "reason": "", "kind": "Hardware"}])
+    gpu = make_skill(
+        "launch_bounds",
+        platforms=["NVIDIA A100"],
+        skill_id="gpu",
+        pre=[{"name": "block_size", "holds": True, "reason": "", "kind": "Hardware"}],
+    )
     report = match_skills(_src(), [typed, loose, gpu], Target("scale_test", ("float32",), "NVIDIA H200"))
     reasons = report.reasons()
     assert reasons["typed"].startswith("dtype scope") and "float16" in reasons["typed"]
@@ -70,12 +78,17 @@ def test_matching_scope_dtypes_and_platforms() -> None:
 
 
 def test_matching_failing_precondition_and_unknown_operator() -> None:
-    aliased = NAIVE.replace("scale<<<(n + 127) / 128, 128, 0, stream>>>(x, y, n)",
-                            "scale<<<(n + 127) / 128, 128, 0, stream>>>(y, y, n)")
+    aliased = NAIVE.replace(
+        "scale<<<(n + 127) / 128, 128, 0, stream>>>(x, y, n)",
+        "scale<<<(n + 127) / 128, 128, 0, stream>>>(y, y, n)",
+    )
     ghost = make_skill("no_such_operator", skill_id="ghost")
     report = match_skills(_src(aliased), [*scale_skills(), ghost], TARGET)
     reasons = report.reasons()
-    assert "no_alias_at_launch" in reasons["restrict-scale_test"] and "preconditions fail" in reasons["restrict-scale_test"]
+    assert (
+        "no_alias_at_launch" in reasons["restrict-scale_test"]
+        and "preconditions fail" in reasons["restrict-scale_test"]
+    )
     assert "only an LLM provider" in reasons["ghost"]
     llm = match_skills(_src(aliased), [ghost], TARGET, mechanical_only=False)
     assert [m.skill.skill_id for m in llm.applicable] == ["ghost"]
@@ -96,13 +109,18 @@ def test_curriculum_depth_then_effect() -> None:
 def test_curriculum_position_is_the_median_fraction_of_the_lineage() -> None:
     """A skill early in one short lineage but late in two long ones sits late; a skill without
     lineage steps sits after every known one."""
-    s = replace(make_skill("pragma_unroll", 1, skill_id="u"),
-                provenance=[{"lineage_depth": 3, "backward_step": 5},     # 3 of 7 steps: 0.43
-                            {"lineage_depth": 36, "backward_step": 5},    # 36 of 40: 0.90
-                            {"lineage_depth": 30, "backward_step": 11}])  # 30 of 40: 0.75
+    s = replace(
+        make_skill("pragma_unroll", 1, skill_id="u"),
+        provenance=[
+            {"lineage_depth": 3, "backward_step": 5},  # 3 of 7 steps: 0.43
+            {"lineage_depth": 36, "backward_step": 5},  # 36 of 40: 0.90
+            {"lineage_depth": 30, "backward_step": 11},
+        ],
+    )  # 30 of 40: 0.75
     assert naive_end_position(s) == pytest.approx(0.75)
-    early = replace(make_skill("block_per_row", 1, skill_id="b"),
-                    provenance=[{"lineage_depth": 7, "backward_step": 34}])  # 7 of 40
+    early = replace(
+        make_skill("block_per_row", 1, skill_id="b"), provenance=[{"lineage_depth": 7, "backward_step": 34}]
+    )  # 7 of 40
     assert [m.skill.skill_id for m in order_curriculum([_m(s), _m(early)])] == ["b", "u"]
     s = replace(s, provenance=[{"lineage_depth": 2}])
     assert naive_end_position(s) == UNKNOWN_POSITION
@@ -113,7 +131,10 @@ def test_curriculum_prior_skills_come_first() -> None:
     early = make_skill("restrict", 5, skill_id="early")
     assert [m.skill.skill_id for m in order_curriculum([_m(late), _m(early)])] == ["early", "late"]
     # once restrict is applied, the prerequisite is met and depth decides again
-    assert [m.skill.skill_id for m in order_curriculum([_m(late), _m(early)], ["restrict"])] == ["late", "early"]
+    assert [m.skill.skill_id for m in order_curriculum([_m(late), _m(early)], ["restrict"])] == [
+        "late",
+        "early",
+    ]
     # lineages that disagree (each lists the other) constrain nothing
     x = make_skill("ldg", 1, prior=["fast_math"], skill_id="x")
     y = make_skill("fast_math", 2, prior=["ldg"], skill_id="y")
@@ -140,7 +161,11 @@ def test_judge_cpu_static_effect() -> None:
     from klineage.deopt.registry import get_operator
 
     op = get_operator("restrict")
-    with_restrict = NAIVE.replace("const float* x, float* y, int n) {", "const float* __restrict__ x, float* __restrict__ y, int n) {", 1)
+    with_restrict = NAIVE.replace(
+        "const float* x, float* y, int n) {",
+        "const float* __restrict__ x, float* __restrict__ y, int n) {",
+        1,
+    )
     assert judge(NAIVE, with_restrict, _ok(), _ok(), op).kept
     v = judge(NAIVE, NAIVE.replace("2.0f", "2.00f"), _ok(), _ok(), op)
     assert not v.kept and v.verdict == "no_effect"
@@ -159,8 +184,15 @@ def test_judge_gpu_needs_more_than_the_spread() -> None:
 def test_prompt_static_parts_first_and_cached() -> None:
     wl = load_workload(SCALE)
     skill = scale_skills()[0]
-    req = ProposalRequest(wl, NAIVE, Move(skill.skill_id, skill, None, ()), "step-01 was rejected: mismatch", 2, "emu",
-                          scale_skills())
+    req = ProposalRequest(
+        wl,
+        NAIVE,
+        Move(skill.skill_id, skill, None, ()),
+        "step-01 was rejected: mismatch",
+        2,
+        "emu",
+        scale_skills(),
+    )
     p = build_prompt(req)
     (rules, r_cache), (cards, c_cache) = p.system
     assert r_cache and c_cache

@@ -12,7 +12,9 @@ import pytest
 
 from tests.conftest import REPO
 
-_spec = importlib.util.spec_from_file_location("materialized_bench", REPO / "benchmarks/materialized_bench.py")
+_spec = importlib.util.spec_from_file_location(
+    "materialized_bench", REPO / "benchmarks/materialized_bench.py"
+)
 assert _spec is not None and _spec.loader is not None
 mb = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(mb)
@@ -26,17 +28,33 @@ def _index(tmp_path: Path, texts: dict[tuple[str, str, int], str], budget: int =
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text(text)
         mode = label.split("-s")[0]
-        entries.append({"label": label, "mode": mode, "seed": int(label.split("-s")[1]) if "-s" in label else 0,
-                        "workload": wl, "k": k, "file": str(f.relative_to(tmp_path)), "applied": []})
+        entries.append(
+            {
+                "label": label,
+                "mode": mode,
+                "seed": int(label.split("-s")[1]) if "-s" in label else 0,
+                "workload": wl,
+                "k": k,
+                "file": str(f.relative_to(tmp_path)),
+                "applied": [],
+            }
+        )
     labels = list(dict.fromkeys(e["label"] for e in entries))
     (tmp_path / "curve.json").write_text(json.dumps({"budget": budget, "labels": labels, "entries": entries}))
     return tmp_path / "curve.json"
 
 
 def test_load_curve_reads_and_filters_the_index(tmp_path: Path) -> None:
-    idx = _index(tmp_path, {("curriculum", "softmax", 1): "a", ("curriculum", "softmax", 2): "b",
-                            ("random-s0", "softmax", 1): "c", ("random-s0", "softmax", 2): "b",
-                            ("curriculum", "other", 1): "z"})
+    idx = _index(
+        tmp_path,
+        {
+            ("curriculum", "softmax", 1): "a",
+            ("curriculum", "softmax", 2): "b",
+            ("random-s0", "softmax", 1): "c",
+            ("random-s0", "softmax", 2): "b",
+            ("curriculum", "other", 1): "z",
+        },
+    )
     c = mb.load_curve(idx, ["softmax"])
     assert c["budget"] == 2 and c["ks"] == [1, 2]
     assert [lb["label"] for lb in c["labels"]] == ["curriculum", "random-s0"]
@@ -53,37 +71,67 @@ def test_load_curve_reads_and_filters_the_index(tmp_path: Path) -> None:
 def test_identical_texts_are_one_kernel(tmp_path: Path) -> None:
     for name, text in [("n.cu", "naive"), ("a.cu", "x"), ("b.cu", "x"), ("c.cu", "naive")]:
         (tmp_path / name).write_text(text)
-    files = {("w", "naive"): tmp_path / "n.cu", ("w", "a"): tmp_path / "a.cu", ("w", "b"): tmp_path / "b.cu",
-             ("w", "c"): tmp_path / "c.cu", ("v", "a"): tmp_path / "a.cu"}
+    files = {
+        ("w", "naive"): tmp_path / "n.cu",
+        ("w", "a"): tmp_path / "a.cu",
+        ("w", "b"): tmp_path / "b.cu",
+        ("w", "c"): tmp_path / "c.cu",
+        ("v", "a"): tmp_path / "a.cu",
+    }
     sources, digest = mb.distinct_sources(files)
     assert len(sources) == 3  # w: naive and x; v: x (each workload is timed at its own shapes)
     assert digest[("w", "a")] == digest[("w", "b")] == digest[("v", "a")] != digest[("w", "naive")]
-    assert digest[("w", "c")] == digest[("w", "naive")] and sources[("w", digest[("w", "naive")])] == tmp_path / "n.cu"
+    assert (
+        digest[("w", "c")] == digest[("w", "naive")]
+        and sources[("w", digest[("w", "naive")])] == tmp_path / "n.cu"
+    )
     pat = mb.pattern_files(["w", "missing"], [("naive", str(tmp_path / "{name}.cu"))])
     assert pat == {} and mb.pattern_files(["n"], [("naive", str(tmp_path / "{name}.cu"))]) == {
-        ("n", "naive"): tmp_path / "n.cu"}
+        ("n", "naive"): tmp_path / "n.cu"
+    }
 
 
 def _timed(ms: dict[tuple[str, str], float | str]) -> dict[tuple[str, str], dict]:
-    return {key: ({"check": "ok", "ms": v} if isinstance(v, float) else {"check": v}) for key, v in ms.items()}
+    return {
+        key: ({"check": "ok", "ms": v} if isinstance(v, float) else {"check": v}) for key, v in ms.items()
+    }
 
 
 def test_curve_tables_geomeans_per_mode_and_group() -> None:
-    labels = [{"label": "curriculum", "mode": "curriculum"}, {"label": "random-s0", "mode": "random"},
-              {"label": "random-s1", "mode": "random"}, {"label": "none", "mode": "none"}]
+    labels = [
+        {"label": "curriculum", "mode": "curriculum"},
+        {"label": "random-s0", "mode": "random"},
+        {"label": "random-s1", "mode": "random"},
+        {"label": "none", "mode": "none"},
+    ]
     # two workloads; digests stand for texts: n = naive, f = 4x faster, g = 2x faster, h = 8x faster
     digest = {}
     for w in ("m", "c"):
-        digest.update({(w, "naive"): "n", (w, "curriculum@1"): "f", (w, "curriculum@2"): "h",
-                       (w, "random-s0@1"): "n", (w, "random-s0@2"): "h", (w, "random-s1@1"): "g",
-                       (w, "random-s1@2"): "g", (w, "none@1"): "n", (w, "none@2"): "n"})
-    timed = _timed({(w, h): t for w in ("m", "c") for h, t in
-                    [("n", 8.0), ("f", 2.0), ("g", 4.0), ("h", 1.0)]})
+        digest.update(
+            {
+                (w, "naive"): "n",
+                (w, "curriculum@1"): "f",
+                (w, "curriculum@2"): "h",
+                (w, "random-s0@1"): "n",
+                (w, "random-s0@2"): "h",
+                (w, "random-s1@1"): "g",
+                (w, "random-s1@2"): "g",
+                (w, "none@1"): "n",
+                (w, "none@2"): "n",
+            }
+        )
+    timed = _timed(
+        {(w, h): t for w in ("m", "c") for h, t in [("n", 8.0), ("f", 2.0), ("g", 4.0), ("h", 1.0)]}
+    )
     timed[("c", "g")] = {"check": "mismatch: wrong"}  # random-s1 on c failed its check: no speedup there
     cols = [mb.curve_column(lb["label"], k) for lb in labels for k in (1, 2)]
     x = mb.speedups(["m", "c"], cols, digest, timed)
-    assert x[("m", "curriculum@1")] == 4.0 and x[("m", "random-s1@1")] == 2.0 and x[("c", "random-s1@1")] is None
-    text, summary = mb.curve_tables(x, {"memory-bound": ["m"], "compute-bound": ["c"], "other": []}, labels, [1, 2])
+    assert (
+        x[("m", "curriculum@1")] == 4.0 and x[("m", "random-s1@1")] == 2.0 and x[("c", "random-s1@1")] is None
+    )
+    text, summary = mb.curve_tables(
+        x, {"memory-bound": ["m"], "compute-bound": ["c"], "other": []}, labels, [1, 2]
+    )
     mem, comp = summary["memory-bound"], summary["compute-bound"]
     assert "other" not in summary
     assert mem[0]["curriculum"]["geomean"] == 4.0
@@ -96,7 +144,9 @@ def test_curve_tables_geomeans_per_mode_and_group() -> None:
     assert "| k | curriculum | random (geomean of 5 seeds) |" not in text
     assert "| k | curriculum | random (geomean of 2 seeds) | random min | random max | none |" in lines
     assert "| 1 | 4.00 | 1.41 | 1.00 | 2.00 | 1.00 |" in lines  # memory-bound
-    assert "| 2 | 8.00 | 8.00 (1/2) | 8.00 (1/2) | 8.00 (1/2) | 1.00 |" in lines  # compute-bound: a seed missing
+    assert (
+        "| 2 | 8.00 | 8.00 (1/2) | 8.00 (1/2) | 8.00 (1/2) | 1.00 |" in lines
+    )  # compute-bound: a seed missing
     assert "| m | random-s1 | 2.00 | 2.00 |" in lines and "| c | random-s1 | - | - |" in lines
 
 
@@ -108,16 +158,31 @@ def test_corpus_groups_keep_the_compute_bound_workloads_apart() -> None:
     assert g["other"] == [] and mb.groups_of("heldout", ["a", "b"]) == {"all": ["a", "b"]}
 
 
-def test_dry_run_counts_the_distinct_curve_kernels(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_dry_run_counts_the_distinct_curve_kernels(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     naive = (REPO / "expert_kernels/softmax/naive.cu").read_text()
-    idx = _index(tmp_path, {("curriculum", "softmax", 1): "a", ("curriculum", "softmax", 2): "b",
-                            ("random-s0", "softmax", 1): naive, ("random-s0", "softmax", 2): "b",
-                            ("none", "sgemm", 1): "s", ("none", "sgemm", 2): "s"})
+    idx = _index(
+        tmp_path,
+        {
+            ("curriculum", "softmax", 1): "a",
+            ("curriculum", "softmax", 2): "b",
+            ("random-s0", "softmax", 1): naive,
+            ("random-s0", "softmax", 2): "b",
+            ("none", "sgemm", 1): "s",
+            ("none", "sgemm", 2): "s",
+        },
+    )
     assert mb.main(["--suite", "corpus", "--curve", str(idx), "--dry-run"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("sgemm 2 ") and out[1].startswith("softmax 3 ")  # naive, a, b (and sgemm: naive, s)
+    assert out[0].startswith("sgemm 2 ") and out[1].startswith(
+        "softmax 3 "
+    )  # naive, a, b (and sgemm: naive, s)
     assert out[-1] == "5 distinct kernels over 2 workloads"
-    assert mb.main(["--suite", "corpus", "--curve", str(idx), "--ks", "1", "--only", "softmax", "--dry-run"]) == 0
+    assert (
+        mb.main(["--suite", "corpus", "--curve", str(idx), "--ks", "1", "--only", "softmax", "--dry-run"])
+        == 0
+    )
     assert capsys.readouterr().out.splitlines()[0].startswith("softmax 2 ")  # random-s0@1 is the naive text
     assert mb.main(["--suite", "corpus", "--curve", str(tmp_path / "nope.json"), "--dry-run"]) == 2
     assert mb.main(["--suite", "corpus", "--dry-run"]) == 2  # neither --run nor --curve
@@ -147,13 +212,31 @@ def _fake_gpu(monkeypatch: pytest.MonkeyPatch, bad: str = "") -> None:
     def ms_of(text: str) -> float:
         return float(text.split("ms=")[1].split()[0]) if "ms=" in text else 8.0
 
-    monkeypatch.setattr(cb, "build_all", lambda jobs, root: {
-        (w, h): SimpleNamespace(ok=True, library=path, message="") for w, h, path in jobs})
-    monkeypatch.setattr(runner_mod, "CudaRunner", lambda lib, wl, dev: SimpleNamespace(text=Path(lib).read_text()))
-    monkeypatch.setattr(protocol_mod, "check_workload", lambda wl, r, shapes, seeds: SimpleNamespace(
-        ok=not (bad and bad in r.text), category="ok" if not (bad and bad in r.text) else "mismatch", message="m"))
-    monkeypatch.setattr(cb, "time_variant", lambda r, bench, stream, budget_s, slow_ok: (_Summary(ms_of(r.text)), 1, 1))
-    monkeypatch.setattr(timing_mod, "Bench", lambda wl, b, dev: SimpleNamespace(vendor_call=lambda: None, refill=None))
+    monkeypatch.setattr(
+        cb,
+        "build_all",
+        lambda jobs, root: {
+            (w, h): SimpleNamespace(ok=True, library=path, message="") for w, h, path in jobs
+        },
+    )
+    monkeypatch.setattr(
+        runner_mod, "CudaRunner", lambda lib, wl, dev: SimpleNamespace(text=Path(lib).read_text())
+    )
+    monkeypatch.setattr(
+        protocol_mod,
+        "check_workload",
+        lambda wl, r, shapes, seeds: SimpleNamespace(
+            ok=not (bad and bad in r.text),
+            category="ok" if not (bad and bad in r.text) else "mismatch",
+            message="m",
+        ),
+    )
+    monkeypatch.setattr(
+        cb, "time_variant", lambda r, bench, stream, budget_s, slow_ok: (_Summary(ms_of(r.text)), 1, 1)
+    )
+    monkeypatch.setattr(
+        timing_mod, "Bench", lambda wl, b, dev: SimpleNamespace(vendor_call=lambda: None, refill=None)
+    )
     monkeypatch.setattr(timing_mod, "timed", lambda *a, **k: SimpleNamespace(summary=_Summary(4.0)))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
@@ -162,14 +245,24 @@ def _fake_gpu(monkeypatch: pytest.MonkeyPatch, bad: str = "") -> None:
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
 
 
-def test_main_times_each_text_once_and_prints_the_curve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_main_times_each_text_once_and_prints_the_curve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     _fake_gpu(monkeypatch, bad="BAD")
     texts = {}
     for w in ("softmax", "sgemm"):
-        texts.update({("curriculum", w, 1): "ms=2", ("curriculum", w, 2): "ms=1", ("random-s0", w, 1): "ms=4",
-                      ("random-s0", w, 2): "ms=1", ("random-s1", w, 1): (REPO / f"expert_kernels/{w}/naive.cu").read_text(),
-                      ("random-s1", w, 2): "ms=2", ("none", w, 1): "ms=8 x", ("none", w, 2): "ms=8 x"})
+        texts.update(
+            {
+                ("curriculum", w, 1): "ms=2",
+                ("curriculum", w, 2): "ms=1",
+                ("random-s0", w, 1): "ms=4",
+                ("random-s0", w, 2): "ms=1",
+                ("random-s1", w, 1): (REPO / f"expert_kernels/{w}/naive.cu").read_text(),
+                ("random-s1", w, 2): "ms=2",
+                ("none", w, 1): "ms=8 x",
+                ("none", w, 2): "ms=8 x",
+            }
+        )
     texts[("none", "sgemm", 2)] = "ms=8 BAD"
     idx = _index(tmp_path, texts)
     out = tmp_path / "out"
@@ -181,7 +274,9 @@ def test_main_times_each_text_once_and_prints_the_curve(tmp_path: Path, monkeypa
     # 16 curve points, 5 texts: naive (random-s1@1 is naive.cu again), ms=2, ms=1, ms=4, ms=8 x
     assert len(rows["softmax"]["kernels"]) == 5
     mem = doc["curve"]["summary"]["memory-bound"]
-    assert mem[0]["curriculum"]["geomean"] == pytest.approx(4.0) and mem[1]["curriculum"]["geomean"] == pytest.approx(8.0)
+    assert mem[0]["curriculum"]["geomean"] == pytest.approx(4.0) and mem[1]["curriculum"][
+        "geomean"
+    ] == pytest.approx(8.0)
     assert mem[0]["random"]["min"] == pytest.approx(1.0) and mem[0]["random"]["max"] == pytest.approx(2.0)
     assert mem[0]["none"]["geomean"] == pytest.approx(1.0)
     assert doc["curve"]["summary"]["compute-bound"][1]["none"]["n"] == 0
@@ -190,20 +285,47 @@ def test_main_times_each_text_once_and_prints_the_curve(tmp_path: Path, monkeypa
     assert "| 2 | 8.00 | 5.66 | 4.00 | 8.00 | - (0/1) |" in log  # sgemm: none's kernel failed its check
     assert "not ok: sgemm none@2" in log
     # past the deadline nothing is timed, the tables still come, and that alone is no failure
-    assert mb.main(["--suite", "corpus", "--curve", str(idx), "--only", "softmax", "--deadline-s", "0",
-                    "--out", str(out)]) == 0
+    assert (
+        mb.main(
+            [
+                "--suite",
+                "corpus",
+                "--curve",
+                str(idx),
+                "--only",
+                "softmax",
+                "--deadline-s",
+                "0",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     log = capsys.readouterr().out
     assert "5 kernels not timed (--deadline-s 0 passed): softmax" in log and "| 1 | - (0/1) |" in log
 
 
-def test_main_with_runs_reports_each_family_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_main_with_runs_reports_each_family_apart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     _fake_gpu(monkeypatch)
     for w, text in [("softmax", "ms=2"), ("layernorm", "ms=1"), ("sgemm", "ms=4")]:
         (tmp_path / w).mkdir()
         (tmp_path / w / "best.cu").write_text(text)
-    assert mb.main(["--suite", "corpus", "--only", "softmax,layernorm,sgemm",
-                    "--run", f"curriculum={tmp_path}/{{name}}/best.cu"]) == 0
+    assert (
+        mb.main(
+            [
+                "--suite",
+                "corpus",
+                "--only",
+                "softmax,layernorm,sgemm",
+                "--run",
+                f"curriculum={tmp_path}/{{name}}/best.cu",
+            ]
+        )
+        == 0
+    )
     log = capsys.readouterr().out
     assert "memory-bound (2), curriculum: 2 kernels checked ok, geomean x naive 5.66" in log
     assert "compute-bound (1), curriculum: 1 kernels checked ok, geomean x naive 2.00" in log
@@ -218,16 +340,23 @@ def test_any_workload_folder_and_kernel_files(tmp_path: Path, capsys: pytest.Cap
     mine = tmp_path / "elsewhere" / "mine.cu"
     mine.parent.mkdir()
     mine.write_text((REPO / "examples/row_sum/expert.cu").read_text())
-    assert mb.main(["--workload", str(wl), "--kernel", f"fast={mine}", "--kernel", str(mine), "--dry-run"]) == 0
+    assert (
+        mb.main(["--workload", str(wl), "--kernel", f"fast={mine}", "--kernel", str(mine), "--dry-run"]) == 0
+    )
     out = capsys.readouterr().out
     assert out.startswith("my_workload 2 ") and "'fast'" in out and "'mine'" in out
 
 
-@pytest.mark.parametrize(("argv", "words"), [
-    (["--workload", "/nonexistent/wl"], "--workload /nonexistent/wl: no workload.py"),
-    (["--kernel", "k.cu"], "--kernel needs exactly one --workload"),
-])
-def test_bad_workload_or_kernel_is_one_line(argv: list[str], words: str, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--workload", "/nonexistent/wl"], "--workload /nonexistent/wl: no workload.py"),
+        (["--kernel", "k.cu"], "--kernel needs exactly one --workload"),
+    ],
+)
+def test_bad_workload_or_kernel_is_one_line(
+    argv: list[str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert mb.main(argv) == 2
     err = capsys.readouterr().err
     assert err.strip().splitlines() == [words] or words in err and len(err.strip().splitlines()) == 1
@@ -238,7 +367,15 @@ def test_without_a_gpu_it_says_so_in_one_line(tmp_path: Path, capsys: pytest.Cap
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible")
-    code = mb.main(["--workload", str(REPO / "examples/row_sum"), "--kernel", str(REPO / "examples/row_sum/expert.cu"),
-                    "--out", str(tmp_path / "out")])
+    code = mb.main(
+        [
+            "--workload",
+            str(REPO / "examples/row_sum"),
+            "--kernel",
+            str(REPO / "examples/row_sum/expert.cu"),
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "no CUDA GPU visible here" in err[0]

@@ -123,8 +123,28 @@ def test_a_pasted_chunk_inside_other_code_is_caught_by_the_run() -> None:
 
 
 _NAME = st.from_regex(r"[a-z][a-z0-9_]{0,10}", fullmatch=True).filter(
-    lambda n: not keyword.iskeyword(n) and n not in {"int", "float", "if", "for", "do", "return", "const", "void",
-                                                       "char", "long", "short", "auto", "case", "else", "while"})
+    lambda n: (
+        not keyword.iskeyword(n)
+        and n
+        not in {
+            "int",
+            "float",
+            "if",
+            "for",
+            "do",
+            "return",
+            "const",
+            "void",
+            "char",
+            "long",
+            "short",
+            "auto",
+            "case",
+            "else",
+            "while",
+        }
+    )
+)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -152,9 +172,15 @@ def test_longest_common_run_is_exact(a: list[str], b: list[str]) -> None:
 
 # ---- carriers -----------------------------------------------------------------------------
 
+
 def _skill(carrier: str, *workloads: str) -> Skill:
-    return Skill(skill_id="s-1", operator="op", intent="", carrier=carrier,
-                 provenance=[{"workload": w} for w in workloads])
+    return Skill(
+        skill_id="s-1",
+        operator="op",
+        intent="",
+        carrier=carrier,
+        provenance=[{"workload": w} for w in workloads],
+    )
 
 
 def test_carrier_after_side() -> None:
@@ -165,8 +191,9 @@ def test_carrier_after_side() -> None:
 def test_a_small_carrier_passes_and_a_whole_kernel_fails() -> None:
     src = EXPERTS["softmax"]
     small = carrier_diff(src.replace("__restrict__", ""), src)
-    whole = carrier_diff((REPO / "expert_kernels" / "softmax" / "naive.cu").read_text(), src, max_lines=10**6,
-                         max_run=None)
+    whole = carrier_diff(
+        (REPO / "expert_kernels" / "softmax" / "naive.cu").read_text(), src, max_lines=10**6, max_run=None
+    )
     checks = check_carriers([_skill(small, "softmax"), _skill(whole, "softmax")], EXPERTS)
     assert [c.ok for c in checks] == [True, False]
     assert checks[0].fraction <= CARRIER_MAX_FRACTION < 0.9 <= checks[1].fraction
@@ -192,7 +219,9 @@ def test_long_runs_of_added_lines_are_elided_on_the_card() -> None:
 def test_a_merged_skill_is_charged_against_its_own_source_only() -> None:
     src = EXPERTS["row_sum"]
     carrier = carrier_diff(src.replace("#pragma unroll", ""), src)
-    checks = {c.workload: c for c in check_carriers([_skill(carrier, "row_sum", "vector_add", "nope")], EXPERTS)}
+    checks = {
+        c.workload: c for c in check_carriers([_skill(carrier, "row_sum", "vector_add", "nope")], EXPERTS)
+    }
     assert set(checks) == {"row_sum", "vector_add"}
     assert checks["row_sum"].carrier_tokens > 0 and checks["vector_add"].carrier_tokens == 0
     # two #pragma unroll sites with context are half of this 26-line kernel, but fewer tokens

@@ -50,7 +50,9 @@ def test_lineage_and_skills(mined: Path) -> None:
         assert sk.intent and sk.carrier.startswith("--- before.cu")
         assert sk.scope["workloads"] == ["scale_test"] and sk.scope["dtypes"] == ["float32"]
         assert sk.evidence["steps"] and sk.provenance[0]["source_kernel_hash"]
-        assert sk.effects["per_workload"]["scale_test"]["time_ratio"] == "unmeasured"  # no GPU: never invented
+        assert (
+            sk.effects["per_workload"]["scale_test"]["time_ratio"] == "unmeasured"
+        )  # no GPU: never invented
     assert by_op["restrict"].verification["roundtrips"][0]["ok"] is True
     lb = by_op["launch_bounds"]
     assert any(p["name"] == "fixed_block_size" and p["holds"] for p in lb.preconditions)
@@ -90,7 +92,9 @@ def test_expert_failing_its_gate_is_skipped(tmp_path: Path) -> None:
     bad = tmp_path / "corpus" / "bad"
     bad.mkdir(parents=True)
     (bad / "workload.py").write_text((CORPUS / "scale/workload.py").read_text())
-    (bad / "expert.cu").write_text((CORPUS / "scale/expert.cu").read_text().replace("2.0f * x[i]", "3.0f * x[i]"))
+    (bad / "expert.cu").write_text(
+        (CORPUS / "scale/expert.cu").read_text().replace("2.0f * x[i]", "3.0f * x[i]")
+    )
     report = mine_corpus([tmp_path / "corpus"], db=tmp_path / "s.duckdb")
     (w,) = report["workloads"]
     assert w["skipped"].startswith("expert fails its own gate: mismatch")
@@ -111,7 +115,9 @@ def test_kill_minus_9_then_resume(tmp_path: Path, mined: Path) -> None:
     home = tmp_path / "home"  # a cold cache, so the first run is slow enough to kill mid-walk
     env = {**os.environ, "KLINEAGE_HOME": str(home)}
     cmd = [sys.executable, "-m", "klineage", "mine", str(CORPUS), "--db", str(db), "--json", "--workers", "2"]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     deadline = time.time() + 120
     while time.time() < deadline and len(list(home.rglob("result.json"))) < 3:
         time.sleep(0.2)
@@ -123,10 +129,21 @@ def test_kill_minus_9_then_resume(tmp_path: Path, mined: Path) -> None:
     assert json.loads(out.stdout)["workloads"][0]["accepted"] >= 0
     assert _snapshot(db) == _snapshot(mined)
     runs = _table(db, "SELECT status FROM mining_runs ORDER BY started_at")
-    assert [r["status"] for r in runs] == ["interrupted", "done"]  # the killed run's row does not stay `running`
+    assert [r["status"] for r in runs] == [
+        "interrupted",
+        "done",
+    ]  # the killed run's row does not stay `running`
     # the skills as `skills list --json` prints them: byte-identical to an uninterrupted run's
-    listed = [subprocess.run([sys.executable, "-m", "klineage", "skills", "list", "--json", "--db", str(d)], env=env,
-                             capture_output=True, text=True, timeout=300).stdout for d in (db, mined)]
+    listed = [
+        subprocess.run(
+            [sys.executable, "-m", "klineage", "skills", "list", "--json", "--db", str(d)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        ).stdout
+        for d in (db, mined)
+    ]
     assert listed[0] and listed[0] == listed[1]
 
 
@@ -158,8 +175,20 @@ def test_skills_verify_admits_on_a_foreign_workload(mined: Path, tmp_path: Path,
     shutil.copyfile(mined, db)
     skill = next(s for s in load_skills(Store(db, read_only=True)) if s.operator == "restrict")
     assert not skill.admitted
-    monkeypatch.setattr("sys.argv", ["klineage", "skills", "verify", skill.skill_id, "--workload",
-                                     str(REPO / "examples/vector_add"), "--db", str(db), "--json"])
+    monkeypatch.setattr(
+        "sys.argv",
+        [
+            "klineage",
+            "skills",
+            "verify",
+            skill.skill_id,
+            "--workload",
+            str(REPO / "examples/vector_add"),
+            "--db",
+            str(db),
+            "--json",
+        ],
+    )
     with pytest.raises(SystemExit) as e:
         main()
     doc = json.loads(capsys.readouterr().out)
@@ -175,10 +204,16 @@ def test_deopt_cli_lists_operators_and_sites(monkeypatch, capsys) -> None:
     with pytest.raises(SystemExit):
         main()
     ops = json.loads(capsys.readouterr().out)
-    assert len(ops) >= 20 and {"restrict", "vectorize", "tensor_core", "warp_shuffle_reduce"} <= {o["name"] for o in ops}
-    monkeypatch.setattr("sys.argv", ["klineage", "deopt", "sites", str(REPO / "examples/row_sum/expert.cu"), "--json"])
+    assert len(ops) >= 20 and {"restrict", "vectorize", "tensor_core", "warp_shuffle_reduce"} <= {
+        o["name"] for o in ops
+    }
+    monkeypatch.setattr(
+        "sys.argv", ["klineage", "deopt", "sites", str(REPO / "examples/row_sum/expert.cu"), "--json"]
+    )
     with pytest.raises(SystemExit):
         main()
     rows = json.loads(capsys.readouterr().out)
-    assert {"launch_bounds", "restrict", "pragma_unroll"} <= {r["operator"] for r in rows if r["direction"] == "present"}
+    assert {"launch_bounds", "restrict", "pragma_unroll"} <= {
+        r["operator"] for r in rows if r["direction"] == "present"
+    }
     assert all("anchor" in r for r in rows if "error" not in r)

@@ -42,8 +42,9 @@ def verdict(job: GateJob) -> GateResult:
     h = hashlib.sha256(f"{job.workload_dir.name}\0{job.source}".encode()).hexdigest()
     if job.name.endswith("expert.cu") or int(h[:2], 16) % 4:
         return GateResult(accepted=True, stage="done", category="ok", artifact_id=h[:16])
-    return GateResult(accepted=False, stage="correctness", category="mismatch", message=f"hash {h[:6]}",
-                      artifact_id=h[:16])
+    return GateResult(
+        accepted=False, stage="correctness", category="mismatch", message=f"hash {h[:6]}", artifact_id=h[:16]
+    )
 
 
 class HashExecutor(GateExecutor):
@@ -93,7 +94,9 @@ class HashExecutor(GateExecutor):
             self._leave_run(token)
 
 
-def _mine(db: Path, workers: int, seed: int = 0, hook: object = None, max_steps: int = 4) -> tuple[dict, HashExecutor]:
+def _mine(
+    db: Path, workers: int, seed: int = 0, hook: object = None, max_steps: int = 4
+) -> tuple[dict, HashExecutor]:
     ex = HashExecutor(workers, seed, hook)
     report = mine_corpus(CORPUS, db=db, workers=workers, max_steps=max_steps, executor=ex)
     return report, ex
@@ -109,7 +112,9 @@ def test_rows_and_order_do_not_depend_on_the_worker_count(tmp_path: Path) -> Non
     assert snapshot(tmp_path / "w3.duckdb") == first
     assert [w["workload"] for w in one["workloads"]] == NAMES == [w["workload"] for w in three["workloads"]]
     keys = ("states", "accepted", "rejected", "refused", "gate_runs", "skills")
-    assert [{k: w[k] for k in keys} for w in one["workloads"]] == [{k: w[k] for k in keys} for w in three["workloads"]]
+    assert [{k: w[k] for k in keys} for w in one["workloads"]] == [
+        {k: w[k] for k in keys} for w in three["workloads"]
+    ]
     with Store(tmp_path / "w3.duckdb", read_only=True) as s:  # skills merged across lineages identically
         a = s.rows("SELECT skill_id, evidence, scope, provenance FROM skills ORDER BY skill_id")
     with Store(tmp_path / "w1.duckdb", read_only=True) as s:
@@ -141,7 +146,10 @@ def test_a_failing_walk_does_not_stop_the_others(tmp_path: Path) -> None:
         _mine(tmp_path / "s.duckdb", workers=3, hook=hook)
     clean, _ = _mine(tmp_path / "clean.duckdb", workers=1)
     with Store(tmp_path / "s.duckdb", read_only=True) as s:
-        depths = {r["workload"]: r["d"] for r in s.rows("SELECT workload, max(depth) AS d FROM states GROUP BY workload")}
+        depths = {
+            r["workload"]: r["d"]
+            for r in s.rows("SELECT workload, max(depth) AS d FROM states GROUP BY workload")
+        }
         status = s.scalar("SELECT status FROM mining_runs")
         skills = {w for r in s.rows("SELECT scope FROM skills") for w in r["scope"]["workloads"]}
     assert status == "failed"
@@ -188,8 +196,12 @@ def test_local_executor_serves_concurrent_runs() -> None:
 
     out: dict[str, list[int]] = {}
     with Echo(workers=2) as ex:
+
         def go(who: str) -> None:
-            jobs = [GateJob(f"{who} {i}", REPO / "examples/vector_add", GateOptions(), f"{who}/{i}.cu") for i in range(8)]
+            jobs = [
+                GateJob(f"{who} {i}", REPO / "examples/vector_add", GateOptions(), f"{who}/{i}.cu")
+                for i in range(8)
+            ]
             out[who] = sorted(i for i, r in ex.run(jobs) if r.message == f"{who} {i}")
 
         threads = [threading.Thread(target=go, args=(w,)) for w in ("a", "b", "c")]

@@ -132,8 +132,22 @@ def test_runs_that_differ_only_in_bits_are_nondeterministic() -> None:
     assert "0 vs -0" in v.message
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8,
-                                   torch.uint8, torch.int16, torch.int32, torch.int64, torch.bool, torch.complex64])
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        torch.float16,
+        torch.bfloat16,
+        torch.float32,
+        torch.float64,
+        torch.int8,
+        torch.uint8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.bool,
+        torch.complex64,
+    ],
+)
 @pytest.mark.parametrize("pattern", POISONS)
 def test_holds_pattern_is_every_byte_equal(dtype: torch.dtype, pattern: int) -> None:
     """The whole-element test gives the mask the byte-by-byte definition gives: elements with
@@ -207,7 +221,8 @@ def _rowsum_workload(tmp_path: Path, tolerance: str) -> Workload:
         "    return x.double().sum(1).float()\n"
         "WORKLOAD = Workload(name='rs', args=[Tensor('x', ('M', 'N')), Tensor('y', ('M',), role='out'),\n"
         "    Scalar('M'), Scalar('N')], reference=reference, shapes={'test': [{'M': 129, 'N': 4097}]},\n"
-        f"    tolerances={tolerance})\n")
+        f"    tolerances={tolerance})\n"
+    )
     return load_workload(tmp_path)
 
 
@@ -230,16 +245,21 @@ def test_fp32_row_sum_fails_default_tolerance_only_by_accumulation(tmp_path: Pat
 def test_accumulation_tolerance_accepts_honest_and_rejects_wrong(tmp_path: Path) -> None:
     wl = _rowsum_workload(tmp_path, "{'float32': Tolerance.accumulation('N')}")
     assert check_workload(wl, FakeRunner(_fp32_loop), seeds=(0, 1)).ok
-    v = check_workload(wl, FakeRunner(lambda x, y, m, n, s: y.copy_(x.double().sum(1).float() * 1.001)), seeds=(0,))
+    v = check_workload(
+        wl, FakeRunner(lambda x, y, m, n, s: y.copy_(x.double().sum(1).float() * 1.001)), seeds=(0,)
+    )
     assert v.category == "mismatch", v.message
     assert "accumulation over N" in v.message and "within the rounding" not in v.message
 
 
-@pytest.mark.parametrize(("tol", "words"), [
-    ("{'float32': Tolerance(1e-5, 1e-6, 'accumulation')}", "needs length="),
-    ("{'float32': Tolerance.accumulation('K')}", "names K, not a shape symbol"),
-    ("{'float32': Tolerance(1e-5, 1e-6, 'l2')}", "unknown metric 'l2'"),
-])
+@pytest.mark.parametrize(
+    ("tol", "words"),
+    [
+        ("{'float32': Tolerance(1e-5, 1e-6, 'accumulation')}", "needs length="),
+        ("{'float32': Tolerance.accumulation('K')}", "names K, not a shape symbol"),
+        ("{'float32': Tolerance(1e-5, 1e-6, 'l2')}", "unknown metric 'l2'"),
+    ],
+)
 def test_bad_accumulation_tolerance_is_one_clear_problem(tmp_path: Path, tol: str, words: str) -> None:
     with pytest.raises(WorkloadError, match=words):
         _rowsum_workload(tmp_path, tol)

@@ -52,46 +52,110 @@ def _enrich(db: Path) -> None:
         expert = s.scalar("SELECT state_hash FROM states WHERE is_expert")
         skills = [k.skill_id for k in load_skills(s)]
         with s.transaction() as con:
-            for st in s.rows("SELECT st.depth, g.gate_key, g.result FROM states st JOIN gate_runs g ON g.gate_key = st.gate_key"):
-                result = st["result"] | {"timing": {"median_ms": 0.01 * 2 ** st["depth"], "reference_median_ms": 0.05}}
-                con.execute("UPDATE gate_runs SET result = ?, device = 'NVIDIA H200' WHERE gate_key = ?",
-                            [json.dumps(result), st["gate_key"]])
+            for st in s.rows(
+                "SELECT st.depth, g.gate_key, g.result FROM states st JOIN gate_runs g ON g.gate_key = st.gate_key"
+            ):
+                result = st["result"] | {
+                    "timing": {"median_ms": 0.01 * 2 ** st["depth"], "reference_median_ms": 0.05}
+                }
+                con.execute(
+                    "UPDATE gate_runs SET result = ?, device = 'NVIDIA H200' WHERE gate_key = ?",
+                    [json.dumps(result), st["gate_key"]],
+                )
             site = json.dumps({"summary": "float4 loads of x & y", "anchor": {"line": 9}})
             for sid, category in (("rejected-0001", "mismatch"), ("refused-0001", "refused")):
-                con.execute("INSERT INTO steps (step_id, workload, from_state, operator, site, accepted, category, message)"
-                            " VALUES (?, 'scale_test', ?, 'vectorize', ?, false, ?, ?)", [sid, expert, site, category, HOSTILE])
-            effects = {"per_workload": {"scale_test": {"time_ratio": 2.0, "time_ms": {"without": 0.02, "with": 0.01},
-                                                       "resources": {"registers": 4}, "device": "NVIDIA H200"}}}
-            con.execute("UPDATE skills SET effects = ?, admitted = true WHERE skill_id = ?", [json.dumps(effects), skills[0]])
-            runs = [("r-cur", "heldout_scale", "curriculum", "all", 0.0), ("r-rnd", "heldout_scale", "random", "all", 0.0),
-                    ("r-none", "heldout_scale", "curriculum", "none", 0.0), ("r-llm", "scale_test", "curriculum", "all", 0.01)]
+                con.execute(
+                    "INSERT INTO steps (step_id, workload, from_state, operator, site, accepted, category, message)"
+                    " VALUES (?, 'scale_test', ?, 'vectorize', ?, false, ?, ?)",
+                    [sid, expert, site, category, HOSTILE],
+                )
+            effects = {
+                "per_workload": {
+                    "scale_test": {
+                        "time_ratio": 2.0,
+                        "time_ms": {"without": 0.02, "with": 0.01},
+                        "resources": {"registers": 4},
+                        "device": "NVIDIA H200",
+                    }
+                }
+            }
+            con.execute(
+                "UPDATE skills SET effects = ?, admitted = true WHERE skill_id = ?",
+                [json.dumps(effects), skills[0]],
+            )
+            runs = [
+                ("r-cur", "heldout_scale", "curriculum", "all", 0.0),
+                ("r-rnd", "heldout_scale", "random", "all", 0.0),
+                ("r-none", "heldout_scale", "curriculum", "none", 0.0),
+                ("r-llm", "scale_test", "curriculum", "all", 0.01),
+            ]
             for run_id, wl, order, mode, cost in runs:
                 last = 0.04 if mode == "all" else 0.09  # start 0.08 ms: skills reach 2x, no skills 1.6x
-                steps = [(skills[1], "kept", "ok", 0.05), ("no-such-skill", "rejected", "mismatch", None),
-                         (skills[2], "duplicate", "", None), (skills[2], "kept" if mode == "all" else "not_faster", "ok", last)]
-                summary = {"stop_reason": "budget of 3 gated candidates spent", "gated": 3,
-                           "speedup": 0.08 / min(t for _, v, _, t in steps if v == "kept")}
-                memorization = {"is_copy": False, "closest": {"source": "expert_kernels/x/expert.cu", "ast": 0.31}}
+                steps = [
+                    (skills[1], "kept", "ok", 0.05),
+                    ("no-such-skill", "rejected", "mismatch", None),
+                    (skills[2], "duplicate", "", None),
+                    (skills[2], "kept" if mode == "all" else "not_faster", "ok", last),
+                ]
+                summary = {
+                    "stop_reason": "budget of 3 gated candidates spent",
+                    "gated": 3,
+                    "speedup": 0.08 / min(t for _, v, _, t in steps if v == "kept"),
+                }
+                memorization = {
+                    "is_copy": False,
+                    "closest": {"source": "expert_kernels/x/expert.cu", "ast": 0.31},
+                }
                 summary |= {"heldout": True, "memorization": memorization} if wl != "scale_test" else {}
-                con.execute("INSERT INTO materialization_runs (run_id, workload, provider, skills_mode, order_mode, budget,"
-                            " summary, status, backend) VALUES (?, ?, 'offline', ?, ?, 3, ?, 'improved', 'cuda')",
-                            [run_id, wl, mode, order, json.dumps(summary)])
+                con.execute(
+                    "INSERT INTO materialization_runs (run_id, workload, provider, skills_mode, order_mode, budget,"
+                    " summary, status, backend) VALUES (?, ?, 'offline', ?, ?, 3, ?, 'improved', 'cuda')",
+                    [run_id, wl, mode, order, json.dumps(summary)],
+                )
                 for i, (skill, verdict, category, t) in enumerate(steps, 1):
                     gated = verdict != "duplicate"
-                    con.execute("INSERT INTO materialization_steps (run_id, step_index, skill_id, operator, gate_key, accepted,"
-                                " kept, category, message, time_ms, cost_usd, verdict) VALUES (?, ?, ?, 'op', ?, ?, ?, ?, ?, ?, ?, ?)",
-                                [run_id, i, skill if mode == "all" else None, f"g{i}" if gated else None,
-                                 category == "ok" if gated else None, verdict == "kept", category,
-                                 HOSTILE if verdict == "rejected" else "", t, cost, verdict])
-            con.execute("INSERT INTO kernels (kernel_hash, workload, role, source) VALUES ('b0rken', 'broken_wl', 'expert', ?)",
-                        ["__global__ void k(float* y) { if (threadIdx.x < 1 && y) y[0] = 1; }"])
-            con.execute("INSERT INTO gate_runs (gate_key, kernel_hash, workload, backend, accepted, stage, category, message,"
-                        " result) VALUES ('gb', 'b0rken', 'broken_wl', 'emu', false, 'compile', 'compile_error', ?, '{}')",
-                        ["expert.cu:3: error: expected ';' before '<' & more"])
-            con.execute("INSERT INTO llm_exchanges (exchange_id, provider, model, input_tokens, output_tokens, cost_usd,"
-                        " latency_s) VALUES ('x1', 'anthropic', 'claude-test', 1200, 300, 0.01, 1.5)")
-        upsert(s, [Skill(skill_id="imported <odd> & id", operator="imported", intent="A card from elsewhere: a < b & c",
-                         origin="imported", scope={"workloads": ["elsewhere"]})])
+                    con.execute(
+                        "INSERT INTO materialization_steps (run_id, step_index, skill_id, operator, gate_key, accepted,"
+                        " kept, category, message, time_ms, cost_usd, verdict) VALUES (?, ?, ?, 'op', ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [
+                            run_id,
+                            i,
+                            skill if mode == "all" else None,
+                            f"g{i}" if gated else None,
+                            category == "ok" if gated else None,
+                            verdict == "kept",
+                            category,
+                            HOSTILE if verdict == "rejected" else "",
+                            t,
+                            cost,
+                            verdict,
+                        ],
+                    )
+            con.execute(
+                "INSERT INTO kernels (kernel_hash, workload, role, source) VALUES ('b0rken', 'broken_wl', 'expert', ?)",
+                ["__global__ void k(float* y) { if (threadIdx.x < 1 && y) y[0] = 1; }"],
+            )
+            con.execute(
+                "INSERT INTO gate_runs (gate_key, kernel_hash, workload, backend, accepted, stage, category, message,"
+                " result) VALUES ('gb', 'b0rken', 'broken_wl', 'emu', false, 'compile', 'compile_error', ?, '{}')",
+                ["expert.cu:3: error: expected ';' before '<' & more"],
+            )
+            con.execute(
+                "INSERT INTO llm_exchanges (exchange_id, provider, model, input_tokens, output_tokens, cost_usd,"
+                " latency_s) VALUES ('x1', 'anthropic', 'claude-test', 1200, 300, 0.01, 1.5)"
+            )
+        upsert(
+            s,
+            [
+                Skill(
+                    skill_id="imported <odd> & id",
+                    operator="imported",
+                    intent="A card from elsewhere: a < b & c",
+                    origin="imported",
+                    scope={"workloads": ["elsewhere"]},
+                )
+            ],
+        )
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +235,9 @@ def test_lineage_drawn_with_code_and_diffs(plain_page: tuple[Path, str, StrictTr
         taken = s.scalar("SELECT count(*) FROM steps WHERE workload = 'scale_test' AND taken")
     wl = _section(tree, "wl-scale_test")
     (graph,) = [n for n in wl.iter() if n.tag == "svg"]
-    assert len([n for n in graph.iter() if n.tag == "rect" and "node" in n.attrs.get("class", "")]) == len(states)
+    assert len([n for n in graph.iter() if n.tag == "rect" and "node" in n.attrs.get("class", "")]) == len(
+        states
+    )
     assert len([n for n in graph.iter() if n.tag == "line" and n.attrs.get("class") == "edge"]) == taken
     for st in states:
         state = _section(tree, f"state-scale_test-{st['state_hash']}")
@@ -196,7 +262,9 @@ def test_escaping(rich_page: tuple[Path, str, StrictTree]) -> None:
     assert HOSTILE in row.all_text() and "mismatch" in row.all_text()
     assert "float4 loads of x & y" in row.all_text()
     assert "&lt;script&gt;alert(1)" in html and "<script>alert(1)" not in html
-    assert "A card from elsewhere: a < b & c" in _section(tree, skill_anchor("imported <odd> & id")).all_text()
+    assert (
+        "A card from elsewhere: a < b & c" in _section(tree, skill_anchor("imported <odd> & id")).all_text()
+    )
     code = " ".join(n.all_text() for n in tree.root.iter() if n.tag == "pre")
     assert "k < ITEMS" in code
 
@@ -204,7 +272,9 @@ def test_escaping(rich_page: tuple[Path, str, StrictTree]) -> None:
 def test_rejected_and_refused_attempts(rich_page: tuple[Path, str, StrictTree]) -> None:
     _, _, tree = rich_page
     broken = _section(tree, "wl-broken_wl").all_text()  # an expert that fails its own gate: shown as skipped
-    assert "Skipped" in broken and "compile_error: expert.cu:3: error: expected ';' before '<' & more" in broken
+    assert (
+        "Skipped" in broken and "compile_error: expert.cu:3: error: expected ';' before '<' & more" in broken
+    )
     assert "attempt-rejected" in _section(tree, "step-rejected-0001").attrs["class"]
     assert "attempt-refused" in _section(tree, "step-refused-0001").attrs["class"]
 
@@ -240,14 +310,18 @@ def test_materialization_and_heldout(rich_page: tuple[Path, str, StrictTree], ri
     assert "claude-test" in text
     held = _section(tree, "heldout")
     rows = [n for n in held.iter() if n.tag == "tr"]
-    assert len(rows) == 2 and "heldout_scale" in rows[1].all_text()  # scale_test contributed skills: not held out
+    assert (
+        len(rows) == 2 and "heldout_scale" in rows[1].all_text()
+    )  # scale_test contributed skills: not held out
     assert "2.00×" in rows[1].all_text() and "1.60×" in rows[1].all_text() and "0.31" in rows[1].all_text()
     assert "improved" in rows[1].all_text() and "flagged" not in rows[1].all_text()
     curve = next(n for n in plots[0].iter() if n.tag == "path" and n.attrs.get("class") == "series")
     assert curve.attrs["d"].count("H") == 3  # three gated candidates: the duplicate spent no budget
 
 
-def _run_cli(argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+def _run_cli(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
     monkeypatch.setattr("sys.argv", ["klineage", *argv])
     with pytest.raises(SystemExit) as e:
         main()
@@ -255,12 +329,16 @@ def _run_cli(argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.Ca
     return int(e.value.code or 0), captured.out, captured.err
 
 
-def test_cli(mined: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli(
+    mined: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "sub" / "r.html"
     code, stdout, _ = _run_cli(["report", "--db", str(mined), "--out", str(out)], monkeypatch, capsys)
     assert code == 0 and out.is_file() and str(out.resolve()) in stdout
-    for argv, needle in ((["report", "--db", str(tmp_path / "none.duckdb")], "no such database"),
-                         (["report", "--db", str(mined), "--out", str(tmp_path)], "is a directory")):
+    for argv, needle in (
+        (["report", "--db", str(tmp_path / "none.duckdb")], "no such database"),
+        (["report", "--db", str(mined), "--out", str(tmp_path)], "is a directory"),
+    ):
         code, stdout, err = _run_cli(argv, monkeypatch, capsys)
         lines = [ln for ln in err.splitlines() if ln.strip()]
         assert code == 2 and stdout == "" and len(lines) == 1 and needle in lines[0], err
@@ -268,7 +346,9 @@ def test_cli(mined: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsy
 
 def test_screenshot_in_chromium(plain_page: tuple[Path, str, StrictTree], tmp_path: Path) -> None:
     if chromium() is None:
-        pytest.skip("no chromium binary on PATH (CI installs Debian's chromium in .ci/run; apt-get install chromium)")
+        pytest.skip(
+            "no chromium binary on PATH (CI installs Debian's chromium in .ci/run; apt-get install chromium)"
+        )
     png = tmp_path / "report.png"
     screenshot(plain_page[0], png, 1280, 2000)
     width, height, colours = png_stats(png)
@@ -285,5 +365,7 @@ def test_templates_ship_as_package_data() -> None:
     cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert {"klineage.report", "klineage.report.templates"} <= set(cfg["packages"])
     patterns = cfg["package-data"]["*"]
-    templates = [p for p in (REPO / "klineage/report/templates").iterdir() if p.suffix != ".py" and p.is_file()]
+    templates = [
+        p for p in (REPO / "klineage/report/templates").iterdir() if p.suffix != ".py" and p.is_file()
+    ]
     assert templates and all(any(fnmatch.fnmatch(p.name, pat) for pat in patterns) for p in templates)

@@ -61,8 +61,15 @@ def test_bar_plot_marks_unmeasured() -> None:
 
 
 def test_line_plot_is_a_step_function_per_arm() -> None:
-    svg = line_plot([Series("cur", [(0, 1.0), (1, 1.5), (2, 2.0)], "curriculum"),
-                     Series("none", [(0, 1.0), (1, 1.0), (2, 1.2)], "no skills")], "t", "gated", "speedup")
+    svg = line_plot(
+        [
+            Series("cur", [(0, 1.0), (1, 1.5), (2, 2.0)], "curriculum"),
+            Series("none", [(0, 1.0), (1, 1.0), (2, 1.2)], "no skills"),
+        ],
+        "t",
+        "gated",
+        "speedup",
+    )
     paths = re.findall(r'<path d="([^"]+)" class="series" stroke="([^"]+)"', svg)
     assert len(paths) == 2 and paths[0][1] != paths[1][1]
     assert all(d.count("H") == 2 and d.count("V") == 2 for d, _ in paths)

@@ -35,8 +35,12 @@ def test_table_card_and_jsonl_follow_the_declaration(tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
     with Store(db) as store:
         upsert(store, [make_skill("restrict")])
-        cols = [r["column_name"] for r in store.rows(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = 'skills' ORDER BY ordinal_position")]
+        cols = [
+            r["column_name"]
+            for r in store.rows(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'skills' ORDER BY ordinal_position"
+            )
+        ]
     assert cols == [*SKILL_FIELDS, "updated_at"]
     out = export_skills(db, tmp_path / "export")
     (line,) = (out / "skills.jsonl").read_text().splitlines()
@@ -53,5 +57,7 @@ def test_readers_refuse_unknown_keys(tmp_path: Path) -> None:
     with pytest.raises(CardError, match=r"skills.jsonl:2: not skill fields: bogus"):
         read_jsonl(jsonl)
     card = to_markdown(make_skill("restrict")).replace('"origin": "mined"', '"origin": "mined",\n "bogus": 1')
-    with pytest.raises(CardError, match="card.md: the evidence block has keys that are not skill fields: bogus"):
+    with pytest.raises(
+        CardError, match="card.md: the evidence block has keys that are not skill fields: bogus"
+    ):
         from_markdown(card, "card.md")

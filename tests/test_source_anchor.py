@@ -38,10 +38,14 @@ def test_anchor_path_and_str() -> None:
     assert a.path == "kernel:softmax_kernel/if[3]/call:__shfl_sync[0]"
     assert (a.function, a.node_kind, a.line, a.end_line) == ("softmax_kernel", "call_expression", 64, 64)
     assert a.fingerprint == "__shfl_sync(0xffffffff,warp_sum(s),0)"
-    assert str(a).endswith("softmax.cu:64 kernel:softmax_kernel/if[3]/call:__shfl_sync[0] (call_expression) "
-                           "`__shfl_sync(0xffffffff,warp_sum(s),0)`")
+    assert str(a).endswith(
+        "softmax.cu:64 kernel:softmax_kernel/if[3]/call:__shfl_sync[0] (call_expression) "
+        "`__shfl_sync(0xffffffff,warp_sum(s),0)`"
+    )
     loop = SRC.anchor(SRC.pragmas[2].loop)
-    assert loop.path == "kernel:softmax_kernel/for[0]" and loop.fingerprint.startswith("for(int c=threadIdx.x")
+    assert loop.path == "kernel:softmax_kernel/for[0]" and loop.fingerprint.startswith(
+        "for(int c=threadIdx.x"
+    )
     assert SRC.anchor(SRC.launch_sites[1]).path == "launcher:softmax_f16/launch:softmax_kernel[0]"
 
 
@@ -93,8 +97,11 @@ def test_survives_new_loop_in_same_function() -> None:
 
 def test_function_renamed_resolves_to_none() -> None:
     name = SRC.node_for(KERNEL)
-    ident = next(n for n in SRC.nodes_of_type("identifier") if SRC.text_of(n) == "softmax_kernel"
-                 and name.start_byte < n.start_byte < name.end_byte)
+    ident = next(
+        n
+        for n in SRC.nodes_of_type("identifier")
+        if SRC.text_of(n) == "softmax_kernel" and name.start_byte < n.start_byte < name.end_byte
+    )
     edited = apply_edits(SRC, [Edit(ident.start_byte, ident.end_byte, "softmax_kernel_v2")])
     assert edited.node_at(ANCHORS[0]) is None
 
@@ -109,7 +116,11 @@ _SNIPPETS = [
     "template <int N> __global__ void other_kernel(float* p) { if (N > 1) p[0] = __shfl_sync(0xffffffff, 1.f, 0); }\n",
     "constexpr int UNUSED = 7;\n",
 ]
-_BODY_SNIPPETS = ["int unrelated = 0;\n    ", "for (int z = 0; z < 2; ++z) { v += z; }\n    ", "// note\n    "]
+_BODY_SNIPPETS = [
+    "int unrelated = 0;\n    ",
+    "for (int z = 0; z < 2; ++z) { v += z; }\n    ",
+    "// note\n    ",
+]
 
 
 def _insertion_points(src: CudaSource) -> tuple[list[int], list[int]]:
@@ -150,7 +161,8 @@ def test_anchor_survives_unrelated_insertions(edits: list[Edit], which: int) -> 
     assert edited.anchor(found).path == anchor.path
 
 
-MISC = CudaSource.from_text('''
+MISC = CudaSource.from_text(
+    """
 __global__ void k(int* o, int n) {
     if (n > 0) { o[0] = 1; } else if (n < 0) { o[0] = atomicAdd(o, 1); } else { o[1] = 2; }
     switch (n) { case 1: o[2] = __popc(n); break; default: { o[3] = __clz(n); } }
@@ -163,16 +175,21 @@ torch::Tensor fwd(torch::Tensor x) {
     }));
     return x;
 }
-''', "misc.cu")
+""",
+    "misc.cu",
+)
 
 
-@pytest.mark.parametrize(("pattern", "path"), [
-    ("atomicAdd", "kernel:k/if[0]/else[0]/if[0]/call:atomicAdd[0]"),
-    ("__popc", "kernel:k/switch[0]/case[0]/call:__popc[0]"),
-    ("__clz", "kernel:k/switch[0]/case[1]/call:__clz[0]"),
-    ("__ffs", "kernel:k/block[0]/call:__ffs[0]"),
-    ("__fdividef", "device:get/call:__fdividef[0]"),
-])
+@pytest.mark.parametrize(
+    ("pattern", "path"),
+    [
+        ("atomicAdd", "kernel:k/if[0]/else[0]/if[0]/call:atomicAdd[0]"),
+        ("__popc", "kernel:k/switch[0]/case[0]/call:__popc[0]"),
+        ("__clz", "kernel:k/switch[0]/case[1]/call:__clz[0]"),
+        ("__ffs", "kernel:k/block[0]/call:__ffs[0]"),
+        ("__fdividef", "device:get/call:__fdividef[0]"),
+    ],
+)
 def test_paths_through_else_switch_blocks_and_methods(pattern: str, path: str) -> None:
     call = MISC.calls(pattern)[0]
     a = MISC.anchor(call)

@@ -61,8 +61,12 @@ def test_rewrite_by_name_keeps_every_other_byte() -> None:
     again = read_embedded_cuda(out)
     assert again[1].value == edited.text
     assert [e.value for e in again if e.index != 1] == [e.value for e in found if e.index != 1]
-    old_lit = PY[PY.index('softmax_source = """') + len("softmax_source = ") : PY.index('"""\n\nsoftmax_cpp') + 3]
-    new_lit = out[out.index('softmax_source = """') + len("softmax_source = ") : out.index('"""\n\nsoftmax_cpp') + 3]
+    old_lit = PY[
+        PY.index('softmax_source = """') + len("softmax_source = ") : PY.index('"""\n\nsoftmax_cpp') + 3
+    ]
+    new_lit = out[
+        out.index('softmax_source = """') + len("softmax_source = ") : out.index('"""\n\nsoftmax_cpp') + 3
+    ]
     _untouched_parts_equal(PY, out, old_lit, new_lit)
     assert '\\n", rows);' in new_lit  # the backslash of the C escape stays escaped in Python
 
@@ -87,8 +91,10 @@ def test_quotes_and_backslashes_survive() -> None:
 def test_bad_python_and_computed_strings() -> None:
     with pytest.raises(SourceError, match=r"m.py:1:\d+: Python does not parse"):
         read_embedded_cuda("def f(:\n", "m.py")
-    fstr = 'from torch.utils.cpp_extension import load_inline\nN = 4\nsrc = f"int x = {N};"\n' \
-           'm = load_inline(name="m", cpp_sources="", cuda_sources=src)\n'
+    fstr = (
+        'from torch.utils.cpp_extension import load_inline\nN = 4\nsrc = f"int x = {N};"\n'
+        'm = load_inline(name="m", cpp_sources="", cuda_sources=src)\n'
+    )
     with pytest.raises(SourceError, match=r":3: cuda_sources=src is an f-string"):
         read_embedded_cuda(fstr)
     computed = 'm = load_inline(name="m", cpp_sources="", cuda_sources=header + body)\n'
@@ -111,7 +117,9 @@ def test_aliases_lists_of_names_and_annotations() -> None:
     )
     found = read_embedded_cuda(py)
     assert [(e.name, e.call, e.kwarg, e.item) for e in found] == [
-        (None, "m", "cpp_sources", None), ("head", "m", "cuda_sources", None), ("body", "m", "cuda_sources", None),
+        (None, "m", "cpp_sources", None),
+        ("head", "m", "cuda_sources", None),
+        ("body", "m", "cuda_sources", None),
         (None, "n", "cpp_sources", None),
     ]
     out = write_embedded_cuda(py, {"body": found[2].value.replace("1.f", "2.f")})
@@ -122,13 +130,13 @@ def test_aliases_lists_of_names_and_annotations() -> None:
     assert CudaSource.from_text(found[1].value + found[2].value).kernels[0].name == "k"
 
 
-_PIECES = [*"ab{};\"'\\\n\t\r#%x ", "\'\'\'", '\"\"\"', "\\n", "é"]
+_PIECES = [*"ab{};\"'\\\n\t\r#%x ", "'''", '"""', "\\n", "é"]
 
 
 _STYLES = (
     "from torch.utils.cpp_extension import load_inline\n"
-    "a = (\"x\")\nb = \"\"\"y\"\"\"\nc = r\'\'\'z\'\'\'\nd = \"p\" \'q\'\n"
-    "m = load_inline(name=\"m\", cpp_sources=[a, b], cuda_sources=[c, d])\n"
+    'a = ("x")\nb = """y"""\nc = r\'\'\'z\'\'\'\nd = "p" \'q\'\n'
+    'm = load_inline(name="m", cpp_sources=[a, b], cuda_sources=[c, d])\n'
 )
 
 

@@ -32,10 +32,17 @@ def test_template_kernel_with_launch_bounds(softmax: CudaSource) -> None:
     assert k.name == "softmax_kernel" and k.kind == "kernel"
     assert k.launch_bounds == ("256", "2")
     assert [(p.name, p.kind, p.type) for p in k.template_params] == [
-        ("BLOCK", "value", "int"), ("T", "type", "typename")]
+        ("BLOCK", "value", "int"),
+        ("T", "type", "typename"),
+    ]
     x, y, cols = k.params
     assert (x.name, x.type, x.is_pointer, x.has_restrict, x.is_const) == (
-        "x", "const T* __restrict__", True, True, True)
+        "x",
+        "const T* __restrict__",
+        True,
+        True,
+        True,
+    )
     assert (y.is_pointer, y.has_restrict, y.is_const) == (True, True, False)
     assert (cols.type, cols.is_pointer) == ("int", False)
     assert softmax.text_of(k).lstrip().startswith("__global__") and k.line == 30
@@ -60,7 +67,11 @@ def test_template_default_and_expression_launch_bounds(gemm: CudaSource) -> None
 def test_launch_sites_with_template_args_and_four_config_args(softmax: CudaSource) -> None:
     a, b = softmax.launch_sites
     assert (a.name, a.template_args, a.config, a.args) == (
-        "softmax_kernel", ("256", "float"), ("rows", "256", "0", "stream"), ("x", "y", "cols"))
+        "softmax_kernel",
+        ("256", "float"),
+        ("rows", "256", "0", "stream"),
+        ("x", "y", "cols"),
+    )
     assert (a.grid, a.block, a.smem, a.stream, a.function) == ("rows", "256", "0", "stream", "softmax_f32")
     assert b.template_args == ("128", "__half") and b.grid == "dim3(rows)" and b.function == "softmax_f16"
 
@@ -82,7 +93,12 @@ def test_extern_c_block_and_single_launchers(softmax: CudaSource, transpose: Cud
 
 def test_shared_static_padded_and_dynamic(transpose: CudaSource, gemm: CudaSource) -> None:
     tile, raw = transpose.shared_decls
-    assert (tile.name, tile.element_type, tile.dims, tile.dims_text) == ("tile", "float", ("32", "33"), "[32][33]")
+    assert (tile.name, tile.element_type, tile.dims, tile.dims_text) == (
+        "tile",
+        "float",
+        ("32", "33"),
+        "[32][33]",
+    )
     assert not tile.is_extern and not tile.is_dynamic and tile.function == "transpose_kernel"
     assert (raw.name, raw.element_type, raw.dims, raw.align) == ("smem_raw", "unsigned char", ("",), "16")
     assert raw.is_extern and raw.is_dynamic
@@ -100,13 +116,19 @@ def test_pragmas_attach_to_their_loops(softmax: CudaSource, transpose: CudaSourc
     inner = transpose.pragmas[-1]
     assert inner.value == "2" and inner.loop is not None and inner.loop.depth == 1
     assert [q.loop.header.split(";")[0] for q in gemm.pragmas if q.loop] == [
-        "for (int kk = 0", "for (int i = 0", "for (int j = 0"]
+        "for (int kk = 0",
+        "for (int i = 0",
+        "for (int j = 0",
+    ]
 
 
 def test_calls_by_pattern(softmax: CudaSource) -> None:
     shfl = softmax.calls(r"__shfl_\w*sync")
     assert [(c.name, c.function) for c in shfl] == [
-        ("__shfl_xor_sync", "warp_max"), ("__shfl_down_sync", "warp_sum"), ("__shfl_sync", "softmax_kernel")]
+        ("__shfl_xor_sync", "warp_max"),
+        ("__shfl_down_sync", "warp_sum"),
+        ("__shfl_sync", "softmax_kernel"),
+    ]
     assert shfl[2].args == ("0xffffffff", "warp_sum(s)", "0")
     assert len(softmax.calls("__syncthreads")) == 5
     assert softmax.calls("softmax_kernel") == ()  # launches are launch_sites, not calls
@@ -167,7 +189,9 @@ def test_grammar_gaps_parse() -> None:
     tma = src.kernels[1]
     assert tma.launch_bounds == ("128", "1", "2")
     assert [(a.name, a.args) for a in tma.attributes] == [
-        ("__cluster_dims__", ("2", "1", "1")), ("__launch_bounds__", ("128", "1", "2"))]
+        ("__cluster_dims__", ("2", "1", "1")),
+        ("__launch_bounds__", ("128", "1", "2")),
+    ]
     assert src.text_of((tma.attributes[0].start, tma.attributes[0].end)) == "__cluster_dims__(2, 1, 1)"
     assert [(a.name, a.args) for a in src.kernels[2].attributes] == [("__maxnreg__", ("64",))]
     assert src.shared_decls[0].align == "128" and src.shared_decls[0].dims == ("S", "1024")

@@ -21,7 +21,9 @@ def test_new_store_is_migrated(tmp_path: Path) -> None:
 def test_transaction_rolls_back(tmp_path: Path) -> None:
     with Store(tmp_path / "s.duckdb") as s:
         with pytest.raises(RuntimeError), s.transaction() as con:
-            con.execute("INSERT INTO kernels (kernel_hash, workload, role, source) VALUES ('a', 'w', 'expert', 'x')")
+            con.execute(
+                "INSERT INTO kernels (kernel_hash, workload, role, source) VALUES ('a', 'w', 'expert', 'x')"
+            )
             raise RuntimeError("killed mid-step")
         assert s.scalar("SELECT count(*) FROM kernels") == 0
 
@@ -91,7 +93,9 @@ def test_foreign_duckdb_is_refused_before_anything_is_written(tmp_path: Path) ->
         Store(path)
     assert path.read_bytes() == before
     con = duckdb.connect(str(path), read_only=True)
-    assert [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()] == ["skills"]
+    assert [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()] == [
+        "skills"
+    ]
     con.close()
 
 

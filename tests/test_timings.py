@@ -19,7 +19,9 @@ from tests.conftest import REPO
 from tests.test_cli import run_cli
 
 WL = "scale_test"
-_spec = importlib.util.spec_from_file_location("materialized_bench_t", REPO / "benchmarks/materialized_bench.py")
+_spec = importlib.util.spec_from_file_location(
+    "materialized_bench_t", REPO / "benchmarks/materialized_bench.py"
+)
 assert _spec and _spec.loader
 mb = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(mb)
@@ -53,12 +55,20 @@ def _bench_doc(db: Path, ms_of_depth, naive_ms: float = 40.0) -> dict:  # noqa: 
     kernels[_naive(db)] = {"check": "ok", "ms": naive_ms}
     kernels["0123456789abcdef"] = {"check": "ok", "ms": 1.0}  # a kernel no state has
     kernels["fedcba9876543210"] = {"check": "correctness: wrong values"}
-    return {"date": "2026-12-03 01:00 UTC", "device": "Test GPU", "torch": "t",
-            "rows": [{"name": WL, "bench": {"N": 7}, "torch_ms": 0.5, "kernels": kernels}]}
+    return {
+        "date": "2026-12-03 01:00 UTC",
+        "device": "Test GPU",
+        "torch": "t",
+        "rows": [{"name": WL, "bench": {"N": 7}, "torch_ms": 0.5, "kernels": kernels}],
+    }
 
 
-def test_export_writes_every_state_named_by_its_hash(mined: Path, tmp_path: Path, monkeypatch, capsys) -> None:
-    code, out, _ = run_cli(["timings", "export", "--db", str(mined), "--out", str(tmp_path / "st")], monkeypatch, capsys)
+def test_export_writes_every_state_named_by_its_hash(
+    mined: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    code, out, _ = run_cli(
+        ["timings", "export", "--db", str(mined), "--out", str(tmp_path / "st")], monkeypatch, capsys
+    )
     assert code == 0 and "states of 1 workloads" in out
     index = json.loads((tmp_path / "st/index.json").read_text())
     files = index["files"][WL]
@@ -71,13 +81,17 @@ def test_export_writes_every_state_named_by_its_hash(mined: Path, tmp_path: Path
     (tmp_path / "st" / files[0]).unlink()
     with pytest.raises(FileNotFoundError):
         mb.load_extra(tmp_path / "st/index.json", [WL])
-    code, _, err = run_cli(["timings", "export", "--db", str(mined), "--out", str(tmp_path / "x"), "--only", "nope"],
-                           monkeypatch, capsys)
+    code, _, err = run_cli(
+        ["timings", "export", "--db", str(mined), "--out", str(tmp_path / "x"), "--only", "nope"],
+        monkeypatch,
+        capsys,
+    )
     assert code == 2 and "no lineage for nope" in err
 
 
-def test_import_gives_skills_a_time_effect_and_the_lineage_its_coverage(mined: Path, tmp_path: Path, monkeypatch,
-                                                                         capsys) -> None:
+def test_import_gives_skills_a_time_effect_and_the_lineage_its_coverage(
+    mined: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:
     db = _fresh_copy(mined, tmp_path)
     with Store(db, read_only=True) as s:
         assert all(sk.effects["per_workload"][WL]["time_ratio"] == "unmeasured" for sk in load_skills(s))
@@ -95,11 +109,15 @@ def test_import_gives_skills_a_time_effect_and_the_lineage_its_coverage(mined: P
     for sk in skills:
         e = sk.effects["per_workload"][WL]
         st = next(x for x in steps if x["operator"] == sk.operator)
-        assert e["time_ratio"] == pytest.approx((2.0 + depth[st["to_state"]]) / (2.0 + depth[st["from_state"]]))
+        assert e["time_ratio"] == pytest.approx(
+            (2.0 + depth[st["to_state"]]) / (2.0 + depth[st["from_state"]])
+        )
         assert e["device"] == "Test GPU" and e["time_ms"]["with"] == 2.0 + depth[st["from_state"]]
     t = g.graph["timing"]
     root_ms = 2.0 + g.nodes[g.graph["root"]]["depth"]
-    assert t["naive_ms"] == 40.0 and t["expert_ms"] == 2.0 and t["root_ms"] == root_ms and t["torch_ms"] == 0.5
+    assert (
+        t["naive_ms"] == 40.0 and t["expert_ms"] == 2.0 and t["root_ms"] == root_ms and t["torch_ms"] == 0.5
+    )
     assert t["coverage"] == pytest.approx(math.log(root_ms / 2.0) / math.log(40.0 / 2.0))
     assert all(d["time_ms"] for _, d in g.nodes(data=True))
     assert all(d["effect"].endswith("x") for _, _, d in g.edges(data=True))
@@ -124,25 +142,40 @@ def test_import_gives_skills_a_time_effect_and_the_lineage_its_coverage(mined: P
     assert "No skill admitted in" in html and "klineage heldout" in html  # where admissions live
 
 
-@pytest.mark.parametrize("content, message", [
-    ("{not json", "not JSON"),
-    (json.dumps({"rows": []}), "not a materialized_bench.py result"),
-    (json.dumps({"device": "G", "rows": [{"kernels": {}}]}), "rows[0] needs a 'name'"),
-    (json.dumps({"device": "G", "rows": [{"name": WL, "kernels": {"0123456789abcdef": {"check": "ok", "ms": 1.0}}}]}),
-     "none of the timed kernels is a state"),
-    (None, "cannot read"),
-])
-def test_bad_timings_files_change_nothing(mined: Path, tmp_path: Path, monkeypatch, capsys, content: str | None,
-                                          message: str) -> None:
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("{not json", "not JSON"),
+        (json.dumps({"rows": []}), "not a materialized_bench.py result"),
+        (json.dumps({"device": "G", "rows": [{"kernels": {}}]}), "rows[0] needs a 'name'"),
+        (
+            json.dumps(
+                {
+                    "device": "G",
+                    "rows": [{"name": WL, "kernels": {"0123456789abcdef": {"check": "ok", "ms": 1.0}}}],
+                }
+            ),
+            "none of the timed kernels is a state",
+        ),
+        (None, "cannot read"),
+    ],
+)
+def test_bad_timings_files_change_nothing(
+    mined: Path, tmp_path: Path, monkeypatch, capsys, content: str | None, message: str
+) -> None:
     db = _fresh_copy(mined, tmp_path)
     bench = tmp_path / "bench.json"
     if content is not None:
         bench.write_text(content)
     good = tmp_path / "good.json"
     good.write_text(json.dumps(_bench_doc(db, lambda d: 2.0 + d)))
-    pairs = [[good, bench]] if "none of" not in message else []  # with a good file beside it, that one is fine
+    pairs = (
+        [[good, bench]] if "none of" not in message else []
+    )  # with a good file beside it, that one is fine
     for files in [[bench], *pairs]:  # every file is read and checked before anything is written
-        code, out, err = run_cli(["timings", "import", *map(str, files), "--db", str(db)], monkeypatch, capsys)
+        code, out, err = run_cli(
+            ["timings", "import", *map(str, files), "--db", str(db)], monkeypatch, capsys
+        )
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     with Store(db, read_only=True) as s:
         assert s.scalar("SELECT count(*) FROM kernel_timings") == 0

@@ -23,8 +23,9 @@ from tests.conftest import REPO
 from tests.test_mining_concurrent import CORPUS, NAMES, HashExecutor, snapshot
 
 
-def _mine(db: Path, hook: object = None, seed: int = 0, workers: int = 2, max_steps: int = 4,
-          **kw: object) -> tuple[dict, list[str]]:
+def _mine(
+    db: Path, hook: object = None, seed: int = 0, workers: int = 2, max_steps: int = 4, **kw: object
+) -> tuple[dict, list[str]]:
     jobs: list[str] = []
     lock = threading.Lock()
 
@@ -34,8 +35,9 @@ def _mine(db: Path, hook: object = None, seed: int = 0, workers: int = 2, max_st
         if callable(hook):
             hook(job)
 
-    report = mine_corpus(CORPUS, db=db, workers=workers, max_steps=max_steps, executor=HashExecutor(workers, seed, note),
-                         **kw)
+    report = mine_corpus(
+        CORPUS, db=db, workers=workers, max_steps=max_steps, executor=HashExecutor(workers, seed, note), **kw
+    )
     return report, jobs
 
 
@@ -46,7 +48,9 @@ def test_beam_1_is_the_greedy_walk(tmp_path: Path) -> None:
     assert snapshot(tmp_path / "one.duckdb") == snapshot(tmp_path / "default.duckdb")
     assert jobs_one == jobs_default and jobs_default
     keys = ("workload", "states", "depth", "accepted", "rejected", "refused", "gate_runs", "skills")
-    assert [{k: w[k] for k in keys} for w in one["workloads"]] == [{k: w[k] for k in keys} for w in default["workloads"]]
+    assert [{k: w[k] for k in keys} for w in one["workloads"]] == [
+        {k: w[k] for k in keys} for w in default["workloads"]
+    ]
     assert default["beam"] == one["beam"] == 1
 
 
@@ -61,7 +65,9 @@ def _dag_facts(db: Path, name: str) -> tuple[nx.DiGraph, list[dict], list[dict]]
 def test_beam_records_a_deterministic_dag_with_one_taken_path(tmp_path: Path) -> None:
     report, _ = _mine(tmp_path / "b3.duckdb", beam=3, max_steps=6)
     again, _ = _mine(tmp_path / "b3-w1.duckdb", beam=3, max_steps=6, workers=1, seed=5)
-    assert snapshot(tmp_path / "b3.duckdb") == snapshot(tmp_path / "b3-w1.duckdb")  # not the worker count, not the order
+    assert snapshot(tmp_path / "b3.duckdb") == snapshot(
+        tmp_path / "b3-w1.duckdb"
+    )  # not the worker count, not the order
     greedy, _ = _mine(tmp_path / "b1.duckdb", max_steps=6)
     assert report["beam"] == 3
     merged = 0
@@ -94,7 +100,9 @@ def test_beam_records_a_deterministic_dag_with_one_taken_path(tmp_path: Path) ->
         dot = lineage.dump(lineage.build(s, "row_sum"), "dot")
     assert {e["taken"] for e in doc["edges"]} == {True, False}
     assert "style=dashed" in dot and "style=bold" in dot and "(root)" in dot
-    lineage.to_png(lineage.build(Store(tmp_path / "b3.duckdb", read_only=True), "row_sum"), tmp_path / "l.png")
+    lineage.to_png(
+        lineage.build(Store(tmp_path / "b3.duckdb", read_only=True), "row_sum"), tmp_path / "l.png"
+    )
     assert (tmp_path / "l.png").stat().st_size > 1000
 
 
@@ -147,13 +155,28 @@ def test_cli_beam_option(tmp_path: Path, monkeypatch, capsys) -> None:
     from klineage.cli import main
 
     scale = REPO / "tests/data/mining/scale"
-    monkeypatch.setattr("sys.argv", ["klineage", "mine", str(scale), "--db", str(tmp_path / "s.duckdb"), "--beam", "0"])
+    monkeypatch.setattr(
+        "sys.argv", ["klineage", "mine", str(scale), "--db", str(tmp_path / "s.duckdb"), "--beam", "0"]
+    )
     with pytest.raises(SystemExit) as e:
         main()
     err = capsys.readouterr().err.strip()
     assert e.value.code == 2 and err == "error: --beam must be >= 1 (got 0)"
-    monkeypatch.setattr("sys.argv", ["klineage", "mine", str(scale), "--db", str(tmp_path / "s.duckdb"), "--beam", "2",
-                                     "--max-steps", "0", "--json"])
+    monkeypatch.setattr(
+        "sys.argv",
+        [
+            "klineage",
+            "mine",
+            str(scale),
+            "--db",
+            str(tmp_path / "s.duckdb"),
+            "--beam",
+            "2",
+            "--max-steps",
+            "0",
+            "--json",
+        ],
+    )
     with pytest.raises(SystemExit) as e:
         main()
     doc = json.loads(capsys.readouterr().out)

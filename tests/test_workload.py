@@ -28,7 +28,10 @@ def _wl(**kw) -> Workload:
 def test_examples_load() -> None:
     wl = load_workload(EXAMPLES / "row_sum")
     assert wl.name == "row_sum"
-    assert wl.c_signature() == 'extern "C" void launch(const float* x, float* y, int M, int N, cudaStream_t stream)'
+    assert (
+        wl.c_signature()
+        == 'extern "C" void launch(const float* x, float* y, int M, int N, cudaStream_t stream)'
+    )
     assert wl.bytes_moved({"M": 2, "N": 3}) == (6 + 2) * 4
 
 
@@ -38,8 +41,14 @@ def test_examples_load() -> None:
         ({"reference": None}, "reference is missing"),
         ({"shapes": {}}, "no test shapes"),
         ({"shapes": {"test": [{"M": 3}]}}, "shape symbol N unbound in shapes['test'][0]"),
-        ({"args": [Tensor("x", ("N",), "float8"), Tensor("y", ("N",), role="out"), Scalar("N")]}, "unknown dtype 'float8'"),
-        ({"args": [Tensor("x", ("N",), role="sideways"), Tensor("y", ("N",), role="out"), Scalar("N")]}, "unknown role"),
+        (
+            {"args": [Tensor("x", ("N",), "float8"), Tensor("y", ("N",), role="out"), Scalar("N")]},
+            "unknown dtype 'float8'",
+        ),
+        (
+            {"args": [Tensor("x", ("N",), role="sideways"), Tensor("y", ("N",), role="out"), Scalar("N")]},
+            "unknown role",
+        ),
         ({"args": [Tensor("x", ("N",)), Scalar("N")]}, "no output"),
         ({"args": [Tensor("x", ("N",)), Tensor("x", ("N",), role="out"), Scalar("N")]}, "declared twice"),
         ({"divisible_by": {"N": 2}}, "breaks the precondition N % 2 == 0"),

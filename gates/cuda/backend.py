@@ -25,16 +25,28 @@ _FAILURES: tuple[tuple[str, str, str], ...] = (
     (r"illegal memory access|illegal address", "crash", "illegal memory access in the kernel"),
     (r"misaligned address", "crash", "misaligned memory access in the kernel"),
     (r"an illegal instruction was encountered", "crash", "illegal instruction in the kernel"),
-    (r"device-side assert|unspecified launch failure|hardware stack error|cudaErrorLaunchFailure",
-     "crash", "the kernel faulted"),
+    (
+        r"device-side assert|unspecified launch failure|hardware stack error|cudaErrorLaunchFailure",
+        "crash",
+        "the kernel faulted",
+    ),
     (r"launch timed out|cudaErrorLaunchTimeout", "timeout", "the kernel ran past the watchdog"),
-    (r"too many resources requested for launch|invalid configuration argument|cudaErrorInvalidConfiguration",
-     "crash", "the launch configuration is invalid"),
-    (r"no kernel image is available|cudaErrorNoKernelImageForDevice|unsupported ptx version",
-     "unsupported", "the library has no code for this GPU (arch mismatch)"),
+    (
+        r"too many resources requested for launch|invalid configuration argument|cudaErrorInvalidConfiguration",
+        "crash",
+        "the launch configuration is invalid",
+    ),
+    (
+        r"no kernel image is available|cudaErrorNoKernelImageForDevice|unsupported ptx version",
+        "unsupported",
+        "the library has no code for this GPU (arch mismatch)",
+    ),
     (r"out of memory", "crash", "CUDA out of memory"),
-    (r"no CUDA GPUs are available|CUDA driver version is insufficient|no CUDA GPU visible",
-     "crash", "no usable GPU in the child process"),
+    (
+        r"no CUDA GPUs are available|CUDA driver version is insufficient|no CUDA GPU visible",
+        "crash",
+        "no usable GPU in the child process",
+    ),
 )
 
 
@@ -57,7 +69,9 @@ def classify_failure(returncode: int, stderr: str) -> tuple[str, str] | None:
     for pattern, category, words in _FAILURES:
         m = re.search(pattern, stderr, re.IGNORECASE)
         if m:
-            line = next((ln.strip() for ln in stderr.splitlines() if m.group(0).lower() in ln.lower()), m.group(0))
+            line = next(
+                (ln.strip() for ln in stderr.splitlines() if m.group(0).lower() in ln.lower()), m.group(0)
+            )
             return category, f"{words}: {line}"
     return None
 

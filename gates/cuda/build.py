@@ -46,7 +46,9 @@ def exports_launch(library: Path) -> bool | None:
     nm = shutil.which("nm")
     if not nm:
         return None
-    out = subprocess.run([nm, "-D", "--defined-only", str(library)], capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [nm, "-D", "--defined-only", str(library)], capture_output=True, text=True, check=False
+    )
     if out.returncode != 0:
         return None
     return any(ln.split()[-1:] == ["launch"] for ln in out.stdout.splitlines())
@@ -56,24 +58,39 @@ def build(source: str, workdir: Path, options: GateOptions) -> BuildOutcome:
     """Compile `source` and the support file into `workdir/libcandidate.so` with a time limit."""
     nvcc = shutil.which("nvcc")
     if not nvcc:
-        return BuildOutcome(False, "unsupported", "nvcc not found on PATH: the cuda backend needs the CUDA toolkit")
+        return BuildOutcome(
+            False, "unsupported", "nvcc not found on PATH: the cuda backend needs the CUDA toolkit"
+        )
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / SOURCE_NAME).write_text(source)
     (workdir / SUPPORT_FILENAME).write_text(SUPPORT_SOURCE)
     cmd = nvcc_command(nvcc, options.arch, options.nvcc_flags)
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=options.timeout_s, check=False)
+        proc = subprocess.run(
+            cmd, cwd=workdir, capture_output=True, text=True, timeout=options.timeout_s, check=False
+        )
     except subprocess.TimeoutExpired:
-        return BuildOutcome(False, "compile_error", f"nvcc timed out after {options.timeout_s:g} s",
-                            elapsed_s=time.perf_counter() - t0)
+        return BuildOutcome(
+            False,
+            "compile_error",
+            f"nvcc timed out after {options.timeout_s:g} s",
+            elapsed_s=time.perf_counter() - t0,
+        )
     log = " ".join(cmd) + "\n" + proc.stdout + proc.stderr
     (workdir / "build.log").write_text(log)
     elapsed = time.perf_counter() - t0
     if proc.returncode != 0:
-        return BuildOutcome(False, "compile_error", first_error(proc.stdout + proc.stderr), log=log, elapsed_s=elapsed)
+        return BuildOutcome(
+            False, "compile_error", first_error(proc.stdout + proc.stderr), log=log, elapsed_s=elapsed
+        )
     library = workdir / LIBRARY_NAME
     if exports_launch(library) is False:
-        return BuildOutcome(False, "compile_error", f'{SOURCE_NAME}: no extern "C" launch(...) exported by the library',
-                            log=log, elapsed_s=elapsed)
+        return BuildOutcome(
+            False,
+            "compile_error",
+            f'{SOURCE_NAME}: no extern "C" launch(...) exported by the library',
+            log=log,
+            elapsed_s=elapsed,
+        )
     return BuildOutcome(True, "ok", "", library=library, log=log, elapsed_s=elapsed)

@@ -28,8 +28,14 @@ def calls_for(seconds: float, per_call_ms: float, floor: int = 20, cap: int = 20
     return max(floor, min(cap, int(seconds * 1000.0 / per_call_ms)))
 
 
-def measure(step: Callable[[], Any], sync: Callable[[], None], per_call_ms: float, device_index: int = 0,
-            seconds: float = 1.0, period_s: float = 0.005) -> dict[str, Any]:
+def measure(
+    step: Callable[[], Any],
+    sync: Callable[[], None],
+    per_call_ms: float,
+    device_index: int = 0,
+    seconds: float = 1.0,
+    period_s: float = 0.005,
+) -> dict[str, Any]:
     """Run `step` back to back for about `seconds`; joules per call from NVML."""
     import pynvml
 

@@ -28,7 +28,16 @@ STALL_REGEX = r"regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.rat
 _STALL = re.compile(r"smsp__average_warps_issue_stalled_(?P<reason>\w+?)_per_issue_active\.ratio$")
 #: the same numbers from whole sections, for an ncu that refuses the metric list
 FALLBACK_SECTIONS = ("SpeedOfLight", "Occupancy", "MemoryWorkloadAnalysis", "WarpStateStats", "LaunchStats")
-_UNIT_SCALE_NS = {"nsecond": 1.0, "ns": 1.0, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6, "second": 1e9, "s": 1e9}
+_UNIT_SCALE_NS = {
+    "nsecond": 1.0,
+    "ns": 1.0,
+    "usecond": 1e3,
+    "us": 1e3,
+    "msecond": 1e6,
+    "ms": 1e6,
+    "second": 1e9,
+    "s": 1e9,
+}
 
 
 def ncu_command(probe: Sequence[str], ncu: str = "ncu", sections: bool = False) -> list[str]:
@@ -156,7 +165,10 @@ def summarize(kernels: list[KernelMetrics], exclude: Sequence[str] = ()) -> NcuS
         kernels_profiled=len(ks),
         duration_us=d / 1000.0 if d is not None else None,
         achieved_occupancy_pct=k.values.get(METRICS["achieved_occupancy_pct"]),
-        dram_throughput_pct=k.values.get(METRICS["dram_throughput_pct"], k.values.get("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed")),
+        dram_throughput_pct=k.values.get(
+            METRICS["dram_throughput_pct"],
+            k.values.get("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"),
+        ),
         sm_throughput_pct=k.values.get(METRICS["sm_throughput_pct"]),
         l2_hit_rate_pct=k.values.get(METRICS["l2_hit_rate_pct"]),
         top_stalls=stalls[:3],
@@ -172,8 +184,9 @@ class NcuRun:
     timed_out: bool = False
 
 
-def run(probe: Sequence[str], timeout_s: float, env: dict[str, str] | None = None,
-        exclude: Sequence[str] = ()) -> NcuRun:
+def run(
+    probe: Sequence[str], timeout_s: float, env: dict[str, str] | None = None, exclude: Sequence[str] = ()
+) -> NcuRun:
     """ncu over the probe with the metric list; once more with whole sections if that fails."""
     ncu = shutil.which("ncu")
     if not ncu:
@@ -182,8 +195,9 @@ def run(probe: Sequence[str], timeout_s: float, env: dict[str, str] | None = Non
     for sections in (False, True):
         cmd = ncu_command(probe, ncu, sections=sections)
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=timeout_s,
-                                  env=env, check=False)
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, errors="replace", timeout=timeout_s, env=env, check=False
+            )
         except subprocess.TimeoutExpired:
             return NcuRun(-9, "ncu timed out", None, cmd, timed_out=True)
         output = proc.stdout + "\n" + proc.stderr

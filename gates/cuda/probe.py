@@ -21,11 +21,21 @@ from klineage.gates.cuda.runner import CudaRunner
 from klineage.workload import Scalar, Workload, load_workload
 
 
-def probe_command(library: Path, workload_dir: Path, bindings: Mapping[str, int], seed: int = 0,
-                  profile_range: bool = False) -> list[str]:
+def probe_command(
+    library: Path, workload_dir: Path, bindings: Mapping[str, int], seed: int = 0, profile_range: bool = False
+) -> list[str]:
     """The argv that runs one launch of `library` at `bindings`."""
-    cmd = [sys.executable, "-m", "klineage.gates.cuda.probe", str(library), str(workload_dir),
-           "--shape", json.dumps(dict(bindings)), "--seed", str(seed)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "klineage.gates.cuda.probe",
+        str(library),
+        str(workload_dir),
+        "--shape",
+        json.dumps(dict(bindings)),
+        "--seed",
+        str(seed),
+    ]
     return cmd + (["--profile-range"] if profile_range else [])
 
 

@@ -49,8 +49,9 @@ def _tool_timeout(options: GateOptions, share: float) -> float:
     return max(30.0, options.timeout_s * share)
 
 
-def run_sanitizers(runner: CudaRunner, workload: Workload, options: GateOptions,
-                   profile: dict[str, Any]) -> ProfileOutcome | None:
+def run_sanitizers(
+    runner: CudaRunner, workload: Workload, options: GateOptions, profile: dict[str, Any]
+) -> ProfileOutcome | None:
     if workload.source_dir is None:
         profile["sanitizer"] = {"skipped": "workload has no folder for the probe process"}
         return None
@@ -62,8 +63,11 @@ def run_sanitizers(runner: CudaRunner, workload: Workload, options: GateOptions,
     art = _artifacts(options)
     report: dict[str, Any] = {"shape": bindings}
     for r in runs:
-        report[r.tool] = {"returncode": r.returncode, "timed_out": r.timed_out,
-                          "finding": r.finding.message() if r.finding else None}
+        report[r.tool] = {
+            "returncode": r.returncode,
+            "timed_out": r.timed_out,
+            "finding": r.finding.message() if r.finding else None,
+        }
         if art is not None:
             (art / f"sanitizer_{r.tool}.log").write_text(r.output)
     profile["sanitizer"] = report
@@ -106,11 +110,20 @@ def run_profile(runner: CudaRunner, workload: Workload, options: GateOptions) ->
     phases["timing_s"] = time.perf_counter() - t0
     s = cand_t.summary
     tm = Timing(
-        median_ms=s.median_ms, min_ms=s.min_ms, max_ms=s.max_ms, trials=s.trials, reps_per_trial=s.reps_per_trial,
+        median_ms=s.median_ms,
+        min_ms=s.min_ms,
+        max_ms=s.max_ms,
+        trials=s.trials,
+        reps_per_trial=s.reps_per_trial,
         shape=dict(bindings),
-        extra={"trial_medians_ms": s.trial_medians_ms, "reduced_reps": cand_t.reduced,
-               "l2_flush_bytes": bench.flush.numel(), "input_sets": len(bench.pool),
-               "stream": "dedicated torch.cuda.Stream", "device": torch.cuda.get_device_name(device)},
+        extra={
+            "trial_medians_ms": s.trial_medians_ms,
+            "reduced_reps": cand_t.reduced,
+            "l2_flush_bytes": bench.flush.numel(),
+            "input_sets": len(bench.pool),
+            "stream": "dedicated torch.cuda.Stream",
+            "device": torch.cuda.get_device_name(device),
+        },
     )
 
     def outcome(category: str = "ok", message: str = "") -> ProfileOutcome:
@@ -129,8 +142,9 @@ def run_profile(runner: CudaRunner, workload: Workload, options: GateOptions) ->
     t_c = time.perf_counter()
 
     art = _artifacts(options)
-    window = sidestream.trace_one(lambda: cand(), runner.library.marker, stream,
-                                  keep=(art / "cupti_trace.json") if art else None)
+    window = sidestream.trace_one(
+        lambda: cand(), runner.library.marker, stream, keep=(art / "cupti_trace.json") if art else None
+    )
     runner.synchronize()
     profile["cupti"] = window.to_dict()
     phases["cupti_s"] = time.perf_counter() - t_c
@@ -144,7 +158,11 @@ def run_profile(runner: CudaRunner, workload: Workload, options: GateOptions) ->
     try:
         vendor = bench.vendor_call()
         ref_t = timing.timed(vendor, bench.refill, stream, reps, trials, warmup, budget).summary
-        tm.reference_median_ms, tm.reference_min_ms, tm.reference_max_ms = ref_t.median_ms, ref_t.min_ms, ref_t.max_ms
+        tm.reference_median_ms, tm.reference_min_ms, tm.reference_max_ms = (
+            ref_t.median_ms,
+            ref_t.min_ms,
+            ref_t.max_ms,
+        )
         tm.extra["reference"] = "vendor" if workload.vendor else "reference"
         tm.extra["reference_trial_medians_ms"] = ref_t.trial_medians_ms
         tm.extra["speedup_vs_torch"] = stats.speedup(ref_t.median_ms, s.median_ms)
@@ -158,10 +176,17 @@ def run_profile(runner: CudaRunner, workload: Workload, options: GateOptions) ->
     nbytes = workload.bytes_moved(bindings)
     flops = workload.flops(bindings) if workload.flops else None
     b = sol.bound(nbytes, flops, ceil, workload.dtypes)
-    tm.bandwidth_fraction, tm.flops_fraction = sol.fractions(s.median_ms, nbytes, flops, ceil, workload.dtypes)
-    tm.extra["sol"] = {"floor_ms": b.floor_ms, "limiter": b.limiter, "bytes_moved": nbytes, "flops": flops,
-                       "copy_tb_s": ceil.copy_bytes_per_s / 1e12,
-                       "matmul_tflops": {k: v / 1e12 for k, v in ceil.matmul_flops_per_s.items()}}
+    tm.bandwidth_fraction, tm.flops_fraction = sol.fractions(
+        s.median_ms, nbytes, flops, ceil, workload.dtypes
+    )
+    tm.extra["sol"] = {
+        "floor_ms": b.floor_ms,
+        "limiter": b.limiter,
+        "bytes_moved": nbytes,
+        "flops": flops,
+        "copy_tb_s": ceil.copy_bytes_per_s / 1e12,
+        "matmul_tflops": {k: v / 1e12 for k, v in ceil.matmul_flops_per_s.items()},
+    }
     margin = float(x.get("sol_margin", sol.DEFAULT_MARGIN))
     if sol.is_suspicious(s.median_ms, b, margin):
         return outcome("suspicious", sol.describe(s.median_ms, b, ceil))
@@ -172,15 +197,21 @@ def run_profile(runner: CudaRunner, workload: Workload, options: GateOptions) ->
         try:
             from klineage.gates.cuda import energy
 
-            profile["energy"] = energy.measure(cand, stream.synchronize, s.median_ms, device.index or 0,
-                                               seconds=float(x.get("energy_seconds", 1.0)))
+            profile["energy"] = energy.measure(
+                cand,
+                stream.synchronize,
+                s.median_ms,
+                device.index or 0,
+                seconds=float(x.get("energy_seconds", 1.0)),
+            )
         except Exception as e:  # noqa: BLE001 - NVML missing: report, do not reject
             profile["energy"] = {"error": f"{type(e).__name__}: {e}"}
     return outcome()
 
 
-def _ncu(runner: CudaRunner, workload: Workload, bindings: dict[str, int], options: GateOptions,
-         art: Path | None) -> dict[str, Any]:
+def _ncu(
+    runner: CudaRunner, workload: Workload, bindings: dict[str, int], options: GateOptions, art: Path | None
+) -> dict[str, Any]:
     from klineage.gates.cuda import ncu
 
     if workload.source_dir is None:

@@ -20,8 +20,16 @@ ERROR_EXIT = 86
 _PREFIX = re.compile(r"^=+\s?")
 _LOCATION = re.compile(r"(?P<file>[\w./+-]+\.(?:cu|cuh|h|hpp|cpp)):(?P<line>\d+)")
 _SUMMARY = re.compile(r"(?:ERROR|RACECHECK) SUMMARY: (?P<n>\d+) (?:errors?|hazards?)")
-_HEADLINES = ("Invalid ", "Race reported", "Error: ", "Misaligned", "Out-of-range", "Barrier error",
-              "Uninitialized", "Potential ")
+_HEADLINES = (
+    "Invalid ",
+    "Race reported",
+    "Error: ",
+    "Misaligned",
+    "Out-of-range",
+    "Barrier error",
+    "Uninitialized",
+    "Potential ",
+)
 
 
 @dataclass
@@ -57,12 +65,14 @@ def parse_report(tool: str, output: str) -> Finding | None:
         m = _SUMMARY.search(ln)
         if m:
             count = max(count, int(m.group("n")))
-    head_i = next((i for i, ln in enumerate(lines) if ln.startswith(_HEADLINES) and "SUMMARY" not in ln), None)
+    head_i = next(
+        (i for i, ln in enumerate(lines) if ln.startswith(_HEADLINES) and "SUMMARY" not in ln), None
+    )
     if head_i is None:
         return None if count == 0 else Finding(tool, TOOLS[tool], "errors reported", "", count)
     headline = lines[head_i]
     places: list[str] = []  # racecheck names both sides of a hazard: the write, then the read
-    for ln in lines[head_i: head_i + 12]:
+    for ln in lines[head_i : head_i + 12]:
         if ln.startswith("Saved host backtrace"):
             break
         m = _LOCATION.search(ln)
@@ -91,8 +101,15 @@ def run_tool(tool: str, probe: Sequence[str], timeout_s: float, env: dict[str, s
     if not sanitizer:
         return ToolRun(tool, -1, "compute-sanitizer not found on PATH", None)
     try:
-        proc = subprocess.run(sanitizer_command(tool, probe, sanitizer), capture_output=True, text=True,
-                              errors="replace", timeout=timeout_s, env=env, check=False)
+        proc = subprocess.run(
+            sanitizer_command(tool, probe, sanitizer),
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout_s,
+            env=env,
+            check=False,
+        )
     except subprocess.TimeoutExpired as e:
         out = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
         return ToolRun(tool, -9, out, None, timed_out=True)
@@ -100,8 +117,12 @@ def run_tool(tool: str, probe: Sequence[str], timeout_s: float, env: dict[str, s
     return ToolRun(tool, proc.returncode, output, parse_report(tool, output))
 
 
-def run_all(probe: Sequence[str], timeout_s: float, tools: Sequence[str] = ("memcheck", "racecheck"),
-            env: dict[str, str] | None = None) -> list[ToolRun]:
+def run_all(
+    probe: Sequence[str],
+    timeout_s: float,
+    tools: Sequence[str] = ("memcheck", "racecheck"),
+    env: dict[str, str] | None = None,
+) -> list[ToolRun]:
     """Each tool over its own probe process, concurrently (both are mostly host-bound)."""
     with ThreadPoolExecutor(max_workers=len(tools)) as pool:
         return list(pool.map(lambda t: run_tool(t, probe, timeout_s, env), tools))

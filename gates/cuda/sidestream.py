@@ -101,13 +101,17 @@ def activities(trace: dict[str, Any]) -> list[Activity]:
             continue
         args = ev.get("args") or {}
         stream = args.get("stream")
-        out.append(Activity(
-            name=str(ev.get("name", "")),
-            category=str(ev["cat"]),
-            stream=int(stream) if isinstance(stream, int | float | str) and str(stream).lstrip("-").isdigit() else None,
-            start_us=float(ev.get("ts", 0.0)),
-            dur_us=float(ev.get("dur", 0.0)),
-        ))
+        out.append(
+            Activity(
+                name=str(ev.get("name", "")),
+                category=str(ev["cat"]),
+                stream=int(stream)
+                if isinstance(stream, int | float | str) and str(stream).lstrip("-").isdigit()
+                else None,
+                start_us=float(ev.get("ts", 0.0)),
+                dur_us=float(ev.get("dur", 0.0)),
+            )
+        )
     return sorted(out, key=lambda a: a.start_us)
 
 
@@ -115,10 +119,14 @@ def analyze(acts: list[Activity]) -> WindowReport:
     """Split the traced activities into inside / foreign / outside the marked window."""
     markers = [a for a in acts if a.is_marker]
     if len(markers) < 2:
-        return WindowReport(traced=False, note=f"CUPTI trace has {len(markers)} of 2 window markers: not checked")
+        return WindowReport(
+            traced=False, note=f"CUPTI trace has {len(markers)} of 2 window markers: not checked"
+        )
     opening, closing = markers[0], markers[-1]
     stream = opening.stream
-    report = WindowReport(traced=True, launch_stream=stream, window_us=max(0.0, closing.start_us - opening.end_us))
+    report = WindowReport(
+        traced=True, launch_stream=stream, window_us=max(0.0, closing.start_us - opening.end_us)
+    )
     for a in acts:
         if a.is_marker:
             continue
@@ -131,8 +139,9 @@ def analyze(acts: list[Activity]) -> WindowReport:
     return report
 
 
-def trace_one(launch: Any, marker: Any, stream: Any, settle_s: float = 0.05,
-              keep: Path | None = None) -> WindowReport:
+def trace_one(
+    launch: Any, marker: Any, stream: Any, settle_s: float = 0.05, keep: Path | None = None
+) -> WindowReport:
     """Trace marker, events, `launch()`, events, marker on `stream` (GPU), then wait `settle_s`
     so deferred work lands in the trace too."""
     import torch

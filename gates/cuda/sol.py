@@ -79,8 +79,9 @@ def bound(bytes_moved: float, flops: float | None, ceilings: Ceilings, dtypes: l
     return Bound(bytes_ms, flops_ms)
 
 
-def fractions(time_ms: float, bytes_moved: float, flops: float | None, ceilings: Ceilings,
-              dtypes: list[str]) -> tuple[float | None, float | None]:
+def fractions(
+    time_ms: float, bytes_moved: float, flops: float | None, ceilings: Ceilings, dtypes: list[str]
+) -> tuple[float | None, float | None]:
     """(achieved bytes/s over copy bandwidth, achieved FLOP/s over the matrix rate)."""
     if time_ms <= 0:
         return None, None
@@ -106,6 +107,7 @@ def describe(time_ms: float, b: Bound, ceilings: Ceilings) -> str:
 
 
 # ---- cache ---------------------------------------------------------------------------------
+
 
 def cache_path() -> Path:
     env = os.environ.get("KLINEAGE_SOL_CACHE")
@@ -169,8 +171,13 @@ def driver_version() -> str:
     import subprocess
 
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20, check=False).stdout
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        ).stdout
         return out.strip().splitlines()[0] if out.strip() else "?"
     except (OSError, subprocess.SubprocessError):
         return "?"
@@ -207,8 +214,11 @@ def measure(copy_bytes: int = 1 << 30, mm: int = 8192) -> Ceilings:
     rates: dict[str, float] = {}
     tf32_before = torch.backends.cuda.matmul.allow_tf32
     try:
-        for key, dtype, n, tf32 in (("bf16", torch.bfloat16, mm, False), ("tf32", torch.float32, mm, True),
-                                    ("fp32", torch.float32, mm // 2, False)):
+        for key, dtype, n, tf32 in (
+            ("bf16", torch.bfloat16, mm, False),
+            ("tf32", torch.float32, mm, True),
+            ("fp32", torch.float32, mm // 2, False),
+        ):
             torch.backends.cuda.matmul.allow_tf32 = tf32
             a = torch.randn(n, n, device=dev, dtype=dtype)
             b = torch.randn(n, n, device=dev, dtype=dtype)

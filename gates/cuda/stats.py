@@ -70,7 +70,9 @@ def speedup(reference_ms: float | None, candidate_ms: float) -> float | None:
     return reference_ms / candidate_ms
 
 
-def plan_reps(estimate_ms: float, reps: int, trials: int, budget_s: float, floor: int = 10) -> tuple[int, bool]:
+def plan_reps(
+    estimate_ms: float, reps: int, trials: int, budget_s: float, floor: int = 10
+) -> tuple[int, bool]:
     """Repetitions per trial that fit `budget_s` for a kernel of about `estimate_ms` (with L2
     flush and refill overhead counted as the same again); never fewer than `floor`.
     Returns (reps, reduced)."""

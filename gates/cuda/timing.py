@@ -53,8 +53,9 @@ class Bench:
     rolled by different offsets on the device (floating tensors only: integer tensors may be
     indices whose values must stay put), so big bench shapes cost one host generation."""
 
-    def __init__(self, workload: Workload, bindings: Mapping[str, int], device: torch.device,
-                 sets: int = DEFAULT_SETS) -> None:
+    def __init__(
+        self, workload: Workload, bindings: Mapping[str, int], device: torch.device, sets: int = DEFAULT_SETS
+    ) -> None:
         self.workload = workload
         self.bindings = dict(bindings)
         self.device = device
@@ -113,13 +114,22 @@ class Bench:
     def vendor_call(self) -> Callable[[], Any]:
         """The torch baseline on the live inputs: workload.vendor, else the reference."""
         fn = self.workload.vendor or self.workload.reference
-        kwargs = {a.name: (self.live[a.name] if isinstance(a, Tensor) else self.pool[0][a.name])
-                  for a in self.workload.args if isinstance(a, Scalar) or a.is_read}
+        kwargs = {
+            a.name: (self.live[a.name] if isinstance(a, Tensor) else self.pool[0][a.name])
+            for a in self.workload.args
+            if isinstance(a, Scalar) or a.is_read
+        }
         return lambda: fn(**kwargs)
 
 
-def time_reps(step: Callable[[], Any], before: Callable[[int], None], stream: torch.cuda.Stream,
-              reps: int, trials: int, warmup: int) -> list[list[float]]:
+def time_reps(
+    step: Callable[[], Any],
+    before: Callable[[int], None],
+    stream: torch.cuda.Stream,
+    reps: int,
+    trials: int,
+    warmup: int,
+) -> list[list[float]]:
     """Per-repetition times (ms) of `step`, trial by trial. `before(i)` runs outside the events;
     the host waits only once per trial, after every repetition is enqueued."""
     with torch.cuda.stream(stream):
@@ -149,9 +159,15 @@ def estimate_ms(step: Callable[[], Any], before: Callable[[int], None], stream: 
     return t[0][0]
 
 
-def timed(step: Callable[[], Any], before: Callable[[int], None], stream: torch.cuda.Stream,
-          reps: int = DEFAULT_REPS, trials: int = DEFAULT_TRIALS, warmup: int = DEFAULT_WARMUP,
-          budget_s: float = 30.0) -> Timed:
+def timed(
+    step: Callable[[], Any],
+    before: Callable[[int], None],
+    stream: torch.cuda.Stream,
+    reps: int = DEFAULT_REPS,
+    trials: int = DEFAULT_TRIALS,
+    warmup: int = DEFAULT_WARMUP,
+    budget_s: float = 30.0,
+) -> Timed:
     est = estimate_ms(step, before, stream)
     n, reduced = plan_reps(est, reps, trials, budget_s)
     return Timed(summarize(time_reps(step, before, stream, n, trials, warmup)), reduced)
@@ -176,7 +192,9 @@ def verify_after_timing(runner: CudaRunner, bench: Bench, stream: torch.cuda.Str
     expected = bench.workload.run_reference(fresh)
     for t in bench.workload.outputs:
         allowance = accumulation_allowance(bench.workload, t, fresh, bench.bindings)
-        ok, max_abs, _, idx = compare(bench.outputs[t.name], expected[t.name], bench.workload.tolerance_for(t), allowance)
+        ok, max_abs, _, idx = compare(
+            bench.outputs[t.name], expected[t.name], bench.workload.tolerance_for(t), allowance
+        )
         if not ok:
             return (
                 f"output '{t.name}' is wrong after the timed repetitions (inputs refilled in place with new values): "

@@ -16,12 +16,36 @@ import tree_sitter as ts
 
 SYNC_NAMES = frozenset(
     {
-        "__syncthreads", "__syncthreads_count", "__syncthreads_and", "__syncthreads_or", "__syncwarp",
-        "__ballot_sync", "__any_sync", "__all_sync", "__activemask",
-        "this_thread_block", "tiled_partition", "thread_block", "thread_block_tile", "coalesced_threads",
-        "sync", "shfl", "shfl_up", "shfl_down", "shfl_xor", "ballot", "any", "all", "reduce",
-        "inclusive_scan", "exclusive_scan", "barrier", "warp_collective",
-        "load_matrix_sync", "store_matrix_sync", "mma_sync",
+        "__syncthreads",
+        "__syncthreads_count",
+        "__syncthreads_and",
+        "__syncthreads_or",
+        "__syncwarp",
+        "__ballot_sync",
+        "__any_sync",
+        "__all_sync",
+        "__activemask",
+        "this_thread_block",
+        "tiled_partition",
+        "thread_block",
+        "thread_block_tile",
+        "coalesced_threads",
+        "sync",
+        "shfl",
+        "shfl_up",
+        "shfl_down",
+        "shfl_xor",
+        "ballot",
+        "any",
+        "all",
+        "reduce",
+        "inclusive_scan",
+        "exclusive_scan",
+        "barrier",
+        "warp_collective",
+        "load_matrix_sync",
+        "store_matrix_sync",
+        "mma_sync",
     }
 )
 SYNC_PREFIXES = ("__shfl", "__reduce_", "__match_")
@@ -41,7 +65,12 @@ class Function:
 def function_name(fn: ts.Node, src: bytes) -> str:
     """Unqualified name of a function_definition ('' when it has none we understand)."""
     d = fn.child_by_field_name("declarator")
-    while d is not None and d.type not in ("identifier", "field_identifier", "operator_name", "destructor_name"):
+    while d is not None and d.type not in (
+        "identifier",
+        "field_identifier",
+        "operator_name",
+        "destructor_name",
+    ):
         if d.type == "qualified_identifier":
             d = d.child_by_field_name("name")
             continue
@@ -104,7 +133,11 @@ def sync_macros(root: ts.Node, src: bytes) -> frozenset[str]:
             name = n.child_by_field_name("name")
             value = n.child_by_field_name("value")
             if name is not None and value is not None:
-                words = set(re.findall(r"[A-Za-z_]\w*", src[value.start_byte : value.end_byte].decode(errors="replace")))
+                words = set(
+                    re.findall(
+                        r"[A-Za-z_]\w*", src[value.start_byte : value.end_byte].decode(errors="replace")
+                    )
+                )
                 defs[src[name.start_byte : name.end_byte].decode()] = words
             continue
         stack.extend(n.children)

@@ -26,8 +26,10 @@ DEFAULT_SHAPE_SET = "emu"
 
 
 def toolchain() -> str:
-    return (f"{emu_compile.compiler_version()} + klemu {emu_compile.runtime_hash()}"
-            f" + translator {emu_compile.translator_hash()}")
+    return (
+        f"{emu_compile.compiler_version()} + klemu {emu_compile.runtime_hash()}"
+        f" + translator {emu_compile.translator_hash()}"
+    )
 
 
 def _source_name(options: GateOptions) -> str:
@@ -52,7 +54,9 @@ def build(source: str, workdir: Path, options: GateOptions) -> BuildOutcome:
     lib = workdir / ("libkernel_asan.so" if options.sanitize else "libkernel.so")
     opt = str(options.extra.get("emu_opt", "-O1"))
     try:
-        res = emu_compile.compile_kernel(cpp, lib, name, options.sanitize, timeout=min(options.timeout_s, 300), opt=opt)
+        res = emu_compile.compile_kernel(
+            cpp, lib, name, options.sanitize, timeout=min(options.timeout_s, 300), opt=opt
+        )
     except (RuntimeError, OSError, subprocess.SubprocessError) as e:
         return BuildOutcome(False, "compile_error", f"emu runtime: {e}", elapsed_s=time.monotonic() - t0)
     if not res.ok:
@@ -79,8 +83,9 @@ def classify_failure(returncode: int, stderr: str) -> tuple[str, str] | None:
 @lru_cache(maxsize=1)
 def _libasan() -> str:
     try:
-        out = subprocess.run([emu_compile.CXX, "-print-file-name=libasan.so"], capture_output=True, text=True,
-                             timeout=30).stdout.strip()
+        out = subprocess.run(
+            [emu_compile.CXX, "-print-file-name=libasan.so"], capture_output=True, text=True, timeout=30
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
     return out if out and os.path.isabs(out) and os.path.exists(out) else ""

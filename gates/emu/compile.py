@@ -48,7 +48,9 @@ def flags(sanitize: bool, opt: str = "-O1") -> list[str]:
 @lru_cache(maxsize=1)
 def compiler_version() -> str:
     try:
-        out = subprocess.run([CXX, "-dumpfullversion"], capture_output=True, text=True, timeout=30).stdout.strip()
+        out = subprocess.run(
+            [CXX, "-dumpfullversion"], capture_output=True, text=True, timeout=30
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return f"{CXX} (missing)"
     return f"{Path(CXX).name} {out}"
@@ -99,9 +101,13 @@ def _run(cmd: list[str], cwd: Path | None = None, timeout: float = 300) -> subpr
 def runtime(sanitize: bool, opt: str = "-O1") -> RuntimeBuild:
     """Build (once) or find the cached runtime for these flags."""
     fl = flags(sanitize, opt)
-    key = hashlib.sha256("\0".join([runtime_hash(), compiler_version(), str(INCLUDE), *fl]).encode()).hexdigest()[:16]
+    key = hashlib.sha256(
+        "\0".join([runtime_hash(), compiler_version(), str(INCLUDE), *fl]).encode()
+    ).hexdigest()[:16]
     final = cache_root() / key
-    rb = RuntimeBuild(final, (final / "klemu_rt.o", final / "klemu_tc.o", final / "switch.o"), final / "klemu.h")
+    rb = RuntimeBuild(
+        final, (final / "klemu_rt.o", final / "klemu_tc.o", final / "switch.o"), final / "klemu.h"
+    )
     if all(p.exists() for p in (*rb.objects, final / "klemu.h.gch")):
         return rb
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -137,7 +143,9 @@ class CompileResult:
     elapsed_s: float
 
 
-_DIAG = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?:\d+:)? (?P<kind>fatal error|error): (?P<msg>.*)$", re.M)
+_DIAG = re.compile(
+    r"^(?P<file>[^:\n]+):(?P<line>\d+):(?:\d+:)? (?P<kind>fatal error|error): (?P<msg>.*)$", re.M
+)
 
 
 def summarize_errors(log: str, source_name: str) -> str:
@@ -151,14 +159,24 @@ def summarize_errors(log: str, source_name: str) -> str:
     return "; ".join(lines)
 
 
-def compile_kernel(cpp: Path, out: Path, source_name: str, sanitize: bool, timeout: float = 120.0,
-                   opt: str = "-O1") -> CompileResult:
+def compile_kernel(
+    cpp: Path, out: Path, source_name: str, sanitize: bool, timeout: float = 120.0, opt: str = "-O1"
+) -> CompileResult:
     """Compile the translated file and link it with the runtime into a shared library."""
     t0 = time.monotonic()
     rb = runtime(sanitize, opt)
     cmd = [
-        CXX, *flags(sanitize, opt), "-I", str(INCLUDE), "-include", str(rb.header),
-        "-shared", str(cpp), *map(str, rb.objects), "-o", str(out),
+        CXX,
+        *flags(sanitize, opt),
+        "-I",
+        str(INCLUDE),
+        "-include",
+        str(rb.header),
+        "-shared",
+        str(cpp),
+        *map(str, rb.objects),
+        "-o",
+        str(out),
     ]
     try:
         r = _run(cmd, cwd=cpp.parent, timeout=timeout)

@@ -15,9 +15,18 @@ _FRAME = re.compile(r"^\s*#\d+ 0x[0-9a-f]+ in (?P<fn>.+?) (?P<file>[^\s]+\.(?:cu
 
 #: ASan report kinds that are memory-safety violations of the kernel (out_of_bounds)
 _OOB_KINDS = {
-    "heap-buffer-overflow", "stack-buffer-overflow", "global-buffer-overflow", "stack-buffer-underflow",
-    "heap-use-after-free", "use-after-poison", "container-overflow", "dynamic-stack-buffer-overflow",
-    "stack-use-after-scope", "stack-use-after-return", "unknown-crash", "wild-addr",
+    "heap-buffer-overflow",
+    "stack-buffer-overflow",
+    "global-buffer-overflow",
+    "stack-buffer-underflow",
+    "heap-use-after-free",
+    "use-after-poison",
+    "container-overflow",
+    "dynamic-stack-buffer-overflow",
+    "stack-use-after-scope",
+    "stack-use-after-return",
+    "unknown-crash",
+    "wild-addr",
 }
 
 
@@ -33,8 +42,9 @@ def _kernel_frame(stderr: str) -> str:
 def resolve_pc(library: str, offset: int) -> str:
     """`file:line` of a code offset in a built library, preferring the kernel's own .cu frame."""
     try:
-        out = subprocess.run(["addr2line", "-i", "-e", library, hex(offset)], capture_output=True, text=True,
-                             timeout=20).stdout
+        out = subprocess.run(
+            ["addr2line", "-i", "-e", library, hex(offset)], capture_output=True, text=True, timeout=20
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return ""
     frames = [ln.strip() for ln in out.splitlines() if ln.strip() and not ln.startswith("??")]
@@ -48,7 +58,11 @@ def _with_line(message: str) -> str:
     if not m:
         return message
     where = resolve_pc(m.group("lib"), int(m.group("off"), 16))
-    return message[: m.start()] + (f" at {where}" if where and not where.startswith("?") else "") + message[m.end() :]
+    return (
+        message[: m.start()]
+        + (f" at {where}" if where and not where.startswith("?") else "")
+        + message[m.end() :]
+    )
 
 
 def classify(returncode: int, stderr: str) -> tuple[str, str] | None:
@@ -71,7 +85,10 @@ def classify(returncode: int, stderr: str) -> tuple[str, str] | None:
             words = "outside the tensor (guard zone)" if kind == "use-after-poison" else kind
             return "out_of_bounds", f"{what}{loc}: {words} (AddressSanitizer {kind})"
         if kind == "SEGV":
-            return "crash", f"invalid memory access{loc} (AddressSanitizer SEGV{m.group('rest').split(' (pc')[0]})"
+            return (
+                "crash",
+                f"invalid memory access{loc} (AddressSanitizer SEGV{m.group('rest').split(' (pc')[0]})",
+            )
         if kind == "stack-overflow":
             return "crash", f"stack overflow of a CUDA thread{loc}"
         return "crash", f"AddressSanitizer {kind}{loc}"

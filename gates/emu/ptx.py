@@ -24,9 +24,16 @@ from klineage.gates.emu.unsupported import Unsupported, describe_asm
 
 #: first-mnemonic prefixes this module handles (registered in unsupported.ASM_HANDLERS)
 PREFIXES = (
-    "mma.sync.aligned.m16n8k16.", "mma.sync.aligned.m16n8k8.", "ldmatrix.sync.aligned.m8n8.",
-    "cp.async.ca.shared", "cp.async.cg.shared", "cp.async.commit_group", "cp.async.wait_group",
-    "cp.async.wait_all", "cvta.to.shared", "ex2.approx",
+    "mma.sync.aligned.m16n8k16.",
+    "mma.sync.aligned.m16n8k8.",
+    "ldmatrix.sync.aligned.m8n8.",
+    "cp.async.ca.shared",
+    "cp.async.cg.shared",
+    "cp.async.commit_group",
+    "cp.async.wait_group",
+    "cp.async.wait_all",
+    "cvta.to.shared",
+    "ex2.approx",
 )
 #: instructions that are warp collectives (a kernel using them runs its threads as fibers)
 WARP_PREFIXES = ("mma.", "ldmatrix.")
@@ -41,7 +48,9 @@ def template_text(node: ts.Node, src: bytes) -> str | None:
     code = node.child_by_field_name("assembly_code")
     if code is None:
         return None
-    lits = [code] if code.type == "string_literal" else [c for c in code.children if c.type == "string_literal"]
+    lits = (
+        [code] if code.type == "string_literal" else [c for c in code.children if c.type == "string_literal"]
+    )
     if not lits or (code.type not in ("string_literal", "concatenated_string")):
         return None
     out = []
@@ -103,7 +112,9 @@ class _Asm:
                 self.ops.append((ctext, vtext, is_out))
 
     def unsupported(self, what: str) -> Unsupported:
-        return Unsupported(describe_asm(what.split()[0] if what.split() else what) + f" in `{what}`", self.line)
+        return Unsupported(
+            describe_asm(what.split()[0] if what.split() else what) + f" in `{what}`", self.line
+        )
 
     # ---- operands ----
     def val(self, tok: str, stmt: str) -> str:
@@ -158,7 +169,10 @@ class _Asm:
             return " ".join(out)
         parts = mn.split(".")
         if mn.startswith("mma.sync.aligned.m16n8k"):
-            mm = re.fullmatch(r"mma\.sync\.aligned\.m16n8k(16|8)\.row\.col\.(f32|f16)\.(f16|bf16)\.(f16|bf16)\.(f32|f16)", mn)
+            mm = re.fullmatch(
+                r"mma\.sync\.aligned\.m16n8k(16|8)\.row\.col\.(f32|f16)\.(f16|bf16)\.(f16|bf16)\.(f32|f16)",
+                mn,
+            )
             if not mm or mm.group(3) != mm.group(4) or len(ops) != 4:
                 raise self.unsupported(s)
             k16, dt, at, ct = mm.group(1) == "16", mm.group(2), mm.group(3), mm.group(5)
@@ -175,8 +189,10 @@ class _Asm:
                 return f"uint32_t {name}[{len(xs)}] = {{{', '.join(f'(uint32_t){x}' for x in xs)}}};"
 
             back = " ".join(f"{x} = _d[{i}];" for i, x in enumerate(d))
-            return (f"{{ {arr('_a', a)} {arr('_b', b)} {arr('_c', c)} uint32_t _d[4]; "
-                    f"::klemu::mma_sync({kind}, _d, _a, _b, _c, {L}); {back} }}")
+            return (
+                f"{{ {arr('_a', a)} {arr('_b', b)} {arr('_c', c)} uint32_t _d[4]; "
+                f"::klemu::mma_sync({kind}, _d, _a, _b, _c, {L}); {back} }}"
+            )
         if mn.startswith("ldmatrix."):
             mm = re.fullmatch(r"ldmatrix\.sync\.aligned\.m8n8\.x(1|2|4)(\.trans)?\.shared(::cta)?\.b16", mn)
             if not mm or len(ops) != 2:
@@ -186,10 +202,14 @@ class _Asm:
             if len(d) != n:
                 raise self.unsupported(s)
             back = " ".join(f"{x} = _d[{i}];" for i, x in enumerate(d))
-            return (f"{{ uint32_t _d[4]; ::klemu::ldmatrix({n}, {1 if mm.group(2) else 0}, _d, "
-                    f"(uint64_t)(uint32_t){self.addr(ops[1], s)}, {L}); {back} }}")
+            return (
+                f"{{ uint32_t _d[4]; ::klemu::ldmatrix({n}, {1 if mm.group(2) else 0}, _d, "
+                f"(uint64_t)(uint32_t){self.addr(ops[1], s)}, {L}); {back} }}"
+            )
         if mn.startswith(("cp.async.ca.", "cp.async.cg.")):
-            mm = re.fullmatch(r"cp\.async\.(ca|cg)\.shared(::cta)?\.global((\.L2::(64B|128B|256B))|(\.L2::cache_hint))*", mn)
+            mm = re.fullmatch(
+                r"cp\.async\.(ca|cg)\.shared(::cta)?\.global((\.L2::(64B|128B|256B))|(\.L2::cache_hint))*", mn
+            )
             if not mm:
                 raise self.unsupported(s)
             if ".L2::cache_hint" in mn:
@@ -198,8 +218,10 @@ class _Asm:
                 raise self.unsupported(s)
             size = self.val(ops[2], s)
             src_size = self.val(ops[3], s) if len(ops) == 4 else size
-            return (f"::klemu::cp_async((uint64_t){self.addr(ops[0], s)}, (const void*)(uintptr_t){self.addr(ops[1], s)}, "
-                    f"(int){size}, (int){src_size}, {L});")
+            return (
+                f"::klemu::cp_async((uint64_t){self.addr(ops[0], s)}, (const void*)(uintptr_t){self.addr(ops[1], s)}, "
+                f"(int){size}, (int){src_size}, {L});"
+            )
         if mn == "cp.async.commit_group" and not ops:
             return "::klemu::cp_async_commit();"
         if mn == "cp.async.wait_group" and len(ops) == 1:
@@ -207,7 +229,7 @@ class _Asm:
         if mn == "cp.async.wait_all" and not ops:
             return "::klemu::cp_async_wait_all();"
         if mn in ("cvta.to.shared.u64", "cvta.to.shared.u32") and len(ops) == 2:
-            return (f"{self.val(ops[0], s)} = ::klemu::cvta_shared((const void*)(uintptr_t){self.val(ops[1], s)}, {L});")
+            return f"{self.val(ops[0], s)} = ::klemu::cvta_shared((const void*)(uintptr_t){self.val(ops[1], s)}, {L});"
         if mn in ("cvt.u32.u64", "cvt.u64.u32") and len(ops) == 2:
             return f"{self.val(ops[0], s)} = (uint32_t){self.val(ops[1], s)};"
         if re.fullmatch(r"mov\.[bus](32|64)", mn) and len(ops) == 2:
@@ -226,9 +248,13 @@ class _Asm:
         for i, (c, e, is_out) in enumerate(self.ops):
             letter = c.lstrip("=+&")[:1]
             if letter not in "rnlhfic" or not letter:
-                raise Unsupported(f"inline PTX operand constraint \"{c}\"", self.line)
+                raise Unsupported(f'inline PTX operand constraint "{c}"', self.line)
             if not is_out or "+" in c:
-                loads.append(f"_r[{i}] = ::klemu::reg_f((float)({e}));" if letter == "f" else f"_r[{i}] = (uint64_t)({e});")
+                loads.append(
+                    f"_r[{i}] = ::klemu::reg_f((float)({e}));"
+                    if letter == "f"
+                    else f"_r[{i}] = (uint64_t)({e});"
+                )
             if is_out:
                 if letter == "f":
                     stores.append(f"({e}) = ::klemu::f_reg(_r[{i}]);")

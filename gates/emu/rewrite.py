@@ -60,7 +60,9 @@ def _declarator_name(d: ts.Node, src: bytes) -> str:
     while d is not None and d.type not in ("identifier", "field_identifier"):
         nxt = d.child_by_field_name("declarator")
         if nxt is None:
-            nxt = next((c for c in d.named_children if c.type.endswith("declarator") or c.type == "identifier"), None)
+            nxt = next(
+                (c for c in d.named_children if c.type.endswith("declarator") or c.type == "identifier"), None
+            )
         d = nxt
     return _text(src, d) if d is not None else ""
 
@@ -105,7 +107,11 @@ class _Rewriter:
         has_static = any(_text(src, c) == "static" for c in quals)
         body = src[decl.start_byte : decl.end_byte].decode(errors="replace")
         rel = shared.start_byte - decl.start_byte
-        body = body[:rel] + " " * (shared.end_byte - shared.start_byte) + body[rel + shared.end_byte - shared.start_byte :]
+        body = (
+            body[:rel]
+            + " " * (shared.end_byte - shared.start_byte)
+            + body[rel + shared.end_byte - shared.start_byte :]
+        )
         prefix = "" if has_static else "static "
         regs = []
         glob = _is_namespace_scope(decl)
@@ -162,8 +168,11 @@ class _Rewriter:
         while encl is not None and encl.type != "function_definition":
             encl = encl.parent
         if encl is not None and any(c.type == "__global__" for c in encl.children):
-            raise Unsupported("dynamic parallelism (a kernel launch inside a __global__ function)",
-                              _line_of(src, call.start_byte), self.filename)
+            raise Unsupported(
+                "dynamic parallelism (a kernel launch inside a __global__ function)",
+                _line_of(src, call.start_byte),
+                self.filename,
+            )
         fn_text = _text(src, fn)
         base = fn if fn.type != "template_function" else fn.child_by_field_name("name")
         if base is not None and base.type == "qualified_identifier":
@@ -177,10 +186,10 @@ class _Rewriter:
             addr = "nullptr"
         cfg = [_text(src, c) for c in kcs.named_children if c.type != "comment"]
         if len(cfg) < 2:
-            raise Unsupported("kernel launch without grid and block", _line_of(src, call.start_byte), self.filename)
-        info = (
-            f"::klemu::KInfo{{{json.dumps(name)}, {int(fibers)}, {json.dumps(self.filename)}, __LINE__, {addr}}}"
-        )
+            raise Unsupported(
+                "kernel launch without grid and block", _line_of(src, call.start_byte), self.filename
+            )
+        info = f"::klemu::KInfo{{{json.dumps(name)}, {int(fibers)}, {json.dumps(self.filename)}, __LINE__, {addr}}}"
         lam = f"[&](auto&&... _klemu_a) {{ {fn_text}(_klemu_a...); }}"
         text = f"::klemu::launch({info}, {', '.join(cfg)}, {lam})"
         self.edits.append(_Edit(call.start_byte, kcs.end_byte, text))
@@ -207,7 +216,9 @@ class _Rewriter:
             return
         expr = _text(self.src, args[0])
         at = body.start_byte + 1  # after `{`, on the same line: line numbers stay exact
-        self.edits.append(_Edit(at, at, f" ::klemu::launch_bound(static_cast<long long>({expr}), {json.dumps(fn.name)});"))
+        self.edits.append(
+            _Edit(at, at, f" ::klemu::launch_bound(static_cast<long long>({expr}), {json.dumps(fn.name)});")
+        )
 
     # ---- driver -----------------------------------------------------------------------------------------
     def run(self, root: ts.Node) -> None:

@@ -63,7 +63,10 @@ _PTX_WORDS = (
     ("wgmma", "wgmma (warpgroup matrix multiply)"),
     ("mma.sync", "inline PTX mma.sync (only m16n8k16/m16n8k8 .row.col with f16/bf16 inputs are emulated)"),
     ("ldmatrix", "inline PTX ldmatrix (only m8n8 .x1/.x2/.x4 .shared.b16 is emulated)"),
-    ("cp.async", "inline PTX cp.async (only .ca/.cg shared.global, commit_group, wait_group, wait_all are emulated)"),
+    (
+        "cp.async",
+        "inline PTX cp.async (only .ca/.cg shared.global, commit_group, wait_group, wait_all are emulated)",
+    ),
     ("barrier.cluster", "thread-block clusters (barrier.cluster)"),
     ("mbarrier", "asynchronous barriers (mbarrier)"),
 )
@@ -98,8 +101,8 @@ def asm_mnemonic(node: ts.Node, src: bytes) -> str:
 def describe_asm(mnemonic: str) -> str:
     for prefix, words in _PTX_WORDS:
         if mnemonic.startswith(prefix):
-            return f"{words}: asm(\"{mnemonic} ...\")"
-    return f"inline PTX asm (\"{mnemonic}\")"
+            return f'{words}: asm("{mnemonic} ...")'
+    return f'inline PTX asm ("{mnemonic}")'
 
 
 def asm_handler(mnemonic: str) -> AsmHandler | None:

@@ -24,29 +24,45 @@ from klineage.source.syntax import call_name as callee_name  # noqa: F401  (re-e
 from klineage.source.syntax import statement_ancestor as statement_of  # noqa: F401  (re-exported)
 
 #: expressions that never need parentheses when their text is substituted into another expression
-PRIMARY = frozenset({
-    "identifier", "number_literal", "call_expression", "subscript_expression", "field_expression",
-    "parenthesized_expression", "qualified_identifier", "true", "false", "char_literal",
-    "string_literal", "this",
-})
+PRIMARY = frozenset(
+    {
+        "identifier",
+        "number_literal",
+        "call_expression",
+        "subscript_expression",
+        "field_expression",
+        "parenthesized_expression",
+        "qualified_identifier",
+        "true",
+        "false",
+        "char_literal",
+        "string_literal",
+        "this",
+    }
+)
 #: parents in which a substituted expression needs no outer parentheses
-_LOOSE_PARENTS = frozenset({
-    "argument_list", "init_declarator", "parenthesized_expression", "return_statement",
-    "expression_statement", "subscript_argument_list", "initializer_list", "condition_clause",
-})
-
-
-
-
-
-
+_LOOSE_PARENTS = frozenset(
+    {
+        "argument_list",
+        "init_declarator",
+        "parenthesized_expression",
+        "return_statement",
+        "expression_statement",
+        "subscript_argument_list",
+        "initializer_list",
+        "condition_clause",
+    }
+)
 
 
 def calls_in(node: ts.Node, names: Iterable[str] | Callable[[str], bool]) -> list[ts.Node]:
     """Calls (not launches) under `node` whose callee is in `names` (or satisfies it), source order."""
     match = names if callable(names) else frozenset(names).__contains__
-    return [n for n in walk(node) if n.type == "call_expression" and N.kernel_call_syntax(n) is None
-            and match(callee_name(n))]
+    return [
+        n
+        for n in walk(node)
+        if n.type == "call_expression" and N.kernel_call_syntax(n) is None and match(callee_name(n))
+    ]
 
 
 def code_functions(src: CudaSource) -> list[ts.Node]:
@@ -79,8 +95,11 @@ def wrap_text(t: str) -> str:
 def needs_outer_parens(node: ts.Node) -> bool:
     """True when text replacing `node` must be parenthesized to keep its grouping."""
     p = node.parent
-    return p is not None and p.type not in _LOOSE_PARENTS and not (
-        p.type == "assignment_expression" and p.child_by_field_name("right") == node)
+    return (
+        p is not None
+        and p.type not in _LOOSE_PARENTS
+        and not (p.type == "assignment_expression" and p.child_by_field_name("right") == node)
+    )
 
 
 def identifiers(node: ts.Node) -> set[str]:
@@ -93,8 +112,6 @@ def enclosing(node: ts.Node, *types: str) -> ts.Node | None:
     while p is not None and p.type not in types:
         p = p.parent
     return p
-
-
 
 
 enclosing_function = N.enclosing_function
@@ -145,10 +162,12 @@ def declared_type(src: CudaSource, scope: ts.Node, name: str) -> tuple[str, bool
 
 _FLOAT_LIT = re.compile(r"^[0-9.]+(?:[eE][-+]?\d+)?[fF]$|^[0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?[fF]$")
 _DOUBLE_LIT = re.compile(r"^(?:\d+\.\d*|\.\d+|\d+(?=[eE]))(?:[eE][-+]?\d+)?$")
-_FLOAT_FUNCS = re.compile(r"^(?:__)?(?:expf|exp2f|exp10f|logf|log2f|log10f|sinf|cosf|tanf|powf|sqrtf|rsqrtf|"
-                          r"fmaf|fmaxf|fminf|fabsf|tanhf|erff|__fdividef|__frcp_rn|__fmaf_rn|__fsqrt_rn|"
-                          r"__half2float|__bfloat162float|__low2float|__high2float|__int2float_rn|"
-                          r"__shfl_\w+|__saturatef|__fadd_rn|__fmul_rn|copysignf|floorf|ceilf|roundf|truncf)$")
+_FLOAT_FUNCS = re.compile(
+    r"^(?:__)?(?:expf|exp2f|exp10f|logf|log2f|log10f|sinf|cosf|tanf|powf|sqrtf|rsqrtf|"
+    r"fmaf|fmaxf|fminf|fabsf|tanhf|erff|__fdividef|__frcp_rn|__fmaf_rn|__fsqrt_rn|"
+    r"__half2float|__bfloat162float|__low2float|__high2float|__int2float_rn|"
+    r"__shfl_\w+|__saturatef|__fadd_rn|__fmul_rn|copysignf|floorf|ceilf|roundf|truncf)$"
+)
 
 
 def scalar_type(src: CudaSource, node: ts.Node) -> str | None:
@@ -218,9 +237,23 @@ def scalar_type(src: CudaSource, node: ts.Node) -> str | None:
 
 
 def _base_name(type_text: str) -> str:
-    words = [w for w in re.findall(r"[\w:]+", type_text)
-             if w not in ("const", "volatile", "__restrict__", "__restrict", "static", "constexpr", "__shared__",
-                          "register", "unsigned", "signed")]
+    words = [
+        w
+        for w in re.findall(r"[\w:]+", type_text)
+        if w
+        not in (
+            "const",
+            "volatile",
+            "__restrict__",
+            "__restrict",
+            "static",
+            "constexpr",
+            "__shared__",
+            "register",
+            "unsigned",
+            "signed",
+        )
+    ]
     base = words[-1] if words else type_text
     if base in ("int", "long", "short", "char") or "unsigned" in type_text.split():
         return "int" if base != "char" else "char"
@@ -258,8 +291,6 @@ def declarations_in(node: ts.Node) -> dict[str, list[ts.Node]]:
     return out
 
 
-
-
 def render(src: CudaSource, node: ts.Node, rewrite: Callable[[ts.Node], str | None]) -> str:
     """The text of `node` with every descendant for which `rewrite` returns text replaced by it.
 
@@ -273,10 +304,10 @@ def render(src: CudaSource, node: ts.Node, rewrite: Callable[[ts.Node], str | No
         return src.text_of(node)
     parts, pos = [], node.start_byte
     for c in node.children:
-        parts.append(src.text_bytes[pos:c.start_byte].decode("utf-8"))
+        parts.append(src.text_bytes[pos : c.start_byte].decode("utf-8"))
         parts.append(render(src, c, rewrite))
         pos = c.end_byte
-    parts.append(src.text_bytes[pos:node.end_byte].decode("utf-8"))
+    parts.append(src.text_bytes[pos : node.end_byte].decode("utf-8"))
     return "".join(parts)
 
 

@@ -140,8 +140,9 @@ def _thread_dep(src: CudaSource, fn: ts.Node, text: str, consts: Mapping[str, in
     return kind
 
 
-def _assigned_thread_dependent(src: CudaSource, fn: ts.Node, name: str, consts: Mapping[str, int],
-                               seen: set[str]) -> bool:
+def _assigned_thread_dependent(
+    src: CudaSource, fn: ts.Node, name: str, consts: Mapping[str, int], seen: set[str]
+) -> bool:
     for n in walk(fn):
         if n.type == "assignment_expression":
             left = n.child_by_field_name("left")
@@ -226,8 +227,17 @@ def kernel_of(src: CudaSource, node: ts.Node) -> Function | None:
     fn = fn_node_of(node)
     if fn is None:
         return None
-    return next((f for f in src.functions if f.start <= fn.start_byte and fn.end_byte <= f.end
-                 and f.node_type == "function_definition" and src.node_for(f) == fn), None)
+    return next(
+        (
+            f
+            for f in src.functions
+            if f.start <= fn.start_byte
+            and fn.end_byte <= f.end
+            and f.node_type == "function_definition"
+            and src.node_for(f) == fn
+        ),
+        None,
+    )
 
 
 def launches_of(src: CudaSource, kernel: str) -> list[LaunchSite]:
@@ -266,8 +276,9 @@ def enclosing_launcher(src: CudaSource, ls: LaunchSite) -> ts.Node | None:
     return N.enclosing_function(src.node_for(ls))
 
 
-def kernel_expr_in_launcher(src: CudaSource, kernel: Function, ls: LaunchSite, text: str,
-                            kfn: ts.Node) -> str | None:
+def kernel_expr_in_launcher(
+    src: CudaSource, kernel: Function, ls: LaunchSite, text: str, kfn: ts.Node
+) -> str | None:
     """Translate kernel-side expression text (over parameters, never-reassigned locals, template
     parameters and file constants) into launcher-side text at launch `ls`; None if it uses
     anything else (thread or block indices, loop variables, reassigned locals)."""
@@ -296,8 +307,22 @@ def kernel_expr_in_launcher(src: CudaSource, kernel: Function, ls: LaunchSite, t
     return subst_idents(t, {**pmap, **tmap})
 
 
-_KEYWORDS = frozenset({"int", "unsigned", "long", "size_t", "static_cast", "sizeof", "float", "double",
-                       "const", "true", "false", "warpSize"})
+_KEYWORDS = frozenset(
+    {
+        "int",
+        "unsigned",
+        "long",
+        "size_t",
+        "static_cast",
+        "sizeof",
+        "float",
+        "double",
+        "const",
+        "true",
+        "false",
+        "warpSize",
+    }
+)
 
 
 def ident_used_outside_launch(src: CudaSource, launcher: ts.Node, name: str, ls: LaunchSite) -> list[int]:
@@ -319,7 +344,9 @@ def ident_used_outside_launch(src: CudaSource, launcher: ts.Node, name: str, ls:
         stmt = statement_ancestor(n)
         if stmt.type == "expression_statement" and name in assigned_in(stmt) and not _in(call, stmt):
             continue  # part of computing it: `blocks = blocks > cap ? cap : blocks;`
-        if stmt.type == "if_statement" or (stmt.parent is not None and stmt.parent.type == "condition_clause"):
+        if stmt.type == "if_statement" or (
+            stmt.parent is not None and stmt.parent.type == "condition_clause"
+        ):
             continue
         if _in_condition_of_self_update(n, name):
             continue
@@ -356,8 +383,9 @@ def ceil_div(count: str, block: str) -> str:
     return f"({c} + {b} - 1) / {b}"
 
 
-def counting_loop(src: CudaSource, loop: ts.Node, any_step: bool = False
-              ) -> tuple[str, ts.Node, ts.Node, ts.Node, str] | None:
+def counting_loop(
+    src: CudaSource, loop: ts.Node, any_step: bool = False
+) -> tuple[str, ts.Node, ts.Node, ts.Node, str] | None:
     """(var, init value node, condition node, update node, step) of `for (int j = A; j < B; UPDATE)`
     whose update adds one (`++j`, `j++`, `j += 1`, `j = j + 1`: step "1") or, with `any_step`,
     a loop-invariant name or number (`j += W`: each iteration owns the elements [j, j + W))."""

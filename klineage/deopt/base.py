@@ -144,7 +144,9 @@ class Operator(ABC):
 
     def site(self, src: CudaSource, node: Any, summary: str, **detail: str) -> Site:
         """A Site for a tree node or construct record of `src`."""
-        start, end = (node.start_byte, node.end_byte) if hasattr(node, "start_byte") else (node.start, node.end)
+        start, end = (
+            (node.start_byte, node.end_byte) if hasattr(node, "start_byte") else (node.start, node.end)
+        )
         anchor = src.anchor(node)
         return Site(self.name, anchor, start, end, summary, tuple(sorted(detail.items())))
 

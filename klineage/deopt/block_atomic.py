@@ -56,7 +56,10 @@ def _one_thread(src: CudaSource, fn: ts.Node, cond: str) -> str | None:
         xs.append(lhs)
     if any(x == "threadIdx.x" for x in xs):
         return "block"
-    if any(re.fullmatch(r"\(?threadIdx\.x\)?(?:%32|&31|%warpSize|&\(warpSize-1\))", x) or _is_lane_expr(src, x) for x in xs):
+    if any(
+        re.fullmatch(r"\(?threadIdx\.x\)?(?:%32|&31|%warpSize|&\(warpSize-1\))", x) or _is_lane_expr(src, x)
+        for x in xs
+    ):
         return "warp"
     return None
 
@@ -66,7 +69,9 @@ def _is_lane_expr(src: CudaSource, x: str) -> bool:
     if not m:
         return False
     v = T.eval_int(m.group(2), T.file_constants(src))
-    return v is not None and ((m.group(1) == "%" and v == 32) or (m.group(1) == "&" and (v == 31 or (m.group(3) and v == 32))))
+    return v is not None and (
+        (m.group(1) == "%" and v == 32) or (m.group(1) == "&" and (v == 31 or (m.group(3) and v == 32)))
+    )
 
 
 def _reducer_kind(src: CudaSource, name: str, depth: int = 0) -> tuple[str, str] | None:
@@ -103,7 +108,9 @@ def _producer(src: CudaSource, fn: ts.Node, guard: ts.Node, value: str) -> ts.No
     for n in T.walk(fn):
         if n.start_byte >= guard.start_byte:
             break
-        if n.type == "declaration" and value in {T.declarator_ident(d) for d in n.children_by_field_name("declarator")}:
+        if n.type == "declaration" and value in {
+            T.declarator_ident(d) for d in n.children_by_field_name("declarator")
+        }:
             best = n
         elif n.type == "expression_statement" and value in T.assigned_in(n):
             best = n
@@ -115,7 +122,11 @@ def _guarded(src: CudaSource, fn: ts.Node, guard: ts.Node) -> _Guarded | None:
     cons = guard.child_by_field_name("consequence")
     if cond is None or cons is None or guard.child_by_field_name("alternative") is not None:
         return None
-    stmts = [c for c in cons.named_children if c.type != "comment"] if cons.type == "compound_statement" else [cons]
+    stmts = (
+        [c for c in cons.named_children if c.type != "comment"]
+        if cons.type == "compound_statement"
+        else [cons]
+    )
     if len(stmts) != 1 or stmts[0].type != "expression_statement":
         return None
     calls = T.calls_named(stmts[0], _ATOMIC)
@@ -135,10 +146,19 @@ def _guarded(src: CudaSource, fn: ts.Node, guard: ts.Node) -> _Guarded | None:
     if prod is None:
         why = f"no statement reduces '{value}' before the atomic"
     else:
-        rcalls = [c for c in T.calls_named(prod, r"[\w:]+") if c.parent is not None and (
-            c.parent.type == "init_declarator" or (
-                c.parent.type == "assignment_expression" and c.parent.child_by_field_name("operator").type == "="
-                and c.parent.child_by_field_name("right") == c))]
+        rcalls = [
+            c
+            for c in T.calls_named(prod, r"[\w:]+")
+            if c.parent is not None
+            and (
+                c.parent.type == "init_declarator"
+                or (
+                    c.parent.type == "assignment_expression"
+                    and c.parent.child_by_field_name("operator").type == "="
+                    and c.parent.child_by_field_name("right") == c
+                )
+            )
+        ]
         call = rcalls[0] if rcalls else None
         if call is None:
             why = f"'{value}' is not the result of a reduction call (inline reduction code is not recognised)"
@@ -157,8 +177,10 @@ def _guarded(src: CudaSource, fn: ts.Node, guard: ts.Node) -> _Guarded | None:
 class BlockAtomic(Operator):
     name = "block_atomic"
     category = "fusion"
-    intent = ("Reduce inside the block (shuffles + shared memory) and issue one atomic per block instead of "
-              "one contended atomic per thread.")
+    intent = (
+        "Reduce inside the block (shuffles + shared memory) and issue one atomic per block instead of "
+        "one contended atomic per thread."
+    )
     mechanical_apply = True
 
     def find(self, src: CudaSource) -> list[Site]:
@@ -169,9 +191,18 @@ class BlockAtomic(Operator):
                 if n.type == "if_statement":
                     g = _guarded(src, fn, n)
                     if g is not None:
-                        sites.append(self.site(src, n, f"one {g.op} per {g.level} of {g.value} in {k.name}",
-                                               kernel=k.name, op=g.op, level=g.level, value=g.value,
-                                               reducer=g.reducer or "?"))
+                        sites.append(
+                            self.site(
+                                src,
+                                n,
+                                f"one {g.op} per {g.level} of {g.value} in {k.name}",
+                                kernel=k.name,
+                                op=g.op,
+                                level=g.level,
+                                value=g.value,
+                                reducer=g.reducer or "?",
+                            )
+                        )
         return sites
 
     def _g(self, src: CudaSource, site: Site) -> tuple[_Guarded, ts.Node]:
@@ -187,39 +218,100 @@ class BlockAtomic(Operator):
 
     def removal_preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         g, fn = self._g(src, site)
-        facts = [Precondition("reduction_recognised", not g.why, g.why or f"{g.value} = {g.reducer}({g.partial})", "Pipeline")]
+        facts = [
+            Precondition(
+                "reduction_recognised",
+                not g.why,
+                g.why or f"{g.value} = {g.reducer}({g.partial})",
+                "Pipeline",
+            )
+        ]
         if g.why:
             return facts
-        kind = (g.level, "{a} + {b}") if g.reducer in ("cg::reduce", "cooperative_groups::reduce") else _reducer_kind(src, g.reducer)
+        kind = (
+            (g.level, "{a} + {b}")
+            if g.reducer in ("cg::reduce", "cooperative_groups::reduce")
+            else _reducer_kind(src, g.reducer)
+        )
         if g.reducer.endswith("reduce") and "cg::" in g.reducer:
-            op_txt = T.squash(src.text_of(T.call_args(T.calls_named(g.producer, r"(?:cg|cooperative_groups)::reduce")[0])[2]))
-            kind = (g.level, "{a} + {b}" if "plus" in op_txt else "fmaxf({a}, {b})" if "greater" in op_txt
-                    else "fminf({a}, {b})" if "less" in op_txt else "")
-        facts.append(Precondition("reduction_function", kind is not None,
-                                  f"{g.reducer} reduces over the {kind[0]}" if kind else f"{g.reducer} is not a reduction of this file",
-                                  "Pipeline"))
+            op_txt = T.squash(
+                src.text_of(
+                    T.call_args(T.calls_named(g.producer, r"(?:cg|cooperative_groups)::reduce")[0])[2]
+                )
+            )
+            kind = (
+                g.level,
+                "{a} + {b}"
+                if "plus" in op_txt
+                else "fmaxf({a}, {b})"
+                if "greater" in op_txt
+                else "fminf({a}, {b})"
+                if "less" in op_txt
+                else "",
+            )
+        facts.append(
+            Precondition(
+                "reduction_function",
+                kind is not None,
+                f"{g.reducer} reduces over the {kind[0]}"
+                if kind
+                else f"{g.reducer} is not a reduction of this file",
+                "Pipeline",
+            )
+        )
         if kind is None:
             return facts
         want = _atomic_for(kind[1])
-        facts.append(Precondition("combiner_matches_atomic", want == g.op.replace("_block", "").replace("_system", ""),
-                                  f"{g.reducer} combines with {kind[1].format(a='a', b='b') or 'an unknown operator'}, "
-                                  f"the atomic is {g.op}", "Data types"))
-        facts.append(Precondition("guard_level_matches", kind[0] == g.level,
-                                  f"{g.level}-level guard over a {kind[0]}-level reduction", "Layout"))
-        uses = [n for n in T.walk(fn) if n.type == "identifier" and n.text == g.value.encode()
-                and n.start_byte > g.producer.end_byte and not (g.guard.start_byte <= n.start_byte < g.guard.end_byte)]
-        facts.append(Precondition("reduced_value_only_for_atomic", not uses,
-                                  f"{g.value} is also used at line {uses[0].start_point.row + 1}" if uses
-                                  else f"{g.value} feeds only the atomic", "Pipeline"))
+        facts.append(
+            Precondition(
+                "combiner_matches_atomic",
+                want == g.op.replace("_block", "").replace("_system", ""),
+                f"{g.reducer} combines with {kind[1].format(a='a', b='b') or 'an unknown operator'}, "
+                f"the atomic is {g.op}",
+                "Data types",
+            )
+        )
+        facts.append(
+            Precondition(
+                "guard_level_matches",
+                kind[0] == g.level,
+                f"{g.level}-level guard over a {kind[0]}-level reduction",
+                "Layout",
+            )
+        )
+        uses = [
+            n
+            for n in T.walk(fn)
+            if n.type == "identifier"
+            and n.text == g.value.encode()
+            and n.start_byte > g.producer.end_byte
+            and not (g.guard.start_byte <= n.start_byte < g.guard.end_byte)
+        ]
+        facts.append(
+            Precondition(
+                "reduced_value_only_for_atomic",
+                not uses,
+                f"{g.value} is also used at line {uses[0].start_point.row + 1}"
+                if uses
+                else f"{g.value} feeds only the atomic",
+                "Pipeline",
+            )
+        )
         return facts
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         if site.details.get("forward") == "1":
             return self._forward_facts(src, site)
         facts = list(self.removal_preconditions(src, site))
-        facts.append(Precondition("order_tolerant_output", True,
-                                  "float atomics make the sum's rounding order-dependent: the workload must tolerate "
-                                  "nondeterminism (nondeterminism_tolerated=True)", "Data types"))
+        facts.append(
+            Precondition(
+                "order_tolerant_output",
+                True,
+                "float atomics make the sum's rounding order-dependent: the workload must tolerate "
+                "nondeterminism (nondeterminism_tolerated=True)",
+                "Data types",
+            )
+        )
         return facts
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
@@ -229,7 +321,9 @@ class BlockAtomic(Operator):
         if g.producer.type == "declaration":
             ty = src.text_of(g.producer.child_by_field_name("type"))
             quals = " ".join(src.text_of(c) for c in g.producer.children if c.type == "type_qualifier")
-            edits.append(edit.replace(g.producer, f"{(quals + ' ') if quals else ''}{ty} {g.value} = {g.partial};"))
+            edits.append(
+                edit.replace(g.producer, f"{(quals + ' ') if quals else ''}{ty} {g.value} = {g.partial};")
+            )
         elif T.squash(g.partial) == g.value:
             edits.append(edit.delete(src, g.producer))
         else:
@@ -246,10 +340,20 @@ class BlockAtomic(Operator):
                 stmt = call.parent
                 if stmt is None or stmt.type != "expression_statement" or stmt.parent is None:
                     continue
-                if any(g.type == "if_statement" and _guarded(src, fn, g) is not None for g, _ in T.guards(src, stmt)):
+                if any(
+                    g.type == "if_statement" and _guarded(src, fn, g) is not None
+                    for g, _ in T.guards(src, stmt)
+                ):
                     continue
-                sites.append(self.site(src, stmt, f"per-thread atomicAdd in {k.name} could pre-reduce per block",
-                                       kernel=k.name, forward="1"))
+                sites.append(
+                    self.site(
+                        src,
+                        stmt,
+                        f"per-thread atomicAdd in {k.name} could pre-reduce per block",
+                        kernel=k.name,
+                        forward="1",
+                    )
+                )
         return sites
 
     def _forward_facts(self, src: CudaSource, site: Site) -> list[Precondition]:
@@ -259,27 +363,67 @@ class BlockAtomic(Operator):
         fn = T.fn_node_of(stmt)
         facts = []
         gs = T.guards(src, stmt)
-        facts.append(Precondition("reached_by_all_threads", not gs,
-                                  f"the atomic sits under '{T.squash(gs[0][1])}': a block barrier there would diverge"
-                                  if gs else "every thread of the block reaches the atomic (barriers are legal)", "Pipeline"))
-        loops = [p for p in T.ancestors(stmt, fn) if p.type in ("for_statement", "while_statement", "do_statement")]
-        facts.append(Precondition("outside_loops", not loops, "the atomic is inside a loop" if loops else "not inside a loop",
-                                  "Pipeline"))
+        facts.append(
+            Precondition(
+                "reached_by_all_threads",
+                not gs,
+                f"the atomic sits under '{T.squash(gs[0][1])}': a block barrier there would diverge"
+                if gs
+                else "every thread of the block reaches the atomic (barriers are legal)",
+                "Pipeline",
+            )
+        )
+        loops = [
+            p for p in T.ancestors(stmt, fn) if p.type in ("for_statement", "while_statement", "do_statement")
+        ]
+        facts.append(
+            Precondition(
+                "outside_loops",
+                not loops,
+                "the atomic is inside a loop" if loops else "not inside a loop",
+                "Pipeline",
+            )
+        )
         call = stmt.named_children[0]
         val = T.call_args(call)[1] if len(T.call_args(call)) == 2 else None
-        ty = W._value_type(src, fn, T.squash(src.text_of(val))) if val is not None and val.type == "identifier" else None
-        facts.append(Precondition("value_type_known", ty is not None,
-                                  f"value type {ty}" if ty else "the added value is not a typed local", "Data types"))
+        ty = (
+            W._value_type(src, fn, T.squash(src.text_of(val)))
+            if val is not None and val.type == "identifier"
+            else None
+        )
+        facts.append(
+            Precondition(
+                "value_type_known",
+                ty is not None,
+                f"value type {ty}" if ty else "the added value is not a typed local",
+                "Data types",
+            )
+        )
         kernel = site.details.get("kernel", "")
         consts = T.file_constants(src)
-        blocks = [T.eval_int(src.text_of(T.config_nodes(src, ls)[1]), consts) for ls in T.launches_of(src, kernel)]
+        blocks = [
+            T.eval_int(src.text_of(T.config_nodes(src, ls)[1]), consts) for ls in T.launches_of(src, kernel)
+        ]
         ok = bool(blocks) and all(b is not None and b % 32 == 0 and b <= 1024 for b in blocks)
-        facts.append(Precondition("block_multiple_of_32", ok,
-                                  f"blocks of {blocks} threads" if ok else f"block sizes {blocks} not all known multiples of 32",
-                                  "Hardware"))
+        facts.append(
+            Precondition(
+                "block_multiple_of_32",
+                ok,
+                f"blocks of {blocks} threads"
+                if ok
+                else f"block sizes {blocks} not all known multiples of 32",
+                "Hardware",
+            )
+        )
         uses_y = bool(re.search(r"threadIdx\.[yz]", src.text_of(fn)))
-        facts.append(Precondition("one_dimensional_block", not uses_y,
-                                  "kernel uses threadIdx.y/z" if uses_y else "1-D thread blocks", "Layout"))
+        facts.append(
+            Precondition(
+                "one_dimensional_block",
+                not uses_y,
+                "kernel uses threadIdx.y/z" if uses_y else "1-D thread blocks",
+                "Layout",
+            )
+        )
         return facts
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
@@ -290,8 +434,10 @@ class BlockAtomic(Operator):
         ptr, val = (src.text_of(a) for a in T.call_args(call))
         ty = W._value_type(src, fn, T.squash(val)) or "float"
         ind = edit.indent_of(src, stmt)
-        text = (f"{{\n{ind}    const {ty} block_total = {_HELPER}({val});\n"
-                f"{ind}    if (threadIdx.x == 0) atomicAdd({ptr}, block_total);\n{ind}}}")
+        text = (
+            f"{{\n{ind}    const {ty} block_total = {_HELPER}({val});\n"
+            f"{ind}    if (threadIdx.x == 0) atomicAdd({ptr}, block_total);\n{ind}}}"
+        )
         edits = [edit.replace(stmt, text)]
         if _HELPER not in src.text:
             top = fn.parent if fn.parent is not None and fn.parent.type == "template_declaration" else fn

@@ -45,14 +45,14 @@ from klineage.source.model import CudaSource
 
 #: block size of the thread-per-row launches `remove` writes
 ROW_THREADS = 256
-_SYNC = re.compile(r"__syncthreads\w*|__syncwarp|__shfl\w*_sync|__reduce_\w+_sync|__ballot_sync|__any_sync|__all_sync"
-                   r"|__match\w*_sync")
+_SYNC = re.compile(
+    r"__syncthreads\w*|__syncwarp|__shfl\w*_sync|__reduce_\w+_sync|__ballot_sync|__any_sync|__all_sync"
+    r"|__match\w*_sync"
+)
 _EXCHANGE = re.compile(_SYNC.pattern + r"|__shared__")
 _INDEX = re.compile(r"(threadIdx|blockIdx|blockDim|gridDim)\.([xyz])")
 #: `threadIdx.x & 31`, `% 32`, `>> 5`, `/ 32` (a lane or warp number)
 _LANE_OR_WARP = re.compile(r"\(?threadIdx\.x\)?(&|%|>>|/)\(?(\w+)(-1)?\)?")
-
-
 
 
 def _exchange_helpers(src: CudaSource) -> tuple[set[str], set[str]]:
@@ -65,7 +65,9 @@ def _exchange_helpers(src: CudaSource) -> tuple[set[str], set[str]]:
     while changed:
         changed = False
         for name, t in texts.items():
-            if not reach[name] and any(reach.get(m, False) for m in re.findall(r"\b(\w+)\s*[<(]", t) if m != name):
+            if not reach[name] and any(
+                reach.get(m, False) for m in re.findall(r"\b(\w+)\s*[<(]", t) if m != name
+            ):
                 reach[name] = changed = True
     reducers, exchangers = set(), set()
     for f in src.functions:
@@ -82,8 +84,11 @@ def _shared_names(body: ts.Node) -> set[str]:
     """Names of the `__shared__` variables declared in `body` (nested blocks included)."""
     out = set()
     for d in T.walk(body):
-        if d.type == "declaration" and any(c.type in ("type_qualifier", "storage_class_specifier", "attribute_specifier")
-                                           and c.text == b"__shared__" for c in d.children):
+        if d.type == "declaration" and any(
+            c.type in ("type_qualifier", "storage_class_specifier", "attribute_specifier")
+            and c.text == b"__shared__"
+            for c in d.children
+        ):
             out |= {nm for dd in d.children_by_field_name("declarator") if (nm := T.declarator_ident(dd))}
     return out
 
@@ -114,15 +119,27 @@ def _folded(src: CudaSource, subs: dict[tuple[int, int], tuple[ts.Node, str]]) -
 class BlockPerRow(WarpPerRow):
     name = "block_per_row"
     category = "tiling"
-    intent = ("Give each row a block instead of a thread: threads stride the row (coalesced loads), "
-              "partial sums/maxima/minima are merged by a warp butterfly and shared memory, thread 0 stores "
-              "per-row results.")
+    intent = (
+        "Give each row a block instead of a thread: threads stride the row (coalesced loads), "
+        "partial sums/maxima/minima are merged by a warp butterfly and shared memory, thread 0 stores "
+        "per-row results."
+    )
     mechanical_apply = True
-    strides_steps = True  # `for (col = 0; col < N; col += W)`: thread t starts at t * W, steps by blockDim.x * W
+    strides_steps = (
+        True  # `for (col = 0; col < N; col += W)`: thread t starts at t * W, steps by blockDim.x * W
+    )
 
     # ---- analysis: block per row (backward) --------------------------------------------------
-    def _classify(self, src: CudaSource, node: ts.Node, shared: set[str], reducers: set[str],
-                  exchangers: set[str], out: BlockRows, problems: list[str]) -> bool:
+    def _classify(
+        self,
+        src: CudaSource,
+        node: ts.Node,
+        shared: set[str],
+        reducers: set[str],
+        exchangers: set[str],
+        out: BlockRows,
+        problems: list[str],
+    ) -> bool:
         """Mark the exchange statements under `node` for deletion; True when all of `node` goes."""
 
         def touches(n: ts.Node) -> bool:
@@ -130,8 +147,12 @@ class BlockPerRow(WarpPerRow):
                 return True
             calls = T.calls_named(n, r".*")
             inside = [(c.start_byte, c.end_byte) for c in calls if T.call_name(c).split("::")[-1] in reducers]
-            if any(i.type == "identifier" and (i.text or b"").decode() in shared
-                   and not any(a <= i.start_byte < b for a, b in inside) for i in T.walk(n)):
+            if any(
+                i.type == "identifier"
+                and (i.text or b"").decode() in shared
+                and not any(a <= i.start_byte < b for a, b in inside)
+                for i in T.walk(n)
+            ):
                 return True
             return any(T.call_name(c).split("::")[-1] in exchangers for c in calls)
 
@@ -156,7 +177,12 @@ class BlockPerRow(WarpPerRow):
                 return True
             calls = self._reducer_calls(src, node, reducers, out)
             m = re.fullmatch(r"([\w.]+)=[\w:]+(?:<[^<>]*>)?\((.+)\);", T.squash(src.text_of(node)))
-            if calls and m is not None and len(calls) == 1 and T.squash(src.text_of(T.call_args(calls[0])[0])) == m.group(1):
+            if (
+                calls
+                and m is not None
+                and len(calls) == 1
+                and T.squash(src.text_of(T.call_args(calls[0])[0])) == m.group(1)
+            ):
                 out.reducer_calls.remove(calls[0])
                 out.self_assigns.append(node)
                 out.deleted.append(node)
@@ -167,11 +193,24 @@ class BlockPerRow(WarpPerRow):
             if cond is not None and touches(cond):
                 out.deleted.append(node)
                 return True
-            parts = [p for p in (node.child_by_field_name("consequence"), node.child_by_field_name("alternative"))
-                     if p is not None]
+            parts = [
+                p
+                for p in (node.child_by_field_name("consequence"), node.child_by_field_name("alternative"))
+                if p is not None
+            ]
             before = len(out.deleted)
-            gone = [self._classify(src, p if p.type != "else_clause" else p.named_children[-1], shared, reducers,
-                                   exchangers, out, problems) for p in parts]
+            gone = [
+                self._classify(
+                    src,
+                    p if p.type != "else_clause" else p.named_children[-1],
+                    shared,
+                    reducers,
+                    exchangers,
+                    out,
+                    problems,
+                )
+                for p in parts
+            ]
             if all(gone):
                 del out.deleted[before:]
                 out.deleted.append(node)
@@ -182,9 +221,16 @@ class BlockPerRow(WarpPerRow):
                 self._reducer_calls(src, node, reducers, out)
                 return False
             fn = T.fn_node_of(node)
-            stores = [w for w in T.walk(node) if w.type in ("assignment_expression", "update_expression")
-                      and (left := write_target(w)) is not None and left.type != "identifier"
-                      and (base := base_name(left) or "") not in shared and fn is not None and is_pointer(fn, base)]
+            stores = [
+                w
+                for w in T.walk(node)
+                if w.type in ("assignment_expression", "update_expression")
+                and (left := write_target(w)) is not None
+                and left.type != "identifier"
+                and (base := base_name(left) or "") not in shared
+                and fn is not None
+                and is_pointer(fn, base)
+            ]
             if not stores:  # the loop only moves values between threads (a tree, a fold of the slots)
                 out.deleted.append(node)
                 return True
@@ -206,14 +252,31 @@ class BlockPerRow(WarpPerRow):
         problems: list[str] = []
         for c in [c for c in body.named_children if c.type != "comment"]:
             self._classify(src, c, shared, reducers, exchangers, out, problems)
-        return fact("exchange_only_reductions", not problems,
-                     f"{len(out.deleted)} exchange statement(s) and {len(out.reducer_calls)} all-reduce call(s) "
-                     f"between {between}, nothing else shared" if not problems else problems[0], "Pipeline")
+        return fact(
+            "exchange_only_reductions",
+            not problems,
+            f"{len(out.deleted)} exchange statement(s) and {len(out.reducer_calls)} all-reduce call(s) "
+            f"between {between}, nothing else shared"
+            if not problems
+            else problems[0],
+            "Pipeline",
+        )
 
-    def _reducer_calls(self, src: CudaSource, node: ts.Node, reducers: set[str], out: BlockRows) -> list[ts.Node]:
-        calls = [c for c in T.calls_named(node, r".*") if T.call_name(c).split("::")[-1] in reducers and T.call_args(c)
-                 and not any(o.start_byte <= c.start_byte < o.end_byte for o in out.reducer_calls)]
-        calls = [c for c in calls if not any(o is not c and o.start_byte <= c.start_byte < o.end_byte for o in calls)]
+    def _reducer_calls(
+        self, src: CudaSource, node: ts.Node, reducers: set[str], out: BlockRows
+    ) -> list[ts.Node]:
+        calls = [
+            c
+            for c in T.calls_named(node, r".*")
+            if T.call_name(c).split("::")[-1] in reducers
+            and T.call_args(c)
+            and not any(o.start_byte <= c.start_byte < o.end_byte for o in out.reducer_calls)
+        ]
+        calls = [
+            c
+            for c in calls
+            if not any(o is not c and o.start_byte <= c.start_byte < o.end_byte for o in calls)
+        ]
         out.reducer_calls += calls
         return calls
 
@@ -227,10 +290,16 @@ class BlockPerRow(WarpPerRow):
             return None
         out = BlockRows(kernel, [])
         others = sorted(uses - {"blockIdx.x", "threadIdx.x", "blockDim.x"})
-        out.facts.append(fact("one_dimensional_rows", not others,
-                               "the row is blockIdx.x and the thread's rank threadIdx.x: no other index" if not others
-                               else f"the kernel uses {', '.join(others)} (a 2-D tile or a grid loop, not a row per block)",
-                               "Layout"))
+        out.facts.append(
+            fact(
+                "one_dimensional_rows",
+                not others,
+                "the row is blockIdx.x and the thread's rank threadIdx.x: no other index"
+                if not others
+                else f"the kernel uses {', '.join(others)} (a 2-D tile or a grid loop, not a row per block)",
+                "Layout",
+            )
+        )
         assigned = T.assigned_in(fn)
         # the block size, as the kernel names it: blockDim.x and what every launch passes
         syms = {"blockDim.x"}
@@ -255,17 +324,31 @@ class BlockPerRow(WarpPerRow):
         if not launches:
             out.facts.append(fact("launch_in_file", False, f"no launch of {kernel} in this file", "Layout"))
         elif bad or len(bounds) != 1 or next(iter(bounds)) in assigned:
-            out.facts.append(fact("grid_is_row_count", False, "; ".join(bad) or "the launches pass different row counts",
-                                   "Layout"))
+            out.facts.append(
+                fact(
+                    "grid_is_row_count",
+                    False,
+                    "; ".join(bad) or "the launches pass different row counts",
+                    "Layout",
+                )
+            )
         else:
             out.bound = next(iter(bounds))
-            out.facts.append(fact("grid_is_row_count", True,
-                                   f"every launch's grid is the kernel's `{out.bound}`: one block per row", "Layout"))
+            out.facts.append(
+                fact(
+                    "grid_is_row_count",
+                    True,
+                    f"every launch's grid is the kernel's `{out.bound}`: one block per row",
+                    "Layout",
+                )
+            )
         out.facts.append(self._exchanges(src, body, out, "the threads of a row"))
         out.facts.append(self._thread_roles(src, body, out, assigned))
         return out
 
-    def _thread_roles(self, src: CudaSource, body: ts.Node, out: BlockRows, assigned: set[str]) -> Precondition:
+    def _thread_roles(
+        self, src: CudaSource, body: ts.Node, out: BlockRows, assigned: set[str]
+    ) -> Precondition:
         """threadIdx.x may only start block-strided loops (their variable steps by a multiple of the
         block size) or name a lane/warp that picks thread 0; anything else means each thread owns
         more than a stride of the row (a register-cached row) and a single thread would miss it."""
@@ -280,10 +363,15 @@ class BlockPerRow(WarpPerRow):
             if any(a <= n.start_byte < b for a, b in gone):
                 continue
             p = n.parent
-            while p is not None and p.type in ("binary_expression", "parenthesized_expression", "cast_expression"):
+            while p is not None and p.type in (
+                "binary_expression",
+                "parenthesized_expression",
+                "cast_expression",
+            ):
                 p = p.parent
-            if n.parent is not None and re.fullmatch(r"threadIdx\.x(==|!=)0|0(==|!=)threadIdx\.x",
-                                                      T.squash(src.text_of(n.parent))):
+            if n.parent is not None and re.fullmatch(
+                r"threadIdx\.x(==|!=)0|0(==|!=)threadIdx\.x", T.squash(src.text_of(n.parent))
+            ):
                 continue  # thread 0 picked for a store
             if p is None or p.type != "init_declarator":
                 bad.append(n.start_point.row + 1)
@@ -291,35 +379,67 @@ class BlockPerRow(WarpPerRow):
             var = T.declarator_ident(p) or ""
             value = T.squash(src.text_of(p.child_by_field_name("value")))
             if _LANE_OR_WARP.fullmatch(value) and var not in assigned:
-                kept = [u for u in T.walk(body) if u.type == "identifier" and u.text == var.encode()
-                        and u.start_byte != p.child_by_field_name("declarator").start_byte and not any(a <= u.start_byte < b for a, b in gone)]
-                if all(re.fullmatch(rf"{var}(==|!=)0|0(==|!=){var}", T.squash(src.text_of(u.parent))) for u in kept):
+                kept = [
+                    u
+                    for u in T.walk(body)
+                    if u.type == "identifier"
+                    and u.text == var.encode()
+                    and u.start_byte != p.child_by_field_name("declarator").start_byte
+                    and not any(a <= u.start_byte < b for a, b in gone)
+                ]
+                if all(
+                    re.fullmatch(rf"{var}(==|!=)0|0(==|!=){var}", T.squash(src.text_of(u.parent)))
+                    for u in kept
+                ):
                     decl = p.parent
-                    if not kept and decl is not None and decl.type == "declaration" and len(
-                            decl.children_by_field_name("declarator")) == 1 and decl.parent is not None \
-                            and decl.parent.type == "compound_statement":
+                    if (
+                        not kept
+                        and decl is not None
+                        and decl.type == "declaration"
+                        and len(decl.children_by_field_name("declarator")) == 1
+                        and decl.parent is not None
+                        and decl.parent.type == "compound_statement"
+                    ):
                         out.unused_ranks.append(decl)
                     continue
                 bad.append(n.start_point.row + 1)
                 continue
-            steps = [w for w in T.walk(body) if w.type in ("assignment_expression", "update_expression")
-                     and T.squash(src.text_of(w.child_by_field_name("left") or w.child_by_field_name("argument")
-                                              or w)) == var]
+            steps = [
+                w
+                for w in T.walk(body)
+                if w.type in ("assignment_expression", "update_expression")
+                and T.squash(
+                    src.text_of(w.child_by_field_name("left") or w.child_by_field_name("argument") or w)
+                )
+                == var
+            ]
             ok = bool(steps) and all(
-                w.type == "assignment_expression" and w.child_by_field_name("operator") is not None
+                w.type == "assignment_expression"
+                and w.child_by_field_name("operator") is not None
                 and w.child_by_field_name("operator").type == "+="
-                and re.search(rf"(?<![\w.])({sym_rx})(?![\w])", T.squash(src.text_of(w.child_by_field_name("right"))))
-                for w in steps)
+                and re.search(
+                    rf"(?<![\w.])({sym_rx})(?![\w])", T.squash(src.text_of(w.child_by_field_name("right")))
+                )
+                for w in steps
+            )
             if ok and re.fullmatch(r"(?:[\w.]+\+)?\(?threadIdx\.x\)?(?:\*[\w.]+)?(?:\+[\w.]+)?", value):
                 strided += 1
             else:
                 bad.append(n.start_point.row + 1)
         holds = not bad and strided > 0
-        return fact("thread_only_strides", holds,
-                     f"threadIdx.x only starts {strided} loop(s) striding the row by the block and picks thread 0"
-                     if holds else (f"threadIdx.x indexes data beyond a block-strided loop (line {bad[0]}): each thread "
-                                    "owns more than a stride of the row (a register-cached row)" if bad
-                                    else "no loop strides the row by the block"), "Layout")
+        return fact(
+            "thread_only_strides",
+            holds,
+            f"threadIdx.x only starts {strided} loop(s) striding the row by the block and picks thread 0"
+            if holds
+            else (
+                f"threadIdx.x indexes data beyond a block-strided loop (line {bad[0]}): each thread "
+                "owns more than a stride of the row (a register-cached row)"
+                if bad
+                else "no loop strides the row by the block"
+            ),
+            "Layout",
+        )
 
     # ---- operator interface ------------------------------------------------------------------
     def find(self, src: CudaSource) -> list[Site]:
@@ -334,8 +454,14 @@ class BlockPerRow(WarpPerRow):
         fn = src.node_at(site.anchor)
         f = self._block_per_row(src, fn, site.details["kernel"]) if fn is not None else None
         if f is None:
-            return [fact("one_block_per_row", False, "no block and thread index of a block-per-row kernel here",
-                          "Layout")]
+            return [
+                fact(
+                    "one_block_per_row",
+                    False,
+                    "no block and thread index of a block-per-row kernel here",
+                    "Layout",
+                )
+            ]
         return f.facts
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
@@ -347,8 +473,13 @@ class BlockPerRow(WarpPerRow):
         assert body is not None
         edits: list[edit.Edit] = []
         # outermost deleted statements only (a deleted `if` may hold deleted statements)
-        deleted = [d for d in f.deleted if not any(o is not d and o.start_byte <= d.start_byte and d.end_byte <= o.end_byte
-                                                   for o in f.deleted)]
+        deleted = [
+            d
+            for d in f.deleted
+            if not any(
+                o is not d and o.start_byte <= d.start_byte and d.end_byte <= o.end_byte for o in f.deleted
+            )
+        ]
         for d in deleted:
             braced = d.parent is not None and d.parent.type == "compound_statement"
             edits.append(edit.delete(src, d) if braced else edit.replace(d, ";"))
@@ -361,8 +492,11 @@ class BlockPerRow(WarpPerRow):
         for c in calls:
             edits.append(edit.replace(c, T.paren(self._single(src, T.call_args(c)[0], f.block_syms))))
         inside = [(c.start_byte, c.end_byte) for c in calls]
-        consts = [(d.start_byte, d.end_byte) for d in T.walk(body) if d.type == "declaration"
-                  and re.match(r"\s*(static\s+)?constexpr\b", src.text_of(d))]
+        consts = [
+            (d.start_byte, d.end_byte)
+            for d in T.walk(body)
+            if d.type == "declaration" and re.match(r"\s*(static\s+)?constexpr\b", src.text_of(d))
+        ]
         subs: dict[tuple[int, int], tuple[ts.Node, str]] = {}
         for n in T.walk(body):
             if not alive(n) or any(a <= n.start_byte < b for a, b in inside):
@@ -372,20 +506,29 @@ class BlockPerRow(WarpPerRow):
                 subs[(n.start_byte, n.end_byte)] = (n, "kl_row")
             elif n.type == "field_expression" and t == "threadIdx.x":
                 subs[(n.start_byte, n.end_byte)] = (n, "0")
-            elif (t in f.block_syms and (n.type == "field_expression" or n.parent is None
-                                         or n.parent.type != "field_expression")
-                  and not any(a <= n.start_byte < b for a, b in consts)):
+            elif (
+                t in f.block_syms
+                and (n.type == "field_expression" or n.parent is None or n.parent.type != "field_expression")
+                and not any(a <= n.start_byte < b for a, b in consts)
+            ):
                 subs[(n.start_byte, n.end_byte)] = (n, "1")
         edits += _folded(src, subs)
         edits += [edit.delete(src, d) for d in f.unused_ranks]
         first = next(c for c in body.children if c.type == "{")
         ind = edit.indent_of(src, next((c for c in body.named_children), body)) or "    "
-        edits.append(edit.insert_after(first, f"\n{ind}const int kl_row = blockIdx.x * blockDim.x + threadIdx.x;"
-                                              f"\n{ind}if (kl_row >= {f.bound}) return;"))
+        edits.append(
+            edit.insert_after(
+                first,
+                f"\n{ind}const int kl_row = blockIdx.x * blockDim.x + threadIdx.x;"
+                f"\n{ind}if (kl_row >= {f.bound}) return;",
+            )
+        )
         for ls in T.launches_of(src, site.details["kernel"]):
             cfg = T.config_nodes(src, ls)
-            edits += [edit.replace(cfg[0], T.ceil_div(src.text_of(cfg[0]), str(ROW_THREADS))),
-                      edit.replace(cfg[1], str(ROW_THREADS))]
+            edits += [
+                edit.replace(cfg[0], T.ceil_div(src.text_of(cfg[0]), str(ROW_THREADS))),
+                edit.replace(cfg[1], str(ROW_THREADS)),
+            ]
         return edit.apply_edits(src, edits)
 
     @staticmethod
@@ -416,19 +559,38 @@ class BlockPerRow(WarpPerRow):
         row = self._row_name(src, fn) if fn is not None else None
         bound = self._row_bound(src, fn, row) if fn is not None and row else None
         info = next((k for k in src.kernels if k.name == site.details["kernel"]), None)
-        args = [T.param_map(info, ls).get(bound or "") for ls in T.launches_of(src, site.details["kernel"])] \
-            if info is not None else []
+        args = (
+            [T.param_map(info, ls).get(bound or "") for ls in T.launches_of(src, site.details["kernel"])]
+            if info is not None
+            else []
+        )
         holds = bound is not None and bool(args) and all(a is not None for a in args)
-        facts.append(fact("row_count_at_launch", holds,
-                           f"the row guard's bound `{bound}` is a kernel argument: each launch's grid becomes it"
-                           if holds else "no `if (row >= M) return;` with M a kernel argument: the grid cannot "
-                           "become the row count", "Layout"))
+        facts.append(
+            fact(
+                "row_count_at_launch",
+                holds,
+                f"the row guard's bound `{bound}` is a kernel argument: each launch's grid becomes it"
+                if holds
+                else "no `if (row >= M) return;` with M a kernel argument: the grid cannot "
+                "become the row count",
+                "Layout",
+            )
+        )
         return facts
 
     def _row_name(self, src: CudaSource, fn: ts.Node) -> str | None:
         body = fn.child_by_field_name("body")
-        rows = [d for d in T.walk(body) if d.type == "init_declarator" and d.child_by_field_name("value") is not None
-                and T.global_tid(src.text_of(d.child_by_field_name("value"))) == "blockDim.x"] if body else []
+        rows = (
+            [
+                d
+                for d in T.walk(body)
+                if d.type == "init_declarator"
+                and d.child_by_field_name("value") is not None
+                and T.global_tid(src.text_of(d.child_by_field_name("value"))) == "blockDim.x"
+            ]
+            if body
+            else []
+        )
         return T.declarator_ident(rows[0]) if len(rows) == 1 else None
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
@@ -444,7 +606,9 @@ class BlockPerRow(WarpPerRow):
         decls = T.local_decls(fn)
         edits = [edit.replace(f.row_value, "blockIdx.x")]
         for r in f.loops:
-            loop = self._restride(src, r, "threadIdx.x", "blockDim.x", lambda red: self._all_reduce(src, red, decls))
+            loop = self._restride(
+                src, r, "threadIdx.x", "blockDim.x", lambda red: self._all_reduce(src, red, decls)
+            )
             edits.append(edit.replace(r.loop, loop))
         edits += [self._guarded(src, stmt, "threadIdx.x == 0") for stmt in f.stores]
         for ls in T.launches_of(src, site.details["kernel"]):
@@ -456,6 +620,7 @@ class BlockPerRow(WarpPerRow):
     def _all_reduce(src: CudaSource, red: Reduction, decls: dict[str, ts.Node]) -> list[str]:
         """A block all-reduce of `red`: a warp butterfly, one shared slot per warp, every thread
         folds the warps' slots in order (so all threads hold the same bits)."""
+
         def type_of(name: str) -> str:
             d = decls.get(name)
             decl = d.parent if d is not None and d.parent is not None else None
@@ -491,5 +656,3 @@ class BlockPerRow(WarpPerRow):
             "    __syncthreads();  // the slots are free again",
             "}",
         ]
-
-

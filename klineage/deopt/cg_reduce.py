@@ -24,11 +24,21 @@ from klineage.source import nodes as N
 from klineage.source.model import CudaSource
 
 _REDUCE = r"(?:cg|cooperative_groups)::reduce|reduce"
-_OPS = {"plus": ("sum", "{v} += {s};"), "greater": ("max", "{v} = max({v}, {s});"),
-        "less": ("min", "{v} = min({v}, {s});"), "bit_and": ("and", "{v} &= {s};"),
-        "bit_or": ("or", "{v} |= {s};"), "bit_xor": ("xor", "{v} ^= {s};")}
-_CG_OF = {"{a} + {b}": "plus", "max({a}, {b})": "greater", "fmaxf({a}, {b})": "greater",
-          "min({a}, {b})": "less", "fminf({a}, {b})": "less"}
+_OPS = {
+    "plus": ("sum", "{v} += {s};"),
+    "greater": ("max", "{v} = max({v}, {s});"),
+    "less": ("min", "{v} = min({v}, {s});"),
+    "bit_and": ("and", "{v} &= {s};"),
+    "bit_or": ("or", "{v} |= {s};"),
+    "bit_xor": ("xor", "{v} ^= {s};"),
+}
+_CG_OF = {
+    "{a} + {b}": "plus",
+    "max({a}, {b})": "greater",
+    "fmaxf({a}, {b})": "greater",
+    "min({a}, {b})": "less",
+    "fminf({a}, {b})": "less",
+}
 _INCLUDES = "#include <cooperative_groups.h>\n#include <cooperative_groups/reduce.h>\n"
 
 
@@ -53,8 +63,10 @@ def _tile_size(src: CudaSource, fn: ts.Node, var: str) -> int | None:
         return T.eval_int(inline.group(1), consts)
     text = src.text_of(fn)
     v = re.escape(var)
-    pats = (rf"thread_block_tile\s*<\s*([^,<>]+?)\s*(?:,[^<>]*)?>\s*&?\s*{v}\b",
-            rf"\b{v}\s*=\s*(?:cg::|cooperative_groups::)?tiled_partition\s*<\s*([^,<>]+?)\s*>")
+    pats = (
+        rf"thread_block_tile\s*<\s*([^,<>]+?)\s*(?:,[^<>]*)?>\s*&?\s*{v}\b",
+        rf"\b{v}\s*=\s*(?:cg::|cooperative_groups::)?tiled_partition\s*<\s*([^,<>]+?)\s*>",
+    )
     for pat in pats:
         m = re.search(pat, text)
         if m:
@@ -83,8 +95,11 @@ def _shfl_loop_site(src: CudaSource, fn: ts.Node, loop: ts.Node) -> _CgSite | No
     body = loop.child_by_field_name("body")
     if body is None:
         return None
-    meth = [c for c in T.walk(body) if c.type == "call_expression"
-            and re.fullmatch(r"\w+\.shfl_(?:down|xor)", T.call_name(c))]
+    meth = [
+        c
+        for c in T.walk(body)
+        if c.type == "call_expression" and re.fullmatch(r"\w+\.shfl_(?:down|xor)", T.call_name(c))
+    ]
     if not meth:
         return None
     tile_var = T.call_name(meth[0]).split(".")[0]
@@ -121,24 +136,37 @@ def _helper_name(op: str, tile: int) -> str:
 
 def _helper_text(op: str, tile: int) -> str:
     step = _OPS[op][1].format(v="v", s=f"__shfl_xor_sync({_mask(tile)}, v, off)")
-    return (f"// Butterfly {_OPS[op][0]} over a tile of {tile} lanes: every lane ends with the tile's result.\n"
-            f"template <typename T>\n__device__ __forceinline__ T {_helper_name(op, tile)}(T v) {{\n"
-            f"#pragma unroll\n    for (int off = {tile // 2}; off > 0; off >>= 1) {step}\n    return v;\n}}\n\n")
+    return (
+        f"// Butterfly {_OPS[op][0]} over a tile of {tile} lanes: every lane ends with the tile's result.\n"
+        f"template <typename T>\n__device__ __forceinline__ T {_helper_name(op, tile)}(T v) {{\n"
+        f"#pragma unroll\n    for (int off = {tile // 2}; off > 0; off >>= 1) {step}\n    return v;\n}}\n\n"
+    )
 
 
 class CgReduce(Operator):
     name = "cg_reduce"
     category = "specialized_instruction"
-    intent = ("Express a warp/tile reduction as cooperative_groups::reduce over a thread_block_tile, letting the "
-              "compiler pick the instruction sequence (redux.sync for 32-bit integers, butterflies otherwise).")
+    intent = (
+        "Express a warp/tile reduction as cooperative_groups::reduce over a thread_block_tile, letting the "
+        "compiler pick the instruction sequence (redux.sync for 32-bit integers, butterflies otherwise)."
+    )
     mechanical_apply = True
 
     def find(self, src: CudaSource) -> list[Site]:
         sites = []
         for fn, s in _sites(src):
             what = f"cg::reduce<{s.op or '?'}>" if s.form == "reduce" else f"{s.tile_var}.shfl loop"
-            sites.append(self.site(src, s.node, f"{what} over a tile of {s.tile or '?'} in {N.func_name(fn)}",
-                                   form=s.form, tile=str(s.tile or "?"), op=s.op or "?", function=N.func_name(fn)))
+            sites.append(
+                self.site(
+                    src,
+                    s.node,
+                    f"{what} over a tile of {s.tile or '?'} in {N.func_name(fn)}",
+                    form=s.form,
+                    tile=str(s.tile or "?"),
+                    op=s.op or "?",
+                    function=N.func_name(fn),
+                )
+            )
         return sites
 
     def _get(self, src: CudaSource, site: Site) -> tuple[ts.Node, _CgSite]:
@@ -150,15 +178,35 @@ class CgReduce(Operator):
 
     def _facts(self, src: CudaSource, s: _CgSite) -> list[Precondition]:
         ok_tile = s.tile is not None and T.is_pow2(s.tile) and s.tile <= 32
-        facts = [Precondition("static_tile", ok_tile,
-                              f"tile {s.tile_var} has a compile-time size of {s.tile} lanes" if ok_tile
-                              else f"size of tile {s.tile_var} is not a compile-time power of two <= 32", "Hardware")]
+        facts = [
+            Precondition(
+                "static_tile",
+                ok_tile,
+                f"tile {s.tile_var} has a compile-time size of {s.tile} lanes"
+                if ok_tile
+                else f"size of tile {s.tile_var} is not a compile-time power of two <= 32",
+                "Hardware",
+            )
+        ]
         if s.form == "reduce":
-            facts.append(Precondition("known_operator", bool(s.op), f"cg::{s.op} (associative and commutative)" if s.op
-                                      else "the reduction operator is not a cg:: functor", "Data types"))
-            facts.append(Precondition("value_type_known", s.value_type is not None,
-                                      f"values of type {s.value_type}" if s.value_type else "the value's type is not known",
-                                      "Data types"))
+            facts.append(
+                Precondition(
+                    "known_operator",
+                    bool(s.op),
+                    f"cg::{s.op} (associative and commutative)"
+                    if s.op
+                    else "the reduction operator is not a cg:: functor",
+                    "Data types",
+                )
+            )
+            facts.append(
+                Precondition(
+                    "value_type_known",
+                    s.value_type is not None,
+                    f"values of type {s.value_type}" if s.value_type else "the value's type is not known",
+                    "Data types",
+                )
+            )
         return facts
 
     def removal_preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
@@ -167,9 +215,15 @@ class CgReduce(Operator):
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         if site.details.get("forward") == "1":
-            return [Precondition("whole_warp_reduction", True, "offsets 16..1 over a full-mask warp", "Hardware"),
-                    Precondition("known_operator", site.details.get("op", "") in _OPS,
-                                 f"combiner maps to cg::{site.details.get('op')}", "Data types")]
+            return [
+                Precondition("whole_warp_reduction", True, "offsets 16..1 over a full-mask warp", "Hardware"),
+                Precondition(
+                    "known_operator",
+                    site.details.get("op", "") in _OPS,
+                    f"combiner maps to cg::{site.details.get('op')}",
+                    "Data types",
+                ),
+            ]
         _, s = self._get(src, site)
         return self._facts(src, s)
 
@@ -181,7 +235,9 @@ class CgReduce(Operator):
             text = src.text_of(body)
             mask = _mask(s.tile)
             v = re.escape(s.tile_var)
-            text = re.sub(rf"\b{v}\s*\.\s*shfl_(down|xor)\s*\(", lambda m: f"__shfl_{m.group(1)}_sync({mask}, ", text)
+            text = re.sub(
+                rf"\b{v}\s*\.\s*shfl_(down|xor)\s*\(", lambda m: f"__shfl_{m.group(1)}_sync({mask}, ", text
+            )
             text = re.sub(rf"\b{v}\s*\.\s*(?:size|num_threads)\s*\(\s*\)", str(s.tile), text)
             if s.tile < 32:
                 text = re.sub(r"(__shfl_(?:down)_sync\((?:[^()]|\([^()]*\))*)\)", rf"\1, {s.tile})", text)
@@ -200,8 +256,16 @@ class CgReduce(Operator):
             op = _CG_OF.get(r.combiner, "")
             if r.form != "loop" or not op or r.start != 16:
                 continue
-            sites.append(self.site(src, r.first, f"shuffle loop over {r.var} in {N.func_name(fn)} could be cg::reduce",
-                                   var=r.var, op=op, forward="1"))
+            sites.append(
+                self.site(
+                    src,
+                    r.first,
+                    f"shuffle loop over {r.var} in {N.func_name(fn)} could be cg::reduce",
+                    var=r.var,
+                    op=op,
+                    forward="1",
+                )
+            )
         return sites
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
@@ -209,12 +273,18 @@ class CgReduce(Operator):
         for fn, r in W._reductions(src):
             if r.first != node:
                 continue
-            facts = [f for f in W.WarpShuffleReduce()._facts(src, fn, r) if f.name in ("full_warp_mask", "warp_converged")]
+            facts = [
+                f
+                for f in W.WarpShuffleReduce()._facts(src, fn, r)
+                if f.name in ("full_warp_mask", "warp_converged")
+            ]
             self._check(facts)
             ty = W._value_type(src, fn, r.var) or "float"
             op = site.details["op"]
-            call = (f"{r.var} = cg::reduce(cg::tiled_partition<32>(cg::this_thread_block()), {r.var}, "
-                    f"cg::{op}<{ty}>());")
+            call = (
+                f"{r.var} = cg::reduce(cg::tiled_partition<32>(cg::this_thread_block()), {r.var}, "
+                f"cg::{op}<{ty}>());"
+            )
             start = r.first.start_byte
             pragma = src.pragma_of(r.first)
             if pragma is not None:
@@ -223,7 +293,11 @@ class CgReduce(Operator):
             edits = [edit.Edit(start, r.last.end_byte, call)]
             header = ""
             if "cooperative_groups/reduce.h" not in src.text:
-                header += _INCLUDES if "<cooperative_groups.h>" not in src.text else "#include <cooperative_groups/reduce.h>\n"
+                header += (
+                    _INCLUDES
+                    if "<cooperative_groups.h>" not in src.text
+                    else "#include <cooperative_groups/reduce.h>\n"
+                )
             if not re.search(r"namespace\s+cg\s*=\s*cooperative_groups", src.text):
                 header += "namespace cg = cooperative_groups;\n"
             if header:

@@ -66,9 +66,15 @@ def _is_mul(node: ts.Node) -> bool:
 
 def _mul_top(node: ts.Node) -> ts.Node:
     top = node
-    while top.parent is not None and (_is_mul(top.parent) or (
-            top.parent.type == "parenthesized_expression" and _is_mul(top) and top.parent.parent is not None
-            and _is_mul(top.parent.parent))):
+    while top.parent is not None and (
+        _is_mul(top.parent)
+        or (
+            top.parent.type == "parenthesized_expression"
+            and _is_mul(top)
+            and top.parent.parent is not None
+            and _is_mul(top.parent.parent)
+        )
+    ):
         top = top.parent
     return top
 
@@ -76,9 +82,16 @@ def _mul_top(node: ts.Node) -> ts.Node:
 def _scaled_product(src: CudaSource, bid: ts.Node, factor: str) -> tuple[ts.Node, str] | None:
     """The product above `blockIdx.x` that has `factor` as an operand, and its text without it."""
     p: ts.Node | None = bid
-    while p is not None and p.type in ("field_expression", "binary_expression", "parenthesized_expression",
-                                       "cast_expression", "call_expression", "argument_list", "template_function",
-                                       "identifier"):
+    while p is not None and p.type in (
+        "field_expression",
+        "binary_expression",
+        "parenthesized_expression",
+        "cast_expression",
+        "call_expression",
+        "argument_list",
+        "template_function",
+        "identifier",
+    ):
         if _is_mul(p):
             top = _mul_top(p)
             leaves = _leaves(top)
@@ -125,7 +138,19 @@ def _simplify_zero(text: str) -> str:
     return t
 
 
-_KINDS = {'all_block_offsets_scaled': 'Layout', 'independent_items': 'Pipeline', 'factor_only_coarsens': 'Layout', 'no_jump_out': 'Pipeline', 'launch_in_file': 'Layout', 'factor_known_at_launch': 'Layout', 'grid_1d': 'Layout', 'compile_time_factor': 'Layout', 'no_barrier': 'Pipeline', 'no_early_return': 'Pipeline', 'index_only_through_var': 'Layout'}
+_KINDS = {
+    "all_block_offsets_scaled": "Layout",
+    "independent_items": "Pipeline",
+    "factor_only_coarsens": "Layout",
+    "no_jump_out": "Pipeline",
+    "launch_in_file": "Layout",
+    "factor_known_at_launch": "Layout",
+    "grid_1d": "Layout",
+    "compile_time_factor": "Layout",
+    "no_barrier": "Pipeline",
+    "no_early_return": "Pipeline",
+    "index_only_through_var": "Layout",
+}
 
 
 def _kinded(facts: list[Precondition]) -> list[Precondition]:
@@ -136,9 +161,11 @@ def _kinded(facts: list[Precondition]) -> list[Precondition]:
 class Coarsening(Operator):
     name = "coarsening"
     category = "tiling"
-    intent = ("Coarsen threads: each thread handles a compile-time factor of items (unrolled loop, block "
-              "offset scaled by the factor), amortizing index math and keeping several loads in flight; "
-              "the grid shrinks by the factor.")
+    intent = (
+        "Coarsen threads: each thread handles a compile-time factor of items (unrolled loop, block "
+        "offset scaled by the factor), amortizing index math and keeping several loads in flight; "
+        "the grid shrinks by the factor."
+    )
     mechanical_apply = True
 
     def find(self, src: CudaSource) -> list[Site]:
@@ -150,8 +177,16 @@ class Coarsening(Operator):
                     continue
                 c = _coarse(src, fn, n)
                 if c is not None:
-                    sites.append(self.site(src, n, f"{c.factor} items per thread ({c.var}) in {k.name}",
-                                           kernel=k.name, var=c.var, factor=c.factor))
+                    sites.append(
+                        self.site(
+                            src,
+                            n,
+                            f"{c.factor} items per thread ({c.var}) in {k.name}",
+                            kernel=k.name,
+                            var=c.var,
+                            factor=c.factor,
+                        )
+                    )
         return sites
 
     def _parts(self, src: CudaSource, site: Site) -> tuple[_Coarse, Function, ts.Node]:
@@ -179,35 +214,72 @@ class Coarsening(Operator):
     def _removal_facts(self, src: CudaSource, site: Site) -> list[Precondition]:
         c, kernel, fn = self._parts(src, site)
         facts = []
-        facts.append(Precondition("all_block_offsets_scaled", not c.unscaled,
-                                  f"blockIdx.x at line {c.unscaled[0].start_point.row + 1} is not scaled by {c.factor}"
-                                  if c.unscaled else f"every block offset is scaled by {c.factor}"))
+        facts.append(
+            Precondition(
+                "all_block_offsets_scaled",
+                not c.unscaled,
+                f"blockIdx.x at line {c.unscaled[0].start_point.row + 1} is not scaled by {c.factor}"
+                if c.unscaled
+                else f"every block offset is scaled by {c.factor}",
+            )
+        )
         body = c.loop.child_by_field_name("body")
         outer = set(T.local_decls(fn)) - set(T.local_decls(c.loop))
         carried = sorted(T.assigned_in(body) & outer)
-        facts.append(Precondition("independent_items", not carried,
-                                  f"the loop carries {', '.join(carried)} from item to item (a reduction, not coarsening)"
-                                  if carried else "items are independent: the body writes no variable declared outside it"))
-        other = [n for n in T.walk(fn) if n.type in ("identifier", "number_literal") and T.squash(src.text_of(n)) == c.factor
-                 and not _inside(n, c.loop.child_by_field_name("condition"))
-                 and not any(_inside(n, s[0]) for s in c.scaled)]
+        facts.append(
+            Precondition(
+                "independent_items",
+                not carried,
+                f"the loop carries {', '.join(carried)} from item to item (a reduction, not coarsening)"
+                if carried
+                else "items are independent: the body writes no variable declared outside it",
+            )
+        )
+        other = [
+            n
+            for n in T.walk(fn)
+            if n.type in ("identifier", "number_literal")
+            and T.squash(src.text_of(n)) == c.factor
+            and not _inside(n, c.loop.child_by_field_name("condition"))
+            and not any(_inside(n, s[0]) for s in c.scaled)
+        ]
         if not re.fullmatch(r"\d+", c.factor):
-            facts.append(Precondition("factor_only_coarsens", not other,
-                                      f"{c.factor} is also used at line {other[0].start_point.row + 1} (register arrays or "
-                                      "other loops depend on it)" if other else f"{c.factor} only counts items and scales offsets"))
+            facts.append(
+                Precondition(
+                    "factor_only_coarsens",
+                    not other,
+                    f"{c.factor} is also used at line {other[0].start_point.row + 1} (register arrays or "
+                    "other loops depend on it)"
+                    if other
+                    else f"{c.factor} only counts items and scales offsets",
+                )
+            )
         jumps = T.jumps_out(c.loop)
-        facts.append(Precondition("no_jump_out", not jumps,
-                                  "the body leaves the loop early" if jumps else "no break/continue/return in the body"))
+        facts.append(
+            Precondition(
+                "no_jump_out",
+                not jumps,
+                "the body leaves the loop early" if jumps else "no break/continue/return in the body",
+            )
+        )
         launches = T.launches_of(src, kernel.name)
         if not launches:
             facts.append(Precondition("launch_in_file", False, f"no launch of {kernel.name} in this file"))
         for ls in launches:
             f = self._factor_in_launch(src, kernel, c.factor, ls)
-            facts.append(Precondition("factor_known_at_launch", f is not None,
-                                      f"launch at line {ls.line}: grid x {f}" if f is not None
-                                      else f"launch at line {ls.line}: factor {c.factor} not known in the launcher"))
+            facts.append(
+                Precondition(
+                    "factor_known_at_launch",
+                    f is not None,
+                    f"launch at line {ls.line}: grid x {f}"
+                    if f is not None
+                    else f"launch at line {ls.line}: factor {c.factor} not known in the launcher",
+                )
+            )
             grid = T.config_nodes(src, ls)[0]
-            dim3 = src.text_of(grid).strip().startswith("dim3") or _dim3_var(src, ls, src.text_of(grid).strip())
+            dim3 = src.text_of(grid).strip().startswith("dim3") or _dim3_var(
+                src, ls, src.text_of(grid).strip()
+            )
             if dim3:
                 facts.append(Precondition("grid_1d", False, f"launch at line {ls.line}: grid is a dim3"))
         return facts
@@ -219,8 +291,12 @@ class Coarsening(Operator):
         if site.details.get("forward") == "1":
             return self._forward_facts(src, site)
         factor = site.details.get("factor", "")
-        return [Precondition("compile_time_factor", True, f"items per thread {factor} is a compile-time constant"),
-                *self._removal_facts(src, site)]
+        return [
+            Precondition(
+                "compile_time_factor", True, f"items per thread {factor} is a compile-time constant"
+            ),
+            *self._removal_facts(src, site),
+        ]
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
         c, kernel, fn = self._parts(src, site)
@@ -249,8 +325,17 @@ class Coarsening(Operator):
                 continue
             for decl in _tid_decls(src, fn):
                 var = T.decl_name(decl) or ""
-                sites.append(self.site(src, decl, f"{k.name}: one item per thread ({var}) could take {DEFAULT_FACTOR}",
-                                       kernel=k.name, var=var, factor=str(DEFAULT_FACTOR), forward="1"))
+                sites.append(
+                    self.site(
+                        src,
+                        decl,
+                        f"{k.name}: one item per thread ({var}) could take {DEFAULT_FACTOR}",
+                        kernel=k.name,
+                        var=var,
+                        factor=str(DEFAULT_FACTOR),
+                        forward="1",
+                    )
+                )
         return sites
 
     def _forward_parts(self, src: CudaSource, site: Site) -> tuple[ts.Node, list[ts.Node], Function, ts.Node]:
@@ -259,33 +344,72 @@ class Coarsening(Operator):
         if kernel is None or decl is None:
             raise Refused(f"{self.name}: site {site.anchor} not found")
         sibs = [s for s in decl.parent.named_children if s.type != "comment"]
-        rest = sibs[sibs.index(decl) + 1:]
+        rest = sibs[sibs.index(decl) + 1 :]
         return decl, rest, kernel, src.node_for(kernel)
 
     def _forward_facts(self, src: CudaSource, site: Site) -> list[Precondition]:
         decl, rest, kernel, fn = self._forward_parts(src, site)
         facts = []
         factor = int(site.details.get("factor", DEFAULT_FACTOR))
-        facts.append(Precondition("compile_time_factor", factor > 1, f"factor {factor} fixed at compile time"))
+        facts.append(
+            Precondition("compile_time_factor", factor > 1, f"factor {factor} fixed at compile time")
+        )
         syncs = [c for s in rest for c in T.calls_named(s, _SYNC)]
-        facts.append(Precondition("no_barrier", not syncs, "the per-item code synchronizes" if syncs
-                                  else "no barrier or warp collective in the per-item code"))
+        facts.append(
+            Precondition(
+                "no_barrier",
+                not syncs,
+                "the per-item code synchronizes"
+                if syncs
+                else "no barrier or warp collective in the per-item code",
+            )
+        )
         rets = [n for s in rest for n in T.walk(s) if n.type == "return_statement"]
-        facts.append(Precondition("no_early_return", not rets, "the per-item code returns early (write it as "
-                                  "`if (i < n) {...}`)" if rets else "no early return"))
+        facts.append(
+            Precondition(
+                "no_early_return",
+                not rets,
+                "the per-item code returns early (write it as `if (i < n) {...}`)"
+                if rets
+                else "no early return",
+            )
+        )
         raw = [s for s in rest if re.search(r"\b(blockIdx|threadIdx|gridDim)\b", src.text_of(s))]
-        before = [n for n in T.walk(fn) if n.type == "field_expression" and T.squash(src.text_of(n)) == "blockIdx.x"
-                  and not _inside(n, decl)]
-        facts.append(Precondition("index_only_through_var", not raw and not before,
-                                  "other code reads blockIdx.x/threadIdx directly" if raw or before
-                                  else "the thread's item is known only through its index"))
-        outer = {T.decl_name(d) for d in T.walk(fn) if d.type in ("declaration", "parameter_declaration")
-                 and not any(_inside(d, s) for s in rest)}
+        before = [
+            n
+            for n in T.walk(fn)
+            if n.type == "field_expression"
+            and T.squash(src.text_of(n)) == "blockIdx.x"
+            and not _inside(n, decl)
+        ]
+        facts.append(
+            Precondition(
+                "index_only_through_var",
+                not raw and not before,
+                "other code reads blockIdx.x/threadIdx directly"
+                if raw or before
+                else "the thread's item is known only through its index",
+            )
+        )
+        outer = {
+            T.decl_name(d)
+            for d in T.walk(fn)
+            if d.type in ("declaration", "parameter_declaration") and not any(_inside(d, s) for s in rest)
+        }
         carried = sorted({nm for s in rest for nm in T.assigned_in(s)} & {o for o in outer if o})
-        facts.append(Precondition("independent_items", not carried,
-                                  f"the per-item code writes {', '.join(carried)}" if carried else "items are independent"))
+        facts.append(
+            Precondition(
+                "independent_items",
+                not carried,
+                f"the per-item code writes {', '.join(carried)}" if carried else "items are independent",
+            )
+        )
         launches = T.launches_of(src, kernel.name)
-        facts.append(Precondition("launch_in_file", bool(launches), "launch found" if launches else "no launch to shrink"))
+        facts.append(
+            Precondition(
+                "launch_in_file", bool(launches), "launch found" if launches else "no launch to shrink"
+            )
+        )
         return facts
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
@@ -300,8 +424,10 @@ class Coarsening(Operator):
         base = f"{var}_base"
         scaled = value.replace(block, f"({block} * {f})", 1) if block in value else value
         body = "\n".join(ind + "    " + src.text_of(s).replace("\n", "\n    ") for s in rest)
-        text = (f"const int {base} = {scaled};\n{ind}#pragma unroll\n{ind}for (int k = 0; k < {f}; ++k) {{\n"
-                f"{ind}    {'const ' if 'const' not in ty else ''}{ty} {var} = {base} + k * {block};\n{body}\n{ind}}}")
+        text = (
+            f"const int {base} = {scaled};\n{ind}#pragma unroll\n{ind}for (int k = 0; k < {f}; ++k) {{\n"
+            f"{ind}    {'const ' if 'const' not in ty else ''}{ty} {var} = {base} + k * {block};\n{body}\n{ind}}}"
+        )
         edits = [edit.Edit(decl.start_byte, rest[-1].end_byte if rest else decl.end_byte, text)]
         for ls in T.launches_of(src, kernel.name):
             grid = T.config_nodes(src, ls)[0]
@@ -311,15 +437,24 @@ class Coarsening(Operator):
 
 
 def _inside(n: ts.Node | None, outer: ts.Node | None) -> bool:
-    return n is not None and outer is not None and outer.start_byte <= n.start_byte and n.end_byte <= outer.end_byte
+    return (
+        n is not None
+        and outer is not None
+        and outer.start_byte <= n.start_byte
+        and n.end_byte <= outer.end_byte
+    )
 
 
 def _dim3_var(src: CudaSource, ls, name: str) -> bool:
     launcher = T.enclosing_launcher(src, ls)
     if launcher is None or not re.fullmatch(r"\w+", name):
         return False
-    return any(n.type == "declaration" and T.decl_name(n) == name and "dim3" in src.text_of(n.child_by_field_name("type"))
-               for n in T.walk(launcher))
+    return any(
+        n.type == "declaration"
+        and T.decl_name(n) == name
+        and "dim3" in src.text_of(n.child_by_field_name("type"))
+        for n in T.walk(launcher)
+    )
 
 
 def _render_body(src: CudaSource, body: ts.Node, var: str, scaled: list[tuple[ts.Node, str]]) -> str:
@@ -328,10 +463,10 @@ def _render_body(src: CudaSource, body: ts.Node, var: str, scaled: list[tuple[ts
     parts, pos = [], body.start_byte
     for start in sorted(subs):
         n, t = subs[start]
-        parts.append(src.text_bytes[pos:n.start_byte].decode())
+        parts.append(src.text_bytes[pos : n.start_byte].decode())
         parts.append(t)
         pos = n.end_byte
-    parts.append(src.text_bytes[pos:body.end_byte].decode())
+    parts.append(src.text_bytes[pos : body.end_byte].decode())
     text = T.subst_idents("".join(parts), {var: "0"})
     return _simplify_zero(text)
 

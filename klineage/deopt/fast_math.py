@@ -22,16 +22,34 @@ from klineage.source.model import CudaSource
 
 #: fast intrinsic -> precise function with the same arguments
 RENAME = {
-    "__expf": "expf", "__logf": "logf", "__log2f": "log2f", "__log10f": "log10f", "__sinf": "sinf",
-    "__cosf": "cosf", "__tanf": "tanf", "__powf": "powf", "__exp10f": "exp10f", "__sincosf": "sincosf",
-    "__fmaf_rn": "fmaf", "__fsqrt_rn": "sqrtf",
+    "__expf": "expf",
+    "__logf": "logf",
+    "__log2f": "log2f",
+    "__log10f": "log10f",
+    "__sinf": "sinf",
+    "__cosf": "cosf",
+    "__tanf": "tanf",
+    "__powf": "powf",
+    "__exp10f": "exp10f",
+    "__sincosf": "sincosf",
+    "__fmaf_rn": "fmaf",
+    "__fsqrt_rn": "sqrtf",
 }
 #: fast intrinsics written back as an operator expression
 SPECIAL = frozenset({"__fdividef", "__frcp_rn", "rsqrtf"})
 FAST = frozenset(RENAME) | SPECIAL | {"exp2f"}
 #: the forward map (precise function -> intrinsic) used by `apply`
-FORWARD = {"expf": "__expf", "logf": "__logf", "sinf": "__sinf", "cosf": "__cosf", "powf": "__powf",
-           "log2f": "__log2f", "log10f": "__log10f", "tanf": "__tanf", "fmaf": "__fmaf_rn"}
+FORWARD = {
+    "expf": "__expf",
+    "logf": "__logf",
+    "sinf": "__sinf",
+    "cosf": "__cosf",
+    "powf": "__powf",
+    "log2f": "__log2f",
+    "log10f": "__log10f",
+    "tanf": "__tanf",
+    "fmaf": "__fmaf_rn",
+}
 _LOG2E = re.compile(r"^(?:1\.44269504\d*f?|M_LOG2E(?:_F|f)?|k?_?[lL][oO][gG]2_?[eE](?:_?[fF])?)$")
 
 
@@ -51,9 +69,19 @@ def _log2e_factor(src: CudaSource, arg: ts.Node) -> ts.Node | None:
 
 
 #: inline PTX approximate math: `asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x))` -> `y = exp2f(x);`
-PTX_APPROX = {"ex2": "exp2f({})", "lg2": "log2f({})", "sin": "sinf({})", "cos": "cosf({})", "tanh": "tanhf({})",
-              "rcp": "1.0f / {}", "rsqrt": "1.0f / sqrtf({})", "sqrt": "sqrtf({})"}
-_PTX_RE = re.compile(r"^\s*(?P<op>ex2|lg2|sin|cos|tanh|rcp|rsqrt|sqrt)\.approx(?:\.ftz)?\.f32\s+%0\s*,\s*%1\s*;?\s*$")
+PTX_APPROX = {
+    "ex2": "exp2f({})",
+    "lg2": "log2f({})",
+    "sin": "sinf({})",
+    "cos": "cosf({})",
+    "tanh": "tanhf({})",
+    "rcp": "1.0f / {}",
+    "rsqrt": "1.0f / sqrtf({})",
+    "sqrt": "sqrtf({})",
+}
+_PTX_RE = re.compile(
+    r"^\s*(?P<op>ex2|lg2|sin|cos|tanh|rcp|rsqrt|sqrt)\.approx(?:\.ftz)?\.f32\s+%0\s*,\s*%1\s*;?\s*$"
+)
 
 
 def _ptx_approx(src: CudaSource, fn: ts.Node) -> list[tuple[ts.Node, str, str]]:
@@ -61,7 +89,11 @@ def _ptx_approx(src: CudaSource, fn: ts.Node) -> list[tuple[ts.Node, str, str]]:
     out = []
     for asm in (n for n in X.walk(fn) if n.type == "gnu_asm_expression"):
         lit = next((c for c in asm.children if c.type in ("string_literal", "concatenated_string")), None)
-        body = "".join(re.findall(r'"((?:\\.|[^"\\])*)"', src.text_of(lit))).replace("\\n", "") if lit is not None else ""
+        body = (
+            "".join(re.findall(r'"((?:\\.|[^"\\])*)"', src.text_of(lit))).replace("\\n", "")
+            if lit is not None
+            else ""
+        )
         m = _PTX_RE.match(body)
         outs = next((c for c in asm.children if c.type == "gnu_asm_output_operand_list"), None)
         ins = next((c for c in asm.children if c.type == "gnu_asm_input_operand_list"), None)
@@ -126,8 +158,11 @@ def _forward_kind(src: CudaSource, n: ts.Node) -> str | None:
         left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
         if left is None or right is None:
             return None
-        if re.fullmatch(r"1(?:\.0*)?f", src.text_of(left)) and right.type == "call_expression" \
-                and X.callee_name(right) == "sqrtf":
+        if (
+            re.fullmatch(r"1(?:\.0*)?f", src.text_of(left))
+            and right.type == "call_expression"
+            and X.callee_name(right) == "sqrtf"
+        ):
             return "rsqrt"
         if X.scalar_type(src, left) == "float" and X.scalar_type(src, right) == "float":
             return "fdiv"
@@ -143,8 +178,11 @@ def _fast(src: CudaSource, n: ts.Node) -> str:
     """The intrinsic form of one precise node, nested precise forms rewritten too."""
 
     def rw(m: ts.Node) -> str | None:
-        if m.type == "parenthesized_expression" and len(m.named_children) == 1 and \
-                _forward_kind(src, m.named_children[0]) in ("rsqrt", "fdiv"):
+        if (
+            m.type == "parenthesized_expression"
+            and len(m.named_children) == 1
+            and _forward_kind(src, m.named_children[0]) in ("rsqrt", "fdiv")
+        ):
             return _fast(src, m.named_children[0])
         return _fast(src, m) if _forward_kind(src, m) is not None else None
 
@@ -157,8 +195,11 @@ def _fast(src: CudaSource, n: ts.Node) -> str:
     assert left is not None and right is not None
     if kind == "rsqrt":
         return f"rsqrtf({X.render(src, X.call_args(right)[0], rw)})"
+
     def bare(m: ts.Node) -> ts.Node:
-        return m.named_children[0] if m.type == "parenthesized_expression" and len(m.named_children) == 1 else m
+        return (
+            m.named_children[0] if m.type == "parenthesized_expression" and len(m.named_children) == 1 else m
+        )
 
     return f"__fdividef({X.render(src, bare(left), rw)}, {X.render(src, bare(right), rw)})"
 
@@ -166,8 +207,10 @@ def _fast(src: CudaSource, n: ts.Node) -> str:
 class FastMath(Operator):
     name = "fast_math"
     category = "specialized_instruction"
-    intent = ("Use fast-math intrinsics (__expf, __logf, __fdividef, rsqrtf, __sinf/__cosf, __powf) for float "
-              "math in this function: one SFU instruction each, within the workload's tolerance.")
+    intent = (
+        "Use fast-math intrinsics (__expf, __logf, __fdividef, rsqrtf, __sinf/__cosf, __powf) for float "
+        "math in this function: one SFU instruction each, within the workload's tolerance."
+    )
     mechanical_apply = True
 
     def find(self, src: CudaSource) -> list[Site]:
@@ -177,10 +220,17 @@ class FastMath(Operator):
             ptx = _ptx_approx(src, fn)
             if calls or ptx:
                 names = sorted({X.callee_name(c) for c in calls} | {f"ptx:{op}.approx" for _, _, op in ptx})
-                sites.append(self.site(src, fn, f"{len(calls) + len(ptx)} fast-math op(s) ({', '.join(names)}) in "
-                                                f"{X.N.func_name(fn)}",
-                                       function=X.N.func_name(fn), intrinsics=",".join(names),
-                                       count=str(len(calls) + len(ptx))))
+                sites.append(
+                    self.site(
+                        src,
+                        fn,
+                        f"{len(calls) + len(ptx)} fast-math op(s) ({', '.join(names)}) in "
+                        f"{X.N.func_name(fn)}",
+                        function=X.N.func_name(fn),
+                        intrinsics=",".join(names),
+                        count=str(len(calls) + len(ptx)),
+                    )
+                )
         return sites
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
@@ -195,8 +245,15 @@ class FastMath(Operator):
         for fn in X.code_functions(src):
             found = _forward_sites(src, fn)
             if found:
-                sites.append(self.site(src, fn, f"{len(found)} precise float op(s) in {X.N.func_name(fn)} could use intrinsics",
-                                       function=X.N.func_name(fn), count=str(len(found))))
+                sites.append(
+                    self.site(
+                        src,
+                        fn,
+                        f"{len(found)} precise float op(s) in {X.N.func_name(fn)} could use intrinsics",
+                        function=X.N.func_name(fn),
+                        count=str(len(found)),
+                    )
+                )
         return sites
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
@@ -209,13 +266,25 @@ class FastMath(Operator):
             for a in X.call_args(c):
                 if X.scalar_type(src, a) == "double":
                     doubles.append(f"{src.text_of(c)[:40]} (line {c.start_point.row + 1})")
-        facts.append(Precondition("float_operands", not doubles,
-                                  "every operand is float (the intrinsics are single precision)" if not doubles
-                                  else "double operand(s) would be truncated to float: " + "; ".join(doubles),
-                                  "Data types"))
-        facts.append(Precondition("tolerance_absorbs_ulp_error", True,
-                                  "the result is compared with a float tolerance (fast intrinsics err by a few ulp; "
-                                  "__fdividef returns 0 for |divisor| > 2^126)", "Data types"))
+        facts.append(
+            Precondition(
+                "float_operands",
+                not doubles,
+                "every operand is float (the intrinsics are single precision)"
+                if not doubles
+                else "double operand(s) would be truncated to float: " + "; ".join(doubles),
+                "Data types",
+            )
+        )
+        facts.append(
+            Precondition(
+                "tolerance_absorbs_ulp_error",
+                True,
+                "the result is compared with a float tolerance (fast intrinsics err by a few ulp; "
+                "__fdividef returns 0 for |divisor| > 2^126)",
+                "Data types",
+            )
+        )
         return facts
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
@@ -223,7 +292,12 @@ class FastMath(Operator):
         assert fn is not None
         edits = []
         for n in X.outermost(_forward_sites(src, fn)):
-            target = n.parent if n.type == "binary_expression" and n.parent is not None and \
-                n.parent.type == "parenthesized_expression" else n
+            target = (
+                n.parent
+                if n.type == "binary_expression"
+                and n.parent is not None
+                and n.parent.type == "parenthesized_expression"
+                else n
+            )
             edits.append(edit.replace(target, _fast(src, n)))
         return edit.apply_edits(src, edits)

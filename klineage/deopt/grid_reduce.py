@@ -72,8 +72,12 @@ def _one_thread_launches(src: CudaSource, kernel: str) -> bool:
     """Whether the kernel is launched, always `<<<1, 1, ...>>>`."""
     consts = T.file_constants(src)
     launches = T.launches_of(src, kernel)
-    return bool(launches) and all(len(c := T.config_nodes(src, ls)) >= 2 and T.eval_int(src.text_of(c[0]), consts) == 1
-                                  and T.eval_int(src.text_of(c[1]), consts) == 1 for ls in launches)
+    return bool(launches) and all(
+        len(c := T.config_nodes(src, ls)) >= 2
+        and T.eval_int(src.text_of(c[0]), consts) == 1
+        and T.eval_int(src.text_of(c[1]), consts) == 1
+        for ls in launches
+    )
 
 
 def _emptied_blocks(body: ts.Node, deleted: list[ts.Node]) -> None:
@@ -83,32 +87,49 @@ def _emptied_blocks(body: ts.Node, deleted: list[ts.Node]) -> None:
     while changed:
         changed = False
         for c in T.walk(body):
-            if c.type != "compound_statement" or c == body or c.parent is None or c.parent.type != "compound_statement":
+            if (
+                c.type != "compound_statement"
+                or c == body
+                or c.parent is None
+                or c.parent.type != "compound_statement"
+            ):
                 continue
             kids = [k for k in c.named_children if k.type != "comment"]
-            covered = [any(d.start_byte <= k.start_byte and k.end_byte <= d.end_byte for d in deleted) for k in kids]
-            if kids and all(covered) and not any(d.start_byte <= c.start_byte and c.end_byte <= d.end_byte
-                                                 for d in deleted):
+            covered = [
+                any(d.start_byte <= k.start_byte and k.end_byte <= d.end_byte for d in deleted) for k in kids
+            ]
+            if (
+                kids
+                and all(covered)
+                and not any(d.start_byte <= c.start_byte and c.end_byte <= d.end_byte for d in deleted)
+            ):
                 deleted.append(c)
                 changed = True
 
 
 def _outermost(nodes: list[ts.Node]) -> list[ts.Node]:
-    return [d for d in nodes if not any(o is not d and o.start_byte <= d.start_byte and d.end_byte <= o.end_byte
-                                        for o in nodes)]
+    return [
+        d
+        for d in nodes
+        if not any(o is not d and o.start_byte <= d.start_byte and d.end_byte <= o.end_byte for o in nodes)
+    ]
 
 
 class GridReduce(BlockPerRow):
     name = "grid_reduce"
     category = "tiling"
-    intent = ("Spread a single-output reduction over the threads of a grid instead of one thread: threads "
-              "accumulate grid-strided slices (coalesced), each block all-reduces its partials through warp "
-              "shuffles and shared memory and thread 0 stores one partial per block; one block folds the "
-              "partials in a fixed order (deterministic, no atomics).")
+    intent = (
+        "Spread a single-output reduction over the threads of a grid instead of one thread: threads "
+        "accumulate grid-strided slices (coalesced), each block all-reduces its partials through warp "
+        "shuffles and shared memory and thread 0 stores one partial per block; one block folds the "
+        "partials in a fixed order (deterministic, no atomics)."
+    )
     mechanical_apply = True
 
     # ---- if constexpr on a launch-bound template flag -----------------------------------------
-    def _dead_branches(self, src: CudaSource, fn: ts.Node, kernel: str) -> list[tuple[ts.Node, ts.Node | None]]:
+    def _dead_branches(
+        self, src: CudaSource, fn: ts.Node, kernel: str
+    ) -> list[tuple[ts.Node, ts.Node | None]]:
         """Top-level `if constexpr (F)` / `(!F)` statements of a kernel whose template flag F every
         launch binds to the same literal: (the statement, its launched branch or None)."""
         info = next((k for k in src.kernels if k.name == kernel), None)
@@ -128,7 +149,11 @@ class GridReduce(BlockPerRow):
                 continue
             taken = (v in ("true", "1")) != bool(m.group(1))
             alt = s.child_by_field_name("alternative")
-            live = s.child_by_field_name("consequence") if taken else (alt.named_children[-1] if alt is not None else None)
+            live = (
+                s.child_by_field_name("consequence")
+                if taken
+                else (alt.named_children[-1] if alt is not None else None)
+            )
             out.append((s, live))
         return out
 
@@ -145,7 +170,9 @@ class GridReduce(BlockPerRow):
                     continue
                 stmts = [c for c in live.named_children] if live.type == "compound_statement" else [live]
                 ind = edit.indent_of(src, s)
-                edits.append(edit.replace(s, f"\n{ind}".join(src.text_of(c) for c in stmts) if stmts else ";"))
+                edits.append(
+                    edit.replace(s, f"\n{ind}".join(src.text_of(c) for c in stmts) if stmts else ";")
+                )
         return edit.apply_edits(src, edits) if edits else src
 
     # ---- analysis: a reduction run by many threads (backward) ----------------------------------
@@ -159,8 +186,16 @@ class GridReduce(BlockPerRow):
         consts = T.file_constants(src)
         out = _Grid(kernel, [])
         others = sorted(uses - {"blockIdx.x", "threadIdx.x", "blockDim.x", "gridDim.x"})
-        out.facts.append(fact("one_dimensional", not others, "threads and blocks are numbered along x only"
-                               if not others else f"the kernel uses {', '.join(others)}", "Layout"))
+        out.facts.append(
+            fact(
+                "one_dimensional",
+                not others,
+                "threads and blocks are numbered along x only"
+                if not others
+                else f"the kernel uses {', '.join(others)}",
+                "Layout",
+            )
+        )
         launches = T.launches_of(src, kernel)
         syms, grids = {"blockDim.x"}, []
         for ls in launches:
@@ -173,8 +208,14 @@ class GridReduce(BlockPerRow):
         out.block_syms = tuple(sorted(syms))
         out.multi = bool({"blockIdx.x", "gridDim.x"} & uses) or any(T.eval_int(g, consts) != 1 for g in grids)
         if not launches or len(grids) != len(launches):
-            out.facts.append(fact("launch_in_file", False, f"no launch of {kernel} with a configuration in this file",
-                                   "Layout"))
+            out.facts.append(
+                fact(
+                    "launch_in_file",
+                    False,
+                    f"no launch of {kernel} with a configuration in this file",
+                    "Layout",
+                )
+            )
         out.facts.append(self._exchanges(src, body, out, "the threads"))  # block_per_row's classification
         _emptied_blocks(body, out.deleted)
         gone = [(d.start_byte, d.end_byte) for d in out.deleted]
@@ -183,16 +224,24 @@ class GridReduce(BlockPerRow):
             return not any(a <= n.start_byte < b for a, b in gone)
 
         atomics = [c for c in T.calls_named(body, r"atomic\w+") if alive(c)]
-        out.facts.append(fact("no_atomics", not atomics,
-                               "no atomics: each block's value is stored once, the fold order is fixed" if not atomics
-                               else f"`{T.call_name(atomics[0])}` on line {atomics[0].start_point.row + 1}: the "
-                               "threads combine through atomics, not one stored value per block", "Storage"))
+        out.facts.append(
+            fact(
+                "no_atomics",
+                not atomics,
+                "no atomics: each block's value is stored once, the fold order is fixed"
+                if not atomics
+                else f"`{T.call_name(atomics[0])}` on line {atomics[0].start_point.row + 1}: the "
+                "threads combine through atomics, not one stored value per block",
+                "Storage",
+            )
+        )
         out.facts.append(self._roles(src, fn, body, out, alive))
         out.facts.append(self._stored(src, fn, body, out, alive))
         return out
 
-    def _roles(self, src: CudaSource, fn: ts.Node, body: ts.Node, out: _Grid,
-               alive: Callable[[ts.Node], bool]) -> Precondition:
+    def _roles(
+        self, src: CudaSource, fn: ts.Node, body: ts.Node, out: _Grid, alive: Callable[[ts.Node], bool]
+    ) -> Precondition:
         """Thread and block indices may only start strided loops (through a global index
         `tid = blockIdx.x * B + threadIdx.x` and a stride `gridDim.x * B` on a grid, or
         `threadIdx.x` and the block size in one block), pick thread 0, and name the block's
@@ -223,7 +272,11 @@ class GridReduce(BlockPerRow):
             if init is None or upd is None or init.type != "declaration":
                 continue
             ds = init.children_by_field_name("declarator")
-            value = ds[0].child_by_field_name("value") if len(ds) == 1 and ds[0].type == "init_declarator" else None
+            value = (
+                ds[0].child_by_field_name("value")
+                if len(ds) == 1 and ds[0].type == "init_declarator"
+                else None
+            )
             v = T.squash(src.text_of(value)) if value is not None else ""
             var = T.decl_name(init) or ""
             start = re.fullmatch(r"(?:[\w.]+\+)?\(?([\w.]+)\)?", v)
@@ -232,13 +285,17 @@ class GridReduce(BlockPerRow):
             m = re.fullmatch(rf"{re.escape(var)}\+=(.+)", T.squash(src.text_of(upd)))
             step = m.group(1) if m else ""
             if step not in steps and (not out.multi or T.grid_stride(step) not in syms):
-                bad.append(f"the loop on line {loop.start_point.row + 1} starts at the thread's index but does not "
-                           "step by " + ("the grid (gridDim.x * B)" if out.multi else "the block size"))
+                bad.append(
+                    f"the loop on line {loop.start_point.row + 1} starts at the thread's index but does not "
+                    "step by " + ("the grid (gridDim.x * B)" if out.multi else "the block size")
+                )
                 continue
             lbody = loop.child_by_field_name("body")
             if lbody is None or T.jumps_out(loop):
-                bad.append(f"the loop on line {loop.start_point.row + 1} leaves early (break/continue/return): "
-                           "one thread would stop where the others went on")
+                bad.append(
+                    f"the loop on line {loop.start_point.row + 1} leaves early (break/continue/return): "
+                    "one thread would stop where the others went on"
+                )
                 continue
             _, why = self._reductions(src, fn, loop, lbody, set(T.local_decls(loop)))
             if why:
@@ -250,9 +307,17 @@ class GridReduce(BlockPerRow):
             if not alive(n) or any(a.start_byte <= n.start_byte < a.end_byte for a in allowed):
                 continue
             t = T.squash(src.text_of(n)) if n.type in ("field_expression", "identifier") else ""
-            if n.type == "field_expression" and t in ("threadIdx.x", "blockIdx.x", "gridDim.x") \
-                    or n.type == "identifier" and t in out.index_vars and (n.parent is None or n.parent.type not in (
-                        "init_declarator",) or n.parent.child_by_field_name("value") == n):
+            if (
+                n.type == "field_expression"
+                and t in ("threadIdx.x", "blockIdx.x", "gridDim.x")
+                or n.type == "identifier"
+                and t in out.index_vars
+                and (
+                    n.parent is None
+                    or n.parent.type not in ("init_declarator",)
+                    or n.parent.child_by_field_name("value") == n
+                )
+            ):
                 p = n.parent
                 txt = T.squash(src.text_of(p)) if p is not None else ""
                 if t == "threadIdx.x" and re.fullmatch(r"threadIdx\.x(==|!=)0|0(==|!=)threadIdx\.x", txt):
@@ -261,14 +326,24 @@ class GridReduce(BlockPerRow):
                     continue  # the block's partial (checked with the store)
                 bad.append(f"`{t}` on line {n.start_point.row + 1} is used beyond starting a strided loop")
         holds = not bad and bool(loops)
-        what = "grid-strided (tid = blockIdx.x * B + threadIdx.x, stride gridDim.x * B)" if out.multi \
+        what = (
+            "grid-strided (tid = blockIdx.x * B + threadIdx.x, stride gridDim.x * B)"
+            if out.multi
             else "block-strided (threadIdx.x, step the block size)"
-        return fact("thread_only_strides", holds,
-                     f"thread indices only start {len(loops)} {what} loop(s) of sum/max/min reductions and pick "
-                     "thread 0" if holds else (bad[0] if bad else f"no {what} loop"), "Layout")
+        )
+        return fact(
+            "thread_only_strides",
+            holds,
+            f"thread indices only start {len(loops)} {what} loop(s) of sum/max/min reductions and pick "
+            "thread 0"
+            if holds
+            else (bad[0] if bad else f"no {what} loop"),
+            "Layout",
+        )
 
-    def _stored(self, src: CudaSource, fn: ts.Node, body: ts.Node, out: _Grid,
-                alive: Callable[[ts.Node], bool]) -> Precondition:
+    def _stored(
+        self, src: CudaSource, fn: ts.Node, body: ts.Node, out: _Grid, alive: Callable[[ts.Node], bool]
+    ) -> Precondition:
         """Exactly one value leaves each block, stored by thread 0: `partials[blockIdx.x]` on a
         grid, a fixed element in one block."""
         loops = [n for n in T.walk(body) if n.type in LOOPS and alive(n)]
@@ -281,29 +356,55 @@ class GridReduce(BlockPerRow):
                 continue
             stores[n.start_byte] = n
         if len(stores) != 1:
-            return fact("one_value_per_block", False, f"the block stores {len(stores)} values (one partial per "
-                         "block is the grid reduction's output)" if stores else "the kernel stores nothing", "Storage")
+            return fact(
+                "one_value_per_block",
+                False,
+                f"the block stores {len(stores)} values (one partial per "
+                "block is the grid reduction's output)"
+                if stores
+                else "the kernel stores nothing",
+                "Storage",
+            )
         (n,) = stores.values()
         left = write_target(n)
         line = n.start_point.row + 1
         if any(lp.start_byte <= n.start_byte < lp.end_byte for lp in loops):
             return fact("one_value_per_block", False, f"the store on line {line} is inside a loop", "Storage")
-        picked = any(re.fullmatch(r"\(threadIdx\.x==0\)|\(0==threadIdx\.x\)", T.squash(cond))
-                     for _, cond in T.guards(src, n))
+        picked = any(
+            re.fullmatch(r"\(threadIdx\.x==0\)|\(0==threadIdx\.x\)", T.squash(cond))
+            for _, cond in T.guards(src, n)
+        )
         if not picked:
-            return fact("one_value_per_block", False, f"the store on line {line} is not done by thread 0 alone",
-                         "Storage")
+            return fact(
+                "one_value_per_block",
+                False,
+                f"the store on line {line} is not done by thread 0 alone",
+                "Storage",
+            )
         if left.type != "subscript_expression" and not (left.type == "pointer_expression"):
-            return fact("one_value_per_block", False, f"the store on line {line} is not an element", "Storage")
-        idx = T.squash(src.text_of(left)[len(src.text_of(left.child_by_field_name("argument") or left)):])
+            return fact(
+                "one_value_per_block", False, f"the store on line {line} is not an element", "Storage"
+            )
+        idx = T.squash(src.text_of(left)[len(src.text_of(left.child_by_field_name("argument") or left)) :])
         if out.multi and idx != "[blockIdx.x]":
-            return fact("one_value_per_block", False, f"the partials on line {line} are indexed by {idx.strip('[]')}, "
-                         "not blockIdx.x", "Layout")
+            return fact(
+                "one_value_per_block",
+                False,
+                f"the partials on line {line} are indexed by {idx.strip('[]')}, not blockIdx.x",
+                "Layout",
+            )
         if not out.multi and _INDEX.search(idx):
-            return fact("one_value_per_block", False, f"the store on line {line} depends on the thread", "Layout")
+            return fact(
+                "one_value_per_block", False, f"the store on line {line} depends on the thread", "Layout"
+            )
         out.partials = base_name(left) or ""
-        return fact("one_value_per_block", True, "thread 0 stores the block's one value" + (
-            f" at `{out.partials}[blockIdx.x]`" if out.multi else ""), "Storage")
+        return fact(
+            "one_value_per_block",
+            True,
+            "thread 0 stores the block's one value"
+            + (f" at `{out.partials}[blockIdx.x]`" if out.multi else ""),
+            "Storage",
+        )
 
     def _final_of(self, src: CudaSource, out: _Grid) -> tuple[str, Precondition, list[tuple[object, int]]]:
         """The kernel the launcher passes the partials to: (its name, the fact, [(launch, count argument index)])."""
@@ -314,9 +415,15 @@ class GridReduce(BlockPerRow):
             arg = T.squash(T.param_map(info, ls).get(out.partials, "?"))
             grid = T.squash(ls.grid)
             launcher = T.enclosing_launcher(src, ls)
-            later = [o for o in src.launch_sites if o.name != out.kernel and o.start > ls.end
-                     and launcher is not None and T.enclosing_launcher(src, o) == launcher
-                     and arg in [T.squash(a) for a in o.args]]
+            later = [
+                o
+                for o in src.launch_sites
+                if o.name != out.kernel
+                and o.start > ls.end
+                and launcher is not None
+                and T.enclosing_launcher(src, o) == launcher
+                and arg in [T.squash(a) for a in o.args]
+            ]
             if not later:
                 why = f"line {ls.line}: no later launch in the launcher reads `{arg}`"
                 continue
@@ -331,16 +438,30 @@ class GridReduce(BlockPerRow):
             found.add(fin.name)
             counts.append((fin, idx[0]))
         if why or len(found) != 1:
-            return "", fact("final_single_block", False, why or "the partials go to different kernels", "Layout"), []
+            return (
+                "",
+                fact("final_single_block", False, why or "the partials go to different kernels", "Layout"),
+                [],
+            )
         name = found.pop()
         fk = next((k for k in src.kernels if k.name == name), None)
         f = self._grid(src, src.node_for(fk), name) if fk is not None else None
         if f is None or f.multi or not f.ok:
-            reason = next((x.reason for x in (f.facts if f is not None else []) if not x.holds),
-                          "it is not a block-strided reduction")
+            reason = next(
+                (x.reason for x in (f.facts if f is not None else []) if not x.holds),
+                "it is not a block-strided reduction",
+            )
             return "", fact("final_single_block", False, f"the final pass {name}: {reason}", "Layout"), []
-        return name, fact("final_single_block", True, f"one block of {name} folds the partials (count = the grid)",
-                           "Layout"), counts
+        return (
+            name,
+            fact(
+                "final_single_block",
+                True,
+                f"one block of {name} folds the partials (count = the grid)",
+                "Layout",
+            ),
+            counts,
+        )
 
     # ---- operator interface ------------------------------------------------------------------
     def _analyse(self, src: CudaSource, kernel: str) -> tuple[CudaSource, _Grid | None, str, list]:
@@ -356,10 +477,20 @@ class GridReduce(BlockPerRow):
             else:
                 final_fact = fact("final_single_block", False, "no partial per block to fold", "Layout")
             g.facts.append(final_fact)
-        dead = [self._dead_branches(src, src.node_for(k), k.name) for k in src.kernels if k.name in (kernel, final)]
+        dead = [
+            self._dead_branches(src, src.node_for(k), k.name)
+            for k in src.kernels
+            if k.name in (kernel, final)
+        ]
         if g is not None and any(dead):
-            g.facts.append(fact("launched_branch_only", True, "an `if constexpr` on a template flag every launch "
-                                 "binds alike keeps its launched branch", "Layout"))
+            g.facts.append(
+                fact(
+                    "launched_branch_only",
+                    True,
+                    "an `if constexpr` on a template flag every launch binds alike keeps its launched branch",
+                    "Layout",
+                )
+            )
         return pr, g, final, counts
 
     def find(self, src: CudaSource) -> list[Site]:
@@ -374,8 +505,13 @@ class GridReduce(BlockPerRow):
                     continue
                 _, _, final, _ = self._analyse(src, k.name)
                 finals.add(final)
-                sites.append((k.name, f"kernel {k.name}: grid reduction" + (f", partials folded by {final}" if final
-                                                                            else "")))
+                sites.append(
+                    (
+                        k.name,
+                        f"kernel {k.name}: grid reduction"
+                        + (f", partials folded by {final}" if final else ""),
+                    )
+                )
             elif g.ok:
                 sites.append((k.name, f"kernel {k.name}: one-block reduction"))
         out = []
@@ -420,8 +556,12 @@ class GridReduce(BlockPerRow):
         fn = src.node_for(next(k for k in src.kernels if k.name == g.kernel))
         body = fn.child_by_field_name("body")
         deleted = _outermost(g.deleted)
-        edits = [edit.delete(src, d) if d.parent is not None and d.parent.type == "compound_statement"
-                 else edit.replace(d, ";") for d in deleted]
+        edits = [
+            edit.delete(src, d)
+            if d.parent is not None and d.parent.type == "compound_statement"
+            else edit.replace(d, ";")
+            for d in deleted
+        ]
         gone = [(d.start_byte, d.end_byte) for d in deleted]
 
         def alive(n: ts.Node) -> bool:
@@ -430,8 +570,11 @@ class GridReduce(BlockPerRow):
         calls = [c for c in g.reducer_calls if alive(c)]
         edits += [edit.replace(c, T.paren(self._alone(src, T.call_args(c)[0], g.block_syms))) for c in calls]
         inside = [(c.start_byte, c.end_byte) for c in calls]
-        consts = [(d.start_byte, d.end_byte) for d in T.walk(body) if d.type == "declaration"
-                  and re.match(r"\s*(static\s+)?constexpr\b", src.text_of(d))]
+        consts = [
+            (d.start_byte, d.end_byte)
+            for d in T.walk(body)
+            if d.type == "declaration" and re.match(r"\s*(static\s+)?constexpr\b", src.text_of(d))
+        ]
         for n in T.walk(body):
             if not alive(n) or any(a <= n.start_byte < b for a, b in inside + consts):
                 continue
@@ -440,8 +583,9 @@ class GridReduce(BlockPerRow):
                 edits.append(edit.replace(n, "0"))
             elif n.type == "field_expression" and t == "gridDim.x":
                 edits.append(edit.replace(n, "1"))
-            elif t in g.block_syms and (n.type == "field_expression" or n.parent is None
-                                        or n.parent.type != "field_expression"):
+            elif t in g.block_syms and (
+                n.type == "field_expression" or n.parent is None or n.parent.type != "field_expression"
+            ):
                 edits.append(edit.replace(n, "1"))
         return edits
 
@@ -466,11 +610,20 @@ class GridReduce(BlockPerRow):
                     continue
                 value = d.child_by_field_name("value")
                 decl = d.parent
-                if value is None or value.type != "number_literal" or decl is None or len(
-                        decl.children_by_field_name("declarator")) != 1:
+                if (
+                    value is None
+                    or value.type != "number_literal"
+                    or decl is None
+                    or len(decl.children_by_field_name("declarator")) != 1
+                ):
                     continue
-                uses = [u for u in T.walk(fn) if u.type == "identifier" and u.text == name.encode()
-                        and u.start_byte != d.child_by_field_name("declarator").start_byte]
+                uses = [
+                    u
+                    for u in T.walk(fn)
+                    if u.type == "identifier"
+                    and u.text == name.encode()
+                    and u.start_byte != d.child_by_field_name("declarator").start_byte
+                ]
                 edits += [edit.replace(u, src.text_of(value)) for u in uses] + [edit.delete(src, decl)]
         return edit.apply_edits(src, edits) if edits else src
 
@@ -492,28 +645,50 @@ class GridReduce(BlockPerRow):
             return [fact("one_thread", False, "the kernel is not at this anchor", "Layout")]
         return self._one_thread_facts(src, fn, site.details["kernel"])[0]
 
-    def _one_thread_facts(self, src: CudaSource, fn: ts.Node, kernel: str) -> tuple[list[Precondition], list, list]:
+    def _one_thread_facts(
+        self, src: CudaSource, fn: ts.Node, kernel: str
+    ) -> tuple[list[Precondition], list, list]:
         """(facts, row loops, stores) of a kernel one thread runs."""
         body = fn.child_by_field_name("body")
         facts: list[Precondition] = []
         one = _one_thread_launches(src, kernel)
         idx = _INDEX.search(src.text_of(body)) if body is not None else None
-        facts.append(fact("one_thread", one and idx is None, "every launch is <<<1, 1>>> and the kernel uses no thread "
-                           "or block index" if one and idx is None else (f"the kernel uses {idx.group(0)}" if idx
-                           else "a launch runs more than one thread"), "Layout"))
+        facts.append(
+            fact(
+                "one_thread",
+                one and idx is None,
+                "every launch is <<<1, 1>>> and the kernel uses no thread or block index"
+                if one and idx is None
+                else (f"the kernel uses {idx.group(0)}" if idx else "a launch runs more than one thread"),
+                "Layout",
+            )
+        )
         if body is None:
             return facts, [], []
         helpers = fn_texts(src)
         coop = reaches(src, body, BLOCK_COOP, helpers) or reaches(src, body, COLLECTIVE, helpers)
-        facts.append(fact("no_block_cooperation", not coop, "no shared memory, barriers, atomics or warp collectives"
-                           if not coop else "the kernel already cooperates (shared memory, barriers, atomics or warp "
-                           "collectives)", "Storage"))
+        facts.append(
+            fact(
+                "no_block_cooperation",
+                not coop,
+                "no shared memory, barriers, atomics or warp collectives"
+                if not coop
+                else "the kernel already cooperates (shared memory, barriers, atomics or warp collectives)",
+                "Storage",
+            )
+        )
         loops, problems = self._row_loops(src, fn, body, None)
         reds = sum(len(r.reductions) for r in loops)
-        facts.append(fact("sum_max_min_reductions", not problems and reds > 0,
-                           f"{len(loops)} loop(s) over the data carrying {reds} sum/max/min reduction(s)"
-                           if not problems and reds else ("; ".join(problems) or "no loop carries a reduction"),
-                           "Pipeline"))
+        facts.append(
+            fact(
+                "sum_max_min_reductions",
+                not problems and reds > 0,
+                f"{len(loops)} loop(s) over the data carrying {reds} sum/max/min reduction(s)"
+                if not problems and reds
+                else ("; ".join(problems) or "no loop carries a reduction"),
+                "Pipeline",
+            )
+        )
         stores = self._stores_outside(src, fn, body, loops)
         return facts, loops, stores
 
@@ -524,8 +699,15 @@ class GridReduce(BlockPerRow):
         if not all(f.holds for f in facts):
             raise Refused(f"{self.name}: preconditions changed under the edit")
         decls = T.local_decls(fn)
-        edits = [edit.replace(r.loop, self._restride(src, r, "threadIdx.x", "blockDim.x",
-                                                     lambda red: self._all_reduce(src, red, decls))) for r in loops]
+        edits = [
+            edit.replace(
+                r.loop,
+                self._restride(
+                    src, r, "threadIdx.x", "blockDim.x", lambda red: self._all_reduce(src, red, decls)
+                ),
+            )
+            for r in loops
+        ]
         edits += [self._guarded(src, stmt, "threadIdx.x == 0") for stmt in stores]
         for ls in T.launches_of(src, site.details["kernel"]):
             edits.append(edit.replace(T.config_nodes(src, ls)[1], str(BLOCK_THREADS)))
@@ -540,8 +722,14 @@ class GridReduce(BlockPerRow):
 
 # ---- folding what the substitutions leave ---------------------------------------------------------
 
-_CMP = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b, ">": lambda a, b: a > b,
-        "<=": lambda a, b: a <= b, ">=": lambda a, b: a >= b}
+_CMP = {
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    ">": lambda a, b: a > b,
+    "<=": lambda a, b: a <= b,
+    ">=": lambda a, b: a >= b,
+}
 
 
 def _num(n: ts.Node | None) -> int | None:
@@ -553,9 +741,12 @@ def _num(n: ts.Node | None) -> int | None:
 def _fold_edit(src: CudaSource, n: ts.Node) -> edit.Edit | None:
     """One folding of node `n`, or None: integer arithmetic of literals, `x + 0`, `x * 1`,
     `0 * x` (x pure), `(lit)`, and `if` on a comparison of literals."""
-    if n.type == "parenthesized_expression" and len(n.named_children) == 1 \
-            and n.named_children[0].type in ("number_literal", "identifier") \
-            and (n.parent is None or n.parent.type not in ("sizeof_expression", "call_expression")):
+    if (
+        n.type == "parenthesized_expression"
+        and len(n.named_children) == 1
+        and n.named_children[0].type in ("number_literal", "identifier")
+        and (n.parent is None or n.parent.type not in ("sizeof_expression", "call_expression"))
+    ):
         return edit.replace(n, src.text_of(n.named_children[0]))
     if n.type == "binary_expression":
         left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
@@ -569,11 +760,18 @@ def _fold_edit(src: CudaSource, n: ts.Node) -> edit.Edit | None:
             return edit.replace(n, src.text_of(right))
         if op in ("+", "-") and b == 0 or op in ("*", "/") and b == 1:
             return edit.replace(n, src.text_of(left))
-        if op == "*" and (a == 0 and _PURE.fullmatch(src.text_of(right)) or b == 0 and _PURE.fullmatch(src.text_of(left))):
+        if op == "*" and (
+            a == 0 and _PURE.fullmatch(src.text_of(right)) or b == 0 and _PURE.fullmatch(src.text_of(left))
+        ):
             return edit.replace(n, "0")
-    if n.type == "assignment_expression" and n.parent is not None and n.parent.type == "for_statement" \
-            and n.child_by_field_name("operator").type == "+=" and _num(n.child_by_field_name("right")) == 1 \
-            and n.child_by_field_name("left").type == "identifier":
+    if (
+        n.type == "assignment_expression"
+        and n.parent is not None
+        and n.parent.type == "for_statement"
+        and n.child_by_field_name("operator").type == "+="
+        and _num(n.child_by_field_name("right")) == 1
+        and n.child_by_field_name("left").type == "identifier"
+    ):
         return edit.replace(n, f"++{src.text_of(n.child_by_field_name('left'))}")
     if n.type == "if_statement" and not any(c.type == "constexpr" for c in n.children):
         cond = n.child_by_field_name("condition")
@@ -581,16 +779,27 @@ def _fold_edit(src: CudaSource, n: ts.Node) -> edit.Edit | None:
         e = inner[0] if len(inner) == 1 else None
         if e is not None and e.type == "binary_expression" and e.child_by_field_name("operator").type in _CMP:
             a, b = _num(e.child_by_field_name("left")), _num(e.child_by_field_name("right"))
-            taken = _CMP[e.child_by_field_name("operator").type](a, b) if a is not None and b is not None else None
+            taken = (
+                _CMP[e.child_by_field_name("operator").type](a, b)
+                if a is not None and b is not None
+                else None
+            )
         else:
             taken = None if _num(e) is None else _num(e) != 0
         if taken is None:
             return None
         alt = n.child_by_field_name("alternative")
-        keep = n.child_by_field_name("consequence") if taken else (alt.named_children[-1] if alt is not None else None)
+        keep = (
+            n.child_by_field_name("consequence")
+            if taken
+            else (alt.named_children[-1] if alt is not None else None)
+        )
         if keep is None:
-            return edit.delete(src, n) if n.parent is not None and n.parent.type == "compound_statement" \
+            return (
+                edit.delete(src, n)
+                if n.parent is not None and n.parent.type == "compound_statement"
                 else edit.replace(n, ";")
+            )
         return edit.replace(n, src.text_of(keep))
     return None
 

@@ -62,8 +62,13 @@ def _loop_parts(src: CudaSource, fn: ts.Node, node: ts.Node) -> _Loop | None:
         return None
     stride = T.resolve_local(src, fn, src.text_of(upd.child_by_field_name("right")))
     start_text = src.text_of(value)
-    if T.strip_casts(stride) == "gridDim.x" and T.strip_casts(T.resolve_local(src, fn, start_text)) == "blockIdx.x":
-        return _Loop(node, var, src.text_of(ty), start_text, "", bound, "1")  # block-stride: one item per block
+    if (
+        T.strip_casts(stride) == "gridDim.x"
+        and T.strip_casts(T.resolve_local(src, fn, start_text)) == "blockIdx.x"
+    ):
+        return _Loop(
+            node, var, src.text_of(ty), start_text, "", bound, "1"
+        )  # block-stride: one item per block
     sblock = T.grid_stride(stride)
     if sblock is None:
         return None
@@ -82,7 +87,7 @@ def _tid_with_offset(src: CudaSource, fn: ts.Node, value: ts.Node) -> tuple[str 
     t = T.strip_casts(text)
     for tid in re.finditer(r"\(?(?:blockIdx\.x\*[\w.]+|[\w.]+\*blockIdx\.x)\)?\+threadIdx\.x", t):
         b = T.global_tid(tid.group(0))
-        head, tail = t[: tid.start()], t[tid.end():]
+        head, tail = t[: tid.start()], t[tid.end() :]
         if b is not None and head.endswith("+") and not tail and _balanced(head[:-1]):
             return b, head[:-1]
         if b is not None and not head and tail.startswith("+") and _balanced(tail[1:]):
@@ -113,7 +118,20 @@ def _grid_loops(src: CudaSource, fn: ts.Node) -> list[_Loop]:
     return out
 
 
-_KINDS = {'no_barrier_in_body': 'Pipeline', 'no_jump_out': 'Pipeline', 'index_not_written': 'Pipeline', 'body_ignores_grid': 'Layout', 'grid_computable': 'Layout', 'grid_1d': 'Layout', 'launch_in_file': 'Layout', 'stride_matches_block': 'Layout', 'grid_not_reused': 'Layout', 'stride_is_grid': 'Layout', 'independent_iterations': 'Pipeline', 'index_only_through_var': 'Layout'}
+_KINDS = {
+    "no_barrier_in_body": "Pipeline",
+    "no_jump_out": "Pipeline",
+    "index_not_written": "Pipeline",
+    "body_ignores_grid": "Layout",
+    "grid_computable": "Layout",
+    "grid_1d": "Layout",
+    "launch_in_file": "Layout",
+    "stride_matches_block": "Layout",
+    "grid_not_reused": "Layout",
+    "stride_is_grid": "Layout",
+    "independent_iterations": "Pipeline",
+    "index_only_through_var": "Layout",
+}
 
 
 def _kinded(facts: list[Precondition]) -> list[Precondition]:
@@ -124,8 +142,10 @@ def _kinded(facts: list[Precondition]) -> list[Precondition]:
 class GridStride(Operator):
     name = "grid_stride"
     category = "tiling"
-    intent = ("Turn one-element-per-thread code into a grid-stride loop so the launcher can size the grid "
-              "to the GPU (a multiple of the SM count) instead of to the problem.")
+    intent = (
+        "Turn one-element-per-thread code into a grid-stride loop so the launcher can size the grid "
+        "to the GPU (a multiple of the SM count) instead of to the problem."
+    )
     mechanical_apply = True
 
     # ---- backward ----------------------------------------------------------------------------
@@ -134,10 +154,19 @@ class GridStride(Operator):
         for k in src.kernels:
             fn = src.node_for(k)
             for lp in _grid_loops(src, fn):
-                sites.append(self.site(
-                    src, lp.node, f"grid-stride loop over {lp.var} < {T.squash(lp.bound)} in {k.name}",
-                    kernel=k.name, var=lp.var, bound=T.squash(lp.bound), block=lp.block,
-                    offset=T.squash(lp.offset), level="block" if lp.block == "1" else "thread"))
+                sites.append(
+                    self.site(
+                        src,
+                        lp.node,
+                        f"grid-stride loop over {lp.var} < {T.squash(lp.bound)} in {k.name}",
+                        kernel=k.name,
+                        var=lp.var,
+                        bound=T.squash(lp.bound),
+                        block=lp.block,
+                        offset=T.squash(lp.offset),
+                        level="block" if lp.block == "1" else "thread",
+                    )
+                )
         return sites
 
     def _loop(self, src: CudaSource, site: Site) -> tuple[_Loop, Function, ts.Node]:
@@ -151,31 +180,50 @@ class GridStride(Operator):
             raise Refused(f"{self.name}: the loop at line {site.line} is no longer a grid-stride loop")
         return lp, kernel, fn
 
-    def _grids(self, src: CudaSource, lp: _Loop, kernel: Function, fn: ts.Node) -> tuple[list[Precondition], dict]:
+    def _grids(
+        self, src: CudaSource, lp: _Loop, kernel: Function, fn: ts.Node
+    ) -> tuple[list[Precondition], dict]:
         """Facts about every launch of the kernel and the new grid text for each."""
         facts: list[Precondition] = []
         grids: dict = {}
         launches = T.launches_of(src, kernel.name)
         if not launches:
-            return [Precondition("launch_in_file", False, f"no launch of {kernel.name} in this file: the grid cannot be resized")], grids
+            return [
+                Precondition(
+                    "launch_in_file",
+                    False,
+                    f"no launch of {kernel.name} in this file: the grid cannot be resized",
+                )
+            ], grids
         count = lp.bound if not lp.offset else f"{T.paren(lp.bound)} - {T.paren(lp.offset)}"
         consts = T.file_constants(src)
-        clean = (len(_grid_loops(src, fn)) == 1 and not lp.offset and not T.guards(src, lp.node))
+        clean = len(_grid_loops(src, fn)) == 1 and not lp.offset and not T.guards(src, lp.node)
         for ls in launches:
             cfg = T.config_nodes(src, ls)
             launcher = T.enclosing_launcher(src, ls)
             where = f"launch at line {ls.line}"
             if launcher is None or len(cfg) < 2:
-                facts.append(Precondition("grid_computable", False, f"{where}: no launcher function around it"))
+                facts.append(
+                    Precondition("grid_computable", False, f"{where}: no launcher function around it")
+                )
                 continue
             grid_text, block_text = src.text_of(cfg[0]), src.text_of(cfg[1])
             if _is_dim3(src, launcher, grid_text) or _is_dim3(src, launcher, block_text):
-                facts.append(Precondition("grid_1d", False, f"{where}: grid or block is a dim3; only 1-D launches are resized"))
+                facts.append(
+                    Precondition(
+                        "grid_1d", False, f"{where}: grid or block is a dim3; only 1-D launches are resized"
+                    )
+                )
                 continue
             n_l = T.kernel_expr_in_launcher(src, kernel, ls, count, fn)
             if n_l is None:
-                facts.append(Precondition("grid_computable", False,
-                                          f"{where}: element count '{T.squash(count)}' is not computable from launcher variables"))
+                facts.append(
+                    Precondition(
+                        "grid_computable",
+                        False,
+                        f"{where}: element count '{T.squash(count)}' is not computable from launcher variables",
+                    )
+                )
                 continue
             if lp.block == "1":
                 need = n_l
@@ -183,17 +231,27 @@ class GridStride(Operator):
                 b_k = T.eval_int(T.subst_idents(lp.block, T.template_map(src, kernel, ls)), consts)
                 b_l = T.eval_int(block_text, consts)
                 if b_k is None or (b_l is not None and b_k != b_l):
-                    facts.append(Precondition("stride_matches_block", False,
-                                              f"{where}: kernel strides by {lp.block} but launches {block_text} threads"))
+                    facts.append(
+                        Precondition(
+                            "stride_matches_block",
+                            False,
+                            f"{where}: kernel strides by {lp.block} but launches {block_text} threads",
+                        )
+                    )
                     continue
             if lp.block != "1":
                 need = T.ceil_div(n_l, block_text)
             if re.fullmatch(r"\w+", grid_text.strip()):
                 reused = T.ident_used_outside_launch(src, launcher, grid_text.strip(), ls)
                 if reused:
-                    facts.append(Precondition("grid_not_reused", False,
-                                              f"{where}: grid variable '{grid_text.strip()}' is also used at line {reused[0]} "
-                                              "(e.g. as a count of per-block results); resizing it changes that too"))
+                    facts.append(
+                        Precondition(
+                            "grid_not_reused",
+                            False,
+                            f"{where}: grid variable '{grid_text.strip()}' is also used at line {reused[0]} "
+                            "(e.g. as a count of per-block results); resizing it changes that too",
+                        )
+                    )
                     continue
             if clean:
                 new = need if re.fullmatch(r"\w+", n_l.strip("() ")) else _max(need, "1")
@@ -212,20 +270,42 @@ class GridStride(Operator):
         facts = []
         # a block-stride loop's guard is block-uniform: barriers in its body stay legal
         syncs = T.calls_named(body, _SYNC) if lp.block != "1" else []
-        facts.append(Precondition("no_barrier_in_body", not syncs,
-                                  f"body calls {T.call_name(syncs[0])} at line {syncs[0].start_point.row + 1}: with one element "
-                                  "per thread the threads past n would skip it (divergent barrier)" if syncs
-                                  else "no barrier or warp collective in the loop body"))
+        facts.append(
+            Precondition(
+                "no_barrier_in_body",
+                not syncs,
+                f"body calls {T.call_name(syncs[0])} at line {syncs[0].start_point.row + 1}: with one element "
+                "per thread the threads past n would skip it (divergent barrier)"
+                if syncs
+                else "no barrier or warp collective in the loop body",
+            )
+        )
         jumps = T.jumps_out(lp.node)
-        facts.append(Precondition("no_jump_out", not jumps,
-                                  f"'{src.text_of(jumps[0]).strip()}' at line {jumps[0].start_point.row + 1} leaves the loop"
-                                  if jumps else "no break/continue/return in the body"))
+        facts.append(
+            Precondition(
+                "no_jump_out",
+                not jumps,
+                f"'{src.text_of(jumps[0]).strip()}' at line {jumps[0].start_point.row + 1} leaves the loop"
+                if jumps
+                else "no break/continue/return in the body",
+            )
+        )
         written = lp.var in T.assigned_in(body)
-        facts.append(Precondition("index_not_written", not written,
-                                  f"the body writes the loop index {lp.var}" if written else "the body never writes the index"))
+        facts.append(
+            Precondition(
+                "index_not_written",
+                not written,
+                f"the body writes the loop index {lp.var}" if written else "the body never writes the index",
+            )
+        )
         grid_use = T.uses_ident(body, "gridDim")
-        facts.append(Precondition("body_ignores_grid", not grid_use,
-                                  "the body reads gridDim" if grid_use else "the body does not read gridDim"))
+        facts.append(
+            Precondition(
+                "body_ignores_grid",
+                not grid_use,
+                "the body reads gridDim" if grid_use else "the body does not read gridDim",
+            )
+        )
         grid_facts, _ = self._grids(src, lp, kernel, fn)
         return facts + grid_facts
 
@@ -235,8 +315,14 @@ class GridStride(Operator):
     def _skill_facts(self, src: CudaSource, site: Site) -> list[Precondition]:
         if site.details.get("forward") == "1":
             return self._forward_facts(src, site)
-        return [Precondition("stride_is_grid", True, "the index advances by gridDim.x * block, so every element is visited once"),
-                *self._removal_facts(src, site)]
+        return [
+            Precondition(
+                "stride_is_grid",
+                True,
+                "the index advances by gridDim.x * block, so every element is visited once",
+            ),
+            *self._removal_facts(src, site),
+        ]
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
         lp, kernel, fn = self._loop(src, site)
@@ -260,8 +346,17 @@ class GridStride(Operator):
             fn = src.node_for(k)
             for decl, stmt, form in _one_per_thread(src, fn):
                 var = T.decl_name(decl)
-                sites.append(self.site(src, stmt, f"one element per thread ({var}) in {k.name} could grid-stride",
-                                       kernel=k.name, var=var or "", form=form, forward="1"))
+                sites.append(
+                    self.site(
+                        src,
+                        stmt,
+                        f"one element per thread ({var}) in {k.name} could grid-stride",
+                        kernel=k.name,
+                        var=var or "",
+                        form=form,
+                        forward="1",
+                    )
+                )
         return sites
 
     def _forward_parts(self, src: CudaSource, site: Site) -> tuple[ts.Node, ts.Node, str, Function, ts.Node]:
@@ -280,23 +375,56 @@ class GridStride(Operator):
         body_nodes = _forward_body(stmt, form)
         facts = []
         bad_sync = [c for b in body_nodes for c in T.calls_named(b, _SYNC)]
-        facts.append(Precondition("no_barrier_in_body", not bad_sync,
-                                  f"body calls {T.call_name(bad_sync[0])}: threads would loop different counts" if bad_sync
-                                  else "no barrier or warp collective in the per-element code"))
-        rets = [n for b in body_nodes for n in T.walk(b) if n.type in ("return_statement", "break_statement", "continue_statement")
-                and not _inner_loop_jump(n, b)]
-        facts.append(Precondition("no_jump_out", not rets,
-                                  "the per-element code returns early" if rets else "no early return in the per-element code"))
+        facts.append(
+            Precondition(
+                "no_barrier_in_body",
+                not bad_sync,
+                f"body calls {T.call_name(bad_sync[0])}: threads would loop different counts"
+                if bad_sync
+                else "no barrier or warp collective in the per-element code",
+            )
+        )
+        rets = [
+            n
+            for b in body_nodes
+            for n in T.walk(b)
+            if n.type in ("return_statement", "break_statement", "continue_statement")
+            and not _inner_loop_jump(n, b)
+        ]
+        facts.append(
+            Precondition(
+                "no_jump_out",
+                not rets,
+                "the per-element code returns early" if rets else "no early return in the per-element code",
+            )
+        )
         idx = [b for b in body_nodes if re.search(r"\b(blockIdx|threadIdx|gridDim)\b", src.text_of(b))]
-        facts.append(Precondition("index_only_through_var", not idx,
-                                  "the per-element code reads blockIdx/threadIdx directly" if idx
-                                  else "the per-element code sees the thread only through its element index"))
+        facts.append(
+            Precondition(
+                "index_only_through_var",
+                not idx,
+                "the per-element code reads blockIdx/threadIdx directly"
+                if idx
+                else "the per-element code sees the thread only through its element index",
+            )
+        )
         var = T.decl_name(decl) or ""
         written = any(var in T.assigned_in(b) for b in body_nodes)
-        facts.append(Precondition("index_not_written", not written, "the index is reassigned" if written else "the index is read only"))
+        facts.append(
+            Precondition(
+                "index_not_written",
+                not written,
+                "the index is reassigned" if written else "the index is read only",
+            )
+        )
         launches = T.launches_of(src, kernel.name)
-        facts.append(Precondition("launch_in_file", bool(launches),
-                                  f"{len(launches)} launch(es) of {kernel.name} to cap" if launches else "no launch to cap"))
+        facts.append(
+            Precondition(
+                "launch_in_file",
+                bool(launches),
+                f"{len(launches)} launch(es) of {kernel.name} to cap" if launches else "no launch to cap",
+            )
+        )
         return facts
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
@@ -318,8 +446,10 @@ class GridStride(Operator):
             bound = src.text_of(cond.named_children[0].child_by_field_name("right"))
             rest = _rest_after(stmt)
             inner = src.text_of((rest[0].start_byte, rest[-1].end_byte))
-            new = (f"for ({src.text_of(ty)} {var} = {start}; {var} < {bound}; {var} += gridDim.x * {block}) {{\n"
-                   f"{ind}    {inner}\n{ind}}}")
+            new = (
+                f"for ({src.text_of(ty)} {var} = {start}; {var} < {bound}; {var} += gridDim.x * {block}) {{\n"
+                f"{ind}    {inner}\n{ind}}}"
+            )
             edits = [edit.Edit(stmt.start_byte, rest[-1].end_byte, new)]
         edits.append(edit.delete(src, decl))
         for ls in T.launches_of(src, kernel.name):
@@ -382,7 +512,11 @@ def _inner_loop_jump(n: ts.Node, top: ts.Node) -> bool:
 
 def _rest_after(stmt: ts.Node) -> list[ts.Node]:
     parent = stmt.parent
-    return [s for s in parent.named_children if s.start_byte > stmt.start_byte and s.type != "comment"] if parent else []
+    return (
+        [s for s in parent.named_children if s.start_byte > stmt.start_byte and s.type != "comment"]
+        if parent
+        else []
+    )
 
 
 def _forward_body(stmt: ts.Node, form: str) -> list[ts.Node]:
@@ -407,20 +541,38 @@ def _one_per_thread(src: CudaSource, fn: ts.Node) -> list[tuple[ts.Node, ts.Node
         if not var:
             continue
         sibs = [s for s in decl.parent.named_children if s.type != "comment"]
-        after = sibs[sibs.index(decl) + 1:]
+        after = sibs[sibs.index(decl) + 1 :]
         guard = next((s for s in after if T.uses_ident(s, var)), None)
-        if guard is None or guard.type != "if_statement" or guard.child_by_field_name("alternative") is not None:
+        if (
+            guard is None
+            or guard.type != "if_statement"
+            or guard.child_by_field_name("alternative") is not None
+        ):
             continue
         cond = guard.child_by_field_name("condition")
         expr = cond.named_children[0] if cond is not None and cond.named_children else None
-        if expr is None or expr.type != "binary_expression" or T.squash(src.text_of(expr.child_by_field_name("left"))) != var:
+        if (
+            expr is None
+            or expr.type != "binary_expression"
+            or T.squash(src.text_of(expr.child_by_field_name("left"))) != var
+        ):
             continue
         op = expr.child_by_field_name("operator").type
         cons = guard.child_by_field_name("consequence")
-        later = after[after.index(guard) + 1:]
+        later = after[after.index(guard) + 1 :]
         if op == "<" and not any(T.uses_ident(s, var) for s in later):
             out.append((decl, guard, "if"))
-        elif op == ">=" and cons is not None and (cons.type == "return_statement" or (
-                cons.type == "compound_statement" and [c.type for c in cons.named_children] == ["return_statement"])) and later:
+        elif (
+            op == ">="
+            and cons is not None
+            and (
+                cons.type == "return_statement"
+                or (
+                    cons.type == "compound_statement"
+                    and [c.type for c in cons.named_children] == ["return_statement"]
+                )
+            )
+            and later
+        ):
             out.append((decl, guard, "return"))
     return out

@@ -32,8 +32,16 @@ class LaunchBounds(Operator):
         for k in src.kernels:
             attr = next((a for a in k.attributes if a.name == "__launch_bounds__"), None)
             if attr is not None:
-                sites.append(self.site(src, src.node_for(k), f"__launch_bounds__({', '.join(attr.args)}) on {k.name}",
-                                       kernel=k.name, bounds=",".join(attr.args), text=src.text_of((attr.start, attr.end))))
+                sites.append(
+                    self.site(
+                        src,
+                        src.node_for(k),
+                        f"__launch_bounds__({', '.join(attr.args)}) on {k.name}",
+                        kernel=k.name,
+                        bounds=",".join(attr.args),
+                        text=src.text_of((attr.start, attr.end)),
+                    )
+                )
         return sites
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
@@ -51,7 +59,14 @@ class LaunchBounds(Operator):
         sites = []
         for k in src.kernels:
             if not k.launch_bounds and self._block_sizes(src, k.name):
-                sites.append(self.site(src, src.node_for(k), f"kernel {k.name} could declare __launch_bounds__", kernel=k.name))
+                sites.append(
+                    self.site(
+                        src,
+                        src.node_for(k),
+                        f"kernel {k.name} could declare __launch_bounds__",
+                        kernel=k.name,
+                    )
+                )
         return sites
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
@@ -62,16 +77,29 @@ class LaunchBounds(Operator):
             return [Precondition("fixed_block_size", False, f"no launch of {kernel} in this file")]
         if None in values:
             bad = next(f"line {line}: block '{b}'" for line, b in sizes if _int(b, src) is None)
-            return [Precondition("fixed_block_size", False, f"block size not a compile-time constant ({bad})")]
+            return [
+                Precondition("fixed_block_size", False, f"block size not a compile-time constant ({bad})")
+            ]
         if len(values) > 1:
-            return [Precondition("fixed_block_size", False, f"launched with different block sizes {sorted(values)}")]
+            return [
+                Precondition(
+                    "fixed_block_size", False, f"launched with different block sizes {sorted(values)}"
+                )
+            ]
         (threads,) = values
-        return [Precondition("fixed_block_size", threads is not None and 0 < threads <= 1024,
-                             f"every launch uses {threads} threads per block")]
+        return [
+            Precondition(
+                "fixed_block_size",
+                threads is not None and 0 < threads <= 1024,
+                f"every launch uses {threads} threads per block",
+            )
+        ]
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
         node = src.node_at(site.anchor)
         assert node is not None
         (threads,) = {_int(b, src) for _, b in self._block_sizes(src, site.details["kernel"])}
         decl = next(c for c in node.children if c.type == "function_declarator")
-        return edit.apply_edits(src, [edit.Edit(decl.start_byte, decl.start_byte, f"__launch_bounds__({threads}) ")])
+        return edit.apply_edits(
+            src, [edit.Edit(decl.start_byte, decl.start_byte, f"__launch_bounds__({threads}) ")]
+        )

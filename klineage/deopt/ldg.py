@@ -15,13 +15,50 @@ from klineage.source import edit
 from klineage.source.model import CudaSource
 
 #: element types `__ldg` has overloads for (CUDA 12/13 headers)
-LDG_TYPES = frozenset({
-    "float", "double", "int", "unsigned", "char", "short", "long", "float2", "float4", "double2",
-    "int2", "int4", "uint2", "uint4", "char2", "char4", "uchar2", "uchar4", "short2", "short4",
-    "ushort2", "ushort4", "longlong2", "ulonglong2", "__half", "__half2", "__nv_bfloat16",
-    "__nv_bfloat162", "half", "half2", "int8_t", "uint8_t", "int16_t", "uint16_t", "int32_t",
-    "uint32_t", "int64_t", "uint64_t", "long long", "unsigned int",
-})
+LDG_TYPES = frozenset(
+    {
+        "float",
+        "double",
+        "int",
+        "unsigned",
+        "char",
+        "short",
+        "long",
+        "float2",
+        "float4",
+        "double2",
+        "int2",
+        "int4",
+        "uint2",
+        "uint4",
+        "char2",
+        "char4",
+        "uchar2",
+        "uchar4",
+        "short2",
+        "short4",
+        "ushort2",
+        "ushort4",
+        "longlong2",
+        "ulonglong2",
+        "__half",
+        "__half2",
+        "__nv_bfloat16",
+        "__nv_bfloat162",
+        "half",
+        "half2",
+        "int8_t",
+        "uint8_t",
+        "int16_t",
+        "uint16_t",
+        "int32_t",
+        "uint32_t",
+        "int64_t",
+        "uint64_t",
+        "long long",
+        "unsigned int",
+    }
+)
 
 
 def _plain_load(src: CudaSource, call: ts.Node) -> str:
@@ -36,8 +73,11 @@ def _plain_load(src: CudaSource, call: ts.Node) -> str:
         assert inner is not None
         out = X.render(src, inner, rw)
         plain = inner.type in X.PRIMARY
-    elif arg.type == "binary_expression" and src.text_of(arg.children[1]) == "+" and \
-            arg.child_by_field_name("left").type in X.PRIMARY:
+    elif (
+        arg.type == "binary_expression"
+        and src.text_of(arg.children[1]) == "+"
+        and arg.child_by_field_name("left").type in X.PRIMARY
+    ):
         left, right = arg.child_by_field_name("left"), arg.child_by_field_name("right")
         out, plain = f"{X.render(src, left, rw)}[{X.render(src, right, rw)}]", True
     elif arg.type in X.PRIMARY:
@@ -60,7 +100,11 @@ def _ancestors(n: ts.Node) -> list[ts.Node]:
 
 
 def _elem_type(type_text: str) -> str:
-    words = [w for w in re.findall(r"[\w]+", type_text) if w not in ("const", "volatile", "__restrict__", "__restrict")]
+    words = [
+        w
+        for w in re.findall(r"[\w]+", type_text)
+        if w not in ("const", "volatile", "__restrict__", "__restrict")
+    ]
     t = " ".join(words)
     return "unsigned" if t == "unsigned int" else t
 
@@ -78,7 +122,11 @@ def _derived_pointers(src: CudaSource, fn: ts.Node) -> list[tuple[str, str, str]
             if target is None or target.type != "pointer_declarator" or value is None or t is None:
                 continue
             inner = value
-            while inner.type == "call_expression" and X.callee_name(inner).endswith("_cast") and X.call_args(inner):
+            while (
+                inner.type == "call_expression"
+                and X.callee_name(inner).endswith("_cast")
+                and X.call_args(inner)
+            ):
                 inner = X.call_args(inner)[0]
             base = X.pointer_base(inner)
             name, _, _ = X._declarator_name(target)
@@ -90,8 +138,10 @@ def _derived_pointers(src: CudaSource, fn: ts.Node) -> list[tuple[str, str, str]
 class Ldg(Operator):
     name = "ldg"
     category = "specialized_instruction"
-    intent = ("Load a kernel's read-only inputs (const __restrict__ pointers) with __ldg so they go through "
-              "the read-only data cache.")
+    intent = (
+        "Load a kernel's read-only inputs (const __restrict__ pointers) with __ldg so they go through "
+        "the read-only data cache."
+    )
     mechanical_apply = True
 
     # ---- backward ---------------------------------------------------------------------------
@@ -100,11 +150,23 @@ class Ldg(Operator):
         for fn in X.code_functions(src):
             calls = _ldg_calls(fn)
             if calls:
-                bases = sorted({b.text.decode() for c in calls if (b := X.pointer_base(X.call_args(c)[0])) is not None
-                                and b.text is not None})
-                sites.append(self.site(src, fn, f"{len(calls)} __ldg load(s) in {X.N.func_name(fn)} "
-                                                f"(from {', '.join(bases) or '?'})",
-                                       function=X.N.func_name(fn), count=str(len(calls)), pointers=",".join(bases)))
+                bases = sorted(
+                    {
+                        b.text.decode()
+                        for c in calls
+                        if (b := X.pointer_base(X.call_args(c)[0])) is not None and b.text is not None
+                    }
+                )
+                sites.append(
+                    self.site(
+                        src,
+                        fn,
+                        f"{len(calls)} __ldg load(s) in {X.N.func_name(fn)} (from {', '.join(bases) or '?'})",
+                        function=X.N.func_name(fn),
+                        count=str(len(calls)),
+                        pointers=",".join(bases),
+                    )
+                )
         return sites
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
@@ -120,8 +182,11 @@ class Ldg(Operator):
         f = next((f for f in src.kernels if src.node_for(f) == fn), None)
         if f is None:
             return {}
-        ro = {p.name: _elem_type(p.type.replace("*", "")) for p in f.params
-              if p.is_pointer and p.is_const and p.has_restrict}
+        ro = {
+            p.name: _elem_type(p.type.replace("*", ""))
+            for p in f.params
+            if p.is_pointer and p.is_const and p.has_restrict
+        }
         for name, origin, elem in _derived_pointers(src, fn):
             if origin in ro and name not in ro:
                 ro[name] = elem
@@ -156,8 +221,15 @@ class Ldg(Operator):
             reads = self._plain_reads(src, fn, set(ro))
             if reads:
                 names = sorted({src.text_of(r.child_by_field_name("argument")) for r in reads})
-                sites.append(self.site(src, fn, f"{len(reads)} plain load(s) of read-only {', '.join(names)} in {k.name}",
-                                       function=k.name, pointers=",".join(names)))
+                sites.append(
+                    self.site(
+                        src,
+                        fn,
+                        f"{len(reads)} plain load(s) of read-only {', '.join(names)} in {k.name}",
+                        function=k.name,
+                        pointers=",".join(names),
+                    )
+                )
         return sites
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
@@ -173,18 +245,37 @@ class Ldg(Operator):
                 origin = next((o for n, o, _ in _derived_pointers(src, fn) if n == name), None)
                 p = params.get(origin or "")
                 if p is None:
-                    facts.append(Precondition(f"read_only:{name}", False,
-                                              f"{name} is not derived from a const __restrict__ parameter", "Storage"))
+                    facts.append(
+                        Precondition(
+                            f"read_only:{name}",
+                            False,
+                            f"{name} is not derived from a const __restrict__ parameter",
+                            "Storage",
+                        )
+                    )
                     continue
             ok = p.is_pointer and p.is_const and p.has_restrict
-            facts.append(Precondition(f"read_only:{name}", ok,
-                                      f"{name} is const __restrict__: not written by this kernel and not aliased by an output"
-                                      if ok else f"{name} is not const __restrict__ ({p.type}); the read-only cache may go stale",
-                                      "Storage"))
+            facts.append(
+                Precondition(
+                    f"read_only:{name}",
+                    ok,
+                    f"{name} is const __restrict__: not written by this kernel and not aliased by an output"
+                    if ok
+                    else f"{name} is not const __restrict__ ({p.type}); the read-only cache may go stale",
+                    "Storage",
+                )
+            )
             et = _elem_type(p.type.replace("*", ""))
-            facts.append(Precondition(f"ldg_type:{name}", et in LDG_TYPES,
-                                      f"element type {et} has an __ldg overload" if et in LDG_TYPES
-                                      else f"element type {et} has no __ldg overload", "Data types"))
+            facts.append(
+                Precondition(
+                    f"ldg_type:{name}",
+                    et in LDG_TYPES,
+                    f"element type {et} has an __ldg overload"
+                    if et in LDG_TYPES
+                    else f"element type {et} has no __ldg overload",
+                    "Data types",
+                )
+            )
         return facts
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:

@@ -50,9 +50,16 @@ def _template() -> jinja2.Template:
     return jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True).from_string(text)
 
 
-def render_prompt(source: str, signature: str, already: list[str] | None = None, feedback: str | None = None) -> str:
-    return _template().render(source=source, signature=signature, already=already or [], feedback=feedback,
-                              categories=list(CATEGORIES))
+def render_prompt(
+    source: str, signature: str, already: list[str] | None = None, feedback: str | None = None
+) -> str:
+    return _template().render(
+        source=source,
+        signature=signature,
+        already=already or [],
+        feedback=feedback,
+        categories=list(CATEGORIES),
+    )
 
 
 def parse_reply(reply: str, before: CudaSource) -> tuple[str, dict[str, str]]:
@@ -93,8 +100,9 @@ class LLMOperator:
         self.failure: LLMError | None = None  # the provider failure that ended the asking
         self.spent: str = ""  # why no more is asked (the cost limit), else ""
 
-    def propose(self, src: CudaSource, signature: str, already: list[str] | None = None,
-                feedback: str | None = None) -> LLMRemoval:
+    def propose(
+        self, src: CudaSource, signature: str, already: list[str] | None = None, feedback: str | None = None
+    ) -> LLMRemoval:
         if self.failure is not None:
             raise self.failure
         if self.spent:
@@ -103,8 +111,10 @@ class LLMOperator:
         system = [("You simplify CUDA kernels for a research tool. Follow the answer format exactly.", True)]
         try:
             completion = self.provider.complete(
-                system, [{"role": "user", "content": [{"type": "text", "text": prompt}]}],
-                max_tokens=self.max_tokens, purpose="deopt",
+                system,
+                [{"role": "user", "content": [{"type": "text", "text": prompt}]}],
+                max_tokens=self.max_tokens,
+                purpose="deopt",
             )
         except CostLimitReached as e:
             self.spent = str(e)
@@ -113,4 +123,6 @@ class LLMOperator:
             self.failure = e
             raise
         new, header = parse_reply(completion.text, src)
-        return LLMRemoval(new, header["category"], header.get("locus", ""), header.get("intent", ""), completion)
+        return LLMRemoval(
+            new, header["category"], header.get("locus", ""), header.get("intent", ""), completion
+        )

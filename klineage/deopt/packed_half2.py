@@ -23,17 +23,31 @@ from klineage.source.model import CudaSource
 
 #: packed op -> scalar op on one lane
 ARITH = {
-    "__hadd2": "__hadd", "__hsub2": "__hsub", "__hmul2": "__hmul", "__hfma2": "__hfma", "__h2div": "__hdiv",
-    "__hneg2": "__hneg", "__habs2": "__habs", "__hmax2": "__hmax", "__hmin2": "__hmin",
-    "__hadd2_sat": "__hadd_sat", "__hsub2_sat": "__hsub_sat", "__hmul2_sat": "__hmul_sat",
-    "__hfma2_sat": "__hfma_sat", "__hfma2_relu": "__hfma_relu", "__hmax2_nan": "__hmax_nan", "__hmin2_nan": "__hmin_nan",
+    "__hadd2": "__hadd",
+    "__hsub2": "__hsub",
+    "__hmul2": "__hmul",
+    "__hfma2": "__hfma",
+    "__h2div": "__hdiv",
+    "__hneg2": "__hneg",
+    "__habs2": "__habs",
+    "__hmax2": "__hmax",
+    "__hmin2": "__hmin",
+    "__hadd2_sat": "__hadd_sat",
+    "__hsub2_sat": "__hsub_sat",
+    "__hmul2_sat": "__hmul_sat",
+    "__hfma2_sat": "__hfma_sat",
+    "__hfma2_relu": "__hfma_relu",
+    "__hmax2_nan": "__hmax_nan",
+    "__hmin2_nan": "__hmin_nan",
 }
 #: float2 -> packed, (float, float) -> packed: (per-lane conversion, packed type)
 TO_PACKED = {
-    "__float22half2_rn": ("__float2half_rn", "half2", 1), "__floats2half2_rn": ("__float2half_rn", "half2", 2),
+    "__float22half2_rn": ("__float2half_rn", "half2", 1),
+    "__floats2half2_rn": ("__float2half_rn", "half2", 2),
     "__float22bfloat162_rn": ("__float2bfloat16_rn", "bf162", 1),
     "__floats2bfloat162_rn": ("__float2bfloat16_rn", "bf162", 2),
-    "__half2half2": ("", "half2", 0), "__bfloat162bfloat162": ("", "bf162", 0),
+    "__half2half2": ("", "half2", 0),
+    "__bfloat162bfloat162": ("", "bf162", 0),
 }
 #: packed -> float2 (per-lane conversion)
 TO_FLOAT2 = {"__half22float2": ("__half2float", "half2"), "__bfloat1622float2": ("__bfloat162float", "bf162")}
@@ -111,16 +125,22 @@ class _Lanes:
             texts = [self.scalar(a) for a in args]
             if arity == 0:
                 if not _simple(args[0]):
-                    self.refused.append(f"`{src.text_of(args[0])}` would be evaluated twice (line {n.start_point.row + 1})")
+                    self.refused.append(
+                        f"`{src.text_of(args[0])}` would be evaluated twice (line {n.start_point.row + 1})"
+                    )
                 return texts[0], texts[0], t
             if arity == 1:
                 f = X.wrap_text(texts[0])
                 if not _simple(args[0]):
-                    self.refused.append(f"`{src.text_of(args[0])}` would be evaluated twice (line {n.start_point.row + 1})")
+                    self.refused.append(
+                        f"`{src.text_of(args[0])}` would be evaluated twice (line {n.start_point.row + 1})"
+                    )
                 return f"{conv}({f}.x)", f"{conv}({f}.y)", t
             return f"{conv}({texts[0]})", f"{conv}({texts[1]})", t
         if not _simple(n):
-            self.refused.append(f"packed operand `{src.text_of(n)[:50]}` would be evaluated twice (line {n.start_point.row + 1})")
+            self.refused.append(
+                f"packed operand `{src.text_of(n)[:50]}` would be evaluated twice (line {n.start_point.row + 1})"
+            )
         text = X.render(src, n, self._rw)
         w = text if n.type in X.PRIMARY else f"({text})"
         return f"{w}.x", f"{w}.y", _packed_type(src, n)
@@ -141,8 +161,10 @@ class _Lanes:
             return f"make_float2({conv}({lx}), {conv}({ly}))"
         lx, ly, t = self.lanes(call)
         if t is None:
-            self.refused.append(f"cannot tell half2 from bf16x2 for `{self.src.text_of(call)[:50]}` "
-                                f"(line {call.start_point.row + 1})")
+            self.refused.append(
+                f"cannot tell half2 from bf16x2 for `{self.src.text_of(call)[:50]}` "
+                f"(line {call.start_point.row + 1})"
+            )
             t = "half2"
         return f"{_MAKE[t]}({lx}, {ly})"
 
@@ -160,8 +182,10 @@ def _rewrite(src: CudaSource, fn: ts.Node) -> tuple[list[edit.Edit], list[str]]:
 class PackedHalf2(Operator):
     name = "packed_half2"
     category = "vectorization"
-    intent = ("Do 16-bit float math two lanes at a time with packed half2/bf16x2 intrinsics (__hfma2, __hmul2, "
-              "pair conversions) instead of one scalar half op per element.")
+    intent = (
+        "Do 16-bit float math two lanes at a time with packed half2/bf16x2 intrinsics (__hfma2, __hmul2, "
+        "pair conversions) instead of one scalar half op per element."
+    )
 
     def find(self, src: CudaSource) -> list[Site]:
         sites = []
@@ -169,8 +193,16 @@ class PackedHalf2(Operator):
             calls = _packed_calls(fn)
             if calls:
                 names = sorted({X.callee_name(c) for c in calls})
-                sites.append(self.site(src, fn, f"{len(calls)} packed 16-bit op(s) ({', '.join(names)}) in {X.N.func_name(fn)}",
-                                       function=X.N.func_name(fn), ops=",".join(names), count=str(len(calls))))
+                sites.append(
+                    self.site(
+                        src,
+                        fn,
+                        f"{len(calls)} packed 16-bit op(s) ({', '.join(names)}) in {X.N.func_name(fn)}",
+                        function=X.N.func_name(fn),
+                        ops=",".join(names),
+                        count=str(len(calls)),
+                    )
+                )
         return sites
 
     def removal_preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
@@ -178,9 +210,16 @@ class PackedHalf2(Operator):
         if fn is None:
             return [Precondition("site_present", False, "the function is gone")]
         _, refused = _rewrite(src, fn)
-        return [Precondition("lanes_rewritable", not refused,
-                             "every packed operand is a plain value or a packed call" if not refused else "; ".join(refused),
-                             "Data types")]
+        return [
+            Precondition(
+                "lanes_rewritable",
+                not refused,
+                "every packed operand is a plain value or a packed call"
+                if not refused
+                else "; ".join(refused),
+                "Data types",
+            )
+        ]
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         fn = src.node_at(site.anchor)
@@ -191,11 +230,21 @@ class PackedHalf2(Operator):
                     if (t := _packed_type(src, a)) is not None:
                         types.add(t)
         return [
-            Precondition("packed_16bit_data", True,
-                         f"operands are {' and '.join(sorted(types)) or 'half2/bf16x2'} pairs of adjacent elements",
-                         "Data types"),
-            Precondition("even_pairing", True, "elements are processed in pairs (even count or a scalar tail)", "Layout"),
-            Precondition("native_16bit_math", True, "sm_53+ for half2, sm_80+ for bf16x2 arithmetic", "Hardware"),
+            Precondition(
+                "packed_16bit_data",
+                True,
+                f"operands are {' and '.join(sorted(types)) or 'half2/bf16x2'} pairs of adjacent elements",
+                "Data types",
+            ),
+            Precondition(
+                "even_pairing",
+                True,
+                "elements are processed in pairs (even count or a scalar tail)",
+                "Layout",
+            ),
+            Precondition(
+                "native_16bit_math", True, "sm_53+ for half2, sm_80+ for bf16x2 arithmetic", "Hardware"
+            ),
         ]
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:

@@ -33,10 +33,14 @@ from klineage.source.constructs import SharedDecl
 from klineage.source.model import CudaSource
 
 ASYNC = frozenset({"__pipeline_memcpy_async", "__pipeline_commit", "__pipeline_wait_prior"})
-UNSUPPORTED_ASYNC = re.compile(r"cuda::memcpy_async|cuda::pipeline|cooperative_groups::memcpy_async|"
-                               r"cg::memcpy_async|cp\.async\.bulk|cp\.async\.mbarrier")
+UNSUPPORTED_ASYNC = re.compile(
+    r"cuda::memcpy_async|cuda::pipeline|cooperative_groups::memcpy_async|"
+    r"cg::memcpy_async|cp\.async\.bulk|cp\.async\.mbarrier"
+)
 #: inline PTX: `cp.async.{ca,cg}.shared.global [%0], [%1], N[, %2];`, commit_group, wait_group N / wait_all
-PTX_COPY = re.compile(r"^\s*cp\.async\.c[ag]\.shared\.global(?:\.L2::\w+)?\s*\[%0\],\s*\[%1\],\s*(\d+)\s*(,\s*%2)?\s*;?\s*$")
+PTX_COPY = re.compile(
+    r"^\s*cp\.async\.c[ag]\.shared\.global(?:\.L2::\w+)?\s*\[%0\],\s*\[%1\],\s*(\d+)\s*(,\s*%2)?\s*;?\s*$"
+)
 PTX_SYNC = re.compile(r"^\s*cp\.async\.(?:commit_group|wait_group\s+(?:%\d+|\d+)|wait_all)\s*;?\s*$")
 HELPER = """
 // KLineage pipeline: the bytes an async copy moves, copied now by the issuing thread (see deopt/pipeline.py).
@@ -94,14 +98,26 @@ def _ptx_async(src: CudaSource, fn: ts.Node) -> list[tuple[ts.Node, str]]:
 def _unsupported_async(src: CudaSource, fn: ts.Node) -> list[str]:
     out = []
     for n in X.walk(fn):
-        if n.type == "gnu_asm_expression" and re.search(r"\bcp\.async\b", src.text_of(n)) and \
-                not any(a == (n.parent if n.parent is not None and n.parent.type == "expression_statement" else n)
-                        for a, _ in _ptx_async(src, fn)):
+        if (
+            n.type == "gnu_asm_expression"
+            and re.search(r"\bcp\.async\b", src.text_of(n))
+            and not any(
+                a == (n.parent if n.parent is not None and n.parent.type == "expression_statement" else n)
+                for a, _ in _ptx_async(src, fn)
+            )
+        ):
             out.append(f"line {n.start_point.row + 1}: `{src.text_of(n).strip()[:50]}`")
             continue
-        if n.type in ("gnu_asm_expression", "call_expression", "qualified_identifier") and \
-                UNSUPPORTED_ASYNC.search(src.text_of(n)):
-            if n.type == "qualified_identifier" and n.parent is not None and n.parent.type == "call_expression":
+        if n.type in (
+            "gnu_asm_expression",
+            "call_expression",
+            "qualified_identifier",
+        ) and UNSUPPORTED_ASYNC.search(src.text_of(n)):
+            if (
+                n.type == "qualified_identifier"
+                and n.parent is not None
+                and n.parent.type == "call_expression"
+            ):
                 continue
             out.append(f"line {n.start_point.row + 1}: `{src.text_of(n).strip()[:50]}`")
     return sorted(set(out))
@@ -145,8 +161,11 @@ def _ring(src: CudaSource, d: SharedDecl) -> _Ring:
         r.reason = "not inside a function"
         return r
     fnode = src.node_for(fn)
-    r.uses = [n for n in X.walk(fnode) if n.type == "identifier" and n.text == d.name.encode()
-              and not (d.start <= n.start_byte < d.end)]
+    r.uses = [
+        n
+        for n in X.walk(fnode)
+        if n.type == "identifier" and n.text == d.name.encode() and not (d.start <= n.start_byte < d.end)
+    ]
     stages = _stage_depth(src, d)
     if stages != 2:
         r.reason = f"{d.name}{d.dims_text} is a ring of {stages if stages is not None else '?'} stages; only 2-stage ping-pong is rewritten"
@@ -156,9 +175,12 @@ def _ring(src: CudaSource, d: SharedDecl) -> _Ring:
         r.reason = f"{d.name} is not used in a loop"
         return r
     loop = loops[0]
-    while (outer := X.enclosing(loop, "for_statement")) is not None and \
-            any(X.enclosing(u, "for_statement") is not None and outer.start_byte <= u.start_byte < outer.end_byte
-                and not (loop.start_byte <= u.start_byte < loop.end_byte) for u in r.uses):
+    while (outer := X.enclosing(loop, "for_statement")) is not None and any(
+        X.enclosing(u, "for_statement") is not None
+        and outer.start_byte <= u.start_byte < outer.end_byte
+        and not (loop.start_byte <= u.start_byte < loop.end_byte)
+        for u in r.uses
+    ):
         loop = outer
     r.loop = loop
     init = loop.child_by_field_name("initializer")
@@ -169,9 +191,15 @@ def _ring(src: CudaSource, d: SharedDecl) -> _Ring:
         return r
     r.var = src.text_of(var)
     body = loop.child_by_field_name("body")
-    pref = [s for s in (body.named_children if body is not None else []) if s.type == "if_statement"
-            and re.search(rf"\b{re.escape(r.var)}\s*\+\s*1\b", src.text_of(s.child_by_field_name("condition") or s))
-            and any(s.start_byte <= u.start_byte < s.end_byte for u in r.uses)]
+    pref = [
+        s
+        for s in (body.named_children if body is not None else [])
+        if s.type == "if_statement"
+        and re.search(
+            rf"\b{re.escape(r.var)}\s*\+\s*1\b", src.text_of(s.child_by_field_name("condition") or s)
+        )
+        and any(s.start_byte <= u.start_byte < s.end_byte for u in r.uses)
+    ]
     if len(pref) != 1 or pref[0].child_by_field_name("alternative") is not None:
         r.reason = f"no single `if ({r.var} + 1 < n) {{ prefetch into {d.name} }}` statement in the loop"
         return r
@@ -187,7 +215,11 @@ def _ring(src: CudaSource, d: SharedDecl) -> _Ring:
             r.barrier = s
             continue
         writes = [n for n in X.walk(s) if n.type == "assignment_expression"]
-        targets = [X.pointer_base(w.child_by_field_name("left")) for w in writes if w.child_by_field_name("left") is not None]
+        targets = [
+            X.pointer_base(w.child_by_field_name("left"))
+            for w in writes
+            if w.child_by_field_name("left") is not None
+        ]
         if writes and all(t is not None and t.text == d.name.encode() for t in targets):
             r.prologue.insert(0, s)
             continue
@@ -196,10 +228,16 @@ def _ring(src: CudaSource, d: SharedDecl) -> _Ring:
     if not r.prologue:
         r.reason = f"no prologue loading {d.name}[0] before the loop"
         return r
-    outside = [u for u in r.uses if not (loop.start_byte <= u.start_byte < loop.end_byte)
-               and not any(p.start_byte <= u.start_byte < p.end_byte for p in r.prologue)]
+    outside = [
+        u
+        for u in r.uses
+        if not (loop.start_byte <= u.start_byte < loop.end_byte)
+        and not any(p.start_byte <= u.start_byte < p.end_byte for p in r.prologue)
+    ]
     if outside:
-        r.reason = f"{d.name} is also used outside the prologue and the loop (line {outside[0].start_point.row + 1})"
+        r.reason = (
+            f"{d.name} is also used outside the prologue and the loop (line {outside[0].start_point.row + 1})"
+        )
         return r
     unindexed = [u for u in r.uses if _first_index(src, u) is None]
     if unindexed:
@@ -210,38 +248,77 @@ def _ring(src: CudaSource, d: SharedDecl) -> _Ring:
 class Pipeline(Operator):
     name = "pipeline"
     category = "pipeline"
-    intent = ("Overlap the next tile's global loads with this tile's compute: double-buffered shared memory "
-              "and/or asynchronous copies (cp.async via __pipeline_memcpy_async) with commit/wait stages.")
+    intent = (
+        "Overlap the next tile's global loads with this tile's compute: double-buffered shared memory "
+        "and/or asynchronous copies (cp.async via __pipeline_memcpy_async) with commit/wait stages."
+    )
 
     def find(self, src: CudaSource) -> list[Site]:
         sites = []
-        fns = [fn for fn in X.code_functions(src) if _async_calls(fn) or _ptx_async(src, fn) or _unsupported_async(src, fn)]
+        fns = [
+            fn
+            for fn in X.code_functions(src)
+            if _async_calls(fn) or _ptx_async(src, fn) or _unsupported_async(src, fn)
+        ]
         if fns:
             # one site for the whole file: commit/wait only mean something together with every copy
             n = sum(len(_async_calls(fn)) + len(_ptx_async(src, fn)) for fn in fns)
             bad = [b for fn in fns for b in _unsupported_async(src, fn)]
             names = [X.N.func_name(fn) for fn in fns]
-            sites.append(self.site(src, fns[0], f"{n} async-copy construct(s) in {', '.join(names)}"
-                                   + (f"; {len(bad)} unsupported form(s)" if bad else ""),
-                                   kind="async_copy", functions=",".join(names), unsupported=" | ".join(bad)))
+            sites.append(
+                self.site(
+                    src,
+                    fns[0],
+                    f"{n} async-copy construct(s) in {', '.join(names)}"
+                    + (f"; {len(bad)} unsupported form(s)" if bad else ""),
+                    kind="async_copy",
+                    functions=",".join(names),
+                    unsupported=" | ".join(bad),
+                )
+            )
         for d in src.shared_decls:
             if d.function is None or len(d.dims) < 2:
                 continue
             stages = _stage_depth(src, d)
-            uses = [n for n in X.walk(src.node_for(src.function(d.function))) if n.type == "identifier"  # type: ignore[arg-type]
-                    and n.text == d.name.encode() and not (d.start <= n.start_byte < d.end)]
-            staged = [u for u in uses if (i := _first_index(src, u)) is not None and
-                      re.search(r"\^|&\s*1\b|%\s*\w+|\bstage\b|\bcur\b|\bnxt\b|\bnext\b|\bbuf\b|\bping\b|\bpong\b|1\s*-\s*\w+",
-                                src.text_of(i))]
+            uses = [
+                n
+                for n in X.walk(src.node_for(src.function(d.function)))
+                if n.type == "identifier"  # type: ignore[arg-type]
+                and n.text == d.name.encode()
+                and not (d.start <= n.start_byte < d.end)
+            ]
+            staged = [
+                u
+                for u in uses
+                if (i := _first_index(src, u)) is not None
+                and re.search(
+                    r"\^|&\s*1\b|%\s*\w+|\bstage\b|\bcur\b|\bnxt\b|\bnext\b|\bbuf\b|\bping\b|\bpong\b|1\s*-\s*\w+",
+                    src.text_of(i),
+                )
+            ]
             if stages is not None and 2 <= stages <= 8 and staged:
-                sites.append(self.site(src, d, f"shared {d.name}{d.dims_text}: {stages}-stage buffer",
-                                       kind="double_buffer", array=d.name, stages=str(stages)))
+                sites.append(
+                    self.site(
+                        src,
+                        d,
+                        f"shared {d.name}{d.dims_text}: {stages}-stage buffer",
+                        kind="double_buffer",
+                        array=d.name,
+                        stages=str(stages),
+                    )
+                )
         return sites
 
     def _decl(self, src: CudaSource, site: Site) -> SharedDecl:
         node = src.node_at(site.anchor)
-        d = next((d for d in src.shared_decls if node is not None and d.start == node.start_byte
-                  and d.name == site.details.get("array")), None)
+        d = next(
+            (
+                d
+                for d in src.shared_decls
+                if node is not None and d.start == node.start_byte and d.name == site.details.get("array")
+            ),
+            None,
+        )
         if d is None:
             raise Refused(f"{self.name}: shared array {site.details.get('array')} is gone")
         return d
@@ -249,26 +326,62 @@ class Pipeline(Operator):
     def removal_preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         if site.details["kind"] == "async_copy":
             bad = [b for fn in X.code_functions(src) for b in _unsupported_async(src, fn)]
-            return [Precondition("rewritable_async_copies", not bad,
-                                 "copies use __pipeline_memcpy_async / commit / wait_prior" if not bad
-                                 else "not rewritten by this operator: " + "; ".join(bad), "Pipeline")]
+            return [
+                Precondition(
+                    "rewritable_async_copies",
+                    not bad,
+                    "copies use __pipeline_memcpy_async / commit / wait_prior"
+                    if not bad
+                    else "not rewritten by this operator: " + "; ".join(bad),
+                    "Pipeline",
+                )
+            ]
         r = _ring(src, self._decl(src, site))
-        return [Precondition("ping_pong_idiom", not r.reason,
-                             f"prologue fills {r.decl.name if r.decl else '?'}[0], the loop prefetches stage t + 1 and "
-                             "computes on stage t" if not r.reason else r.reason, "Pipeline")]
+        return [
+            Precondition(
+                "ping_pong_idiom",
+                not r.reason,
+                f"prologue fills {r.decl.name if r.decl else '?'}[0], the loop prefetches stage t + 1 and "
+                "computes on stage t"
+                if not r.reason
+                else r.reason,
+                "Pipeline",
+            )
+        ]
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         if site.details.get("kind") == "async_copy":
-            return [Precondition("async_copy_hardware", True, "cp.async needs sm_80+", "Hardware"),
-                    Precondition("copy_sizes", True, "each async copy moves 4, 8 or 16 bytes, aligned to its size",
-                                 "Layout"),
-                    Precondition("waits_before_reads", True, "every stage is waited for and barrier-synchronized "
-                                 "before its shared memory is read", "Pipeline")]
+            return [
+                Precondition("async_copy_hardware", True, "cp.async needs sm_80+", "Hardware"),
+                Precondition(
+                    "copy_sizes",
+                    True,
+                    "each async copy moves 4, 8 or 16 bytes, aligned to its size",
+                    "Layout",
+                ),
+                Precondition(
+                    "waits_before_reads",
+                    True,
+                    "every stage is waited for and barrier-synchronized before its shared memory is read",
+                    "Pipeline",
+                ),
+            ]
         d = self._decl(src, site)
-        return [Precondition("smem_budget", True, f"{site.details.get('stages', '2')} copies of {d.name} fit the "
-                             "shared-memory budget per block", "Storage"),
-                Precondition("barrier_per_stage", True, "a __syncthreads() separates the reads of a stage from the "
-                             "prefetch that overwrites it", "Pipeline")]
+        return [
+            Precondition(
+                "smem_budget",
+                True,
+                f"{site.details.get('stages', '2')} copies of {d.name} fit the "
+                "shared-memory budget per block",
+                "Storage",
+            ),
+            Precondition(
+                "barrier_per_stage",
+                True,
+                "a __syncthreads() separates the reads of a stage from the prefetch that overwrites it",
+                "Pipeline",
+            ),
+        ]
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
         if site.details["kind"] == "async_copy":
@@ -291,8 +404,12 @@ class Pipeline(Operator):
                         edits.append(edit.replace(c, "(void)0"))
             for stmt, text in _ptx_async(src, fn):
                 edits.append(edit.replace(stmt, text) if text else edit.delete(src, stmt))
-        for m in re.finditer(r"^[ \t]*#[ \t]*include\s*<cuda_pipeline(?:_primitives)?\.h>[^\n]*\n", src.text, re.M):
-            edits.append(edit.Edit(len(src.text[:m.start()].encode()), len(src.text[:m.end()].encode()), ""))
+        for m in re.finditer(
+            r"^[ \t]*#[ \t]*include\s*<cuda_pipeline(?:_primitives)?\.h>[^\n]*\n", src.text, re.M
+        ):
+            edits.append(
+                edit.Edit(len(src.text[: m.start()].encode()), len(src.text[: m.end()].encode()), "")
+            )
         if "kl_copy_sync" not in src.text:
             pos = _after_includes(src)
             edits.append(edit.Edit(pos, pos, HELPER))
@@ -305,8 +422,13 @@ class Pipeline(Operator):
         edits: list[edit.Edit] = []
         # the declaration loses its stage dimension
         node = src.node_for(d)
-        inner = next(n for n in X.walk(node) if n.type == "array_declarator" and
-                     (dn := n.child_by_field_name("declarator")) is not None and dn.type == "identifier")
+        inner = next(
+            n
+            for n in X.walk(node)
+            if n.type == "array_declarator"
+            and (dn := n.child_by_field_name("declarator")) is not None
+            and dn.type == "identifier"
+        )
         size = inner.child_by_field_name("size")
         assert size is not None
         edits.append(edit.Edit(inner.child_by_field_name("declarator").end_byte, size.end_byte + 1, ""))  # type: ignore[union-attr]

@@ -57,9 +57,17 @@ class PragmaUnroll(Operator):
         sites = []
         for fn, ps in by_fn.items():
             lines = ", ".join(str(p.line) for p in ps)
-            sites.append(self.site(src, ps[0], f"{len(ps)} #pragma unroll in {fn} (line {lines})"[:200], function=fn,
-                                   count=str(len(ps)), lines=lines,
-                                   factors=",".join(p.value or "" for p in ps)))
+            sites.append(
+                self.site(
+                    src,
+                    ps[0],
+                    f"{len(ps)} #pragma unroll in {fn} (line {lines})"[:200],
+                    function=fn,
+                    count=str(len(ps)),
+                    lines=lines,
+                    factors=",".join(p.value or "" for p in ps),
+                )
+            )
         return sites
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
@@ -83,21 +91,35 @@ class PragmaUnroll(Operator):
 
     def find_forward(self, src: CudaSource) -> list[Site]:
         """One site per function, as `find`: the forward step unrolls all its compile-time loops."""
-        return [self.site(src, loops[0], f"{len(loops)} loop(s) in {fn} with a compile-time bound",
-                          function=fn, lines=", ".join(str(lp.line) for lp in loops),
-                          header=loops[0].header.strip())
-                for fn, loops in self._unrollable(src).items()]
+        return [
+            self.site(
+                src,
+                loops[0],
+                f"{len(loops)} loop(s) in {fn} with a compile-time bound",
+                function=fn,
+                lines=", ".join(str(lp.line) for lp in loops),
+                header=loops[0].header.strip(),
+            )
+            for fn, loops in self._unrollable(src).items()
+        ]
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         fn = site.details.get("function")
         loops = self._unrollable(src, fn).get(fn or "", [])
         ok = bool(loops)
-        return [Precondition("compile_time_trip_count", ok,
-                             f"{len(loops)} loop bound(s) in {fn} are literals or compile-time constants" if ok
-                             else f"no loop of {fn} without a pragma has a compile-time bound")]
+        return [
+            Precondition(
+                "compile_time_trip_count",
+                ok,
+                f"{len(loops)} loop bound(s) in {fn} are literals or compile-time constants"
+                if ok
+                else f"no loop of {fn} without a pragma has a compile-time bound",
+            )
+        ]
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
         fn = site.details.get("function")
         loops = self._unrollable(src, fn).get(fn or "", [])
-        return edit.apply_edits(src, [edit.insert_before(lp, "#pragma unroll\n" + edit.indent_of(src, lp))
-                                      for lp in loops])
+        return edit.apply_edits(
+            src, [edit.insert_before(lp, "#pragma unroll\n" + edit.indent_of(src, lp)) for lp in loops]
+        )

@@ -43,7 +43,9 @@ def _reciprocal_of(src: CudaSource, value: ts.Node) -> tuple[str, str] | None:
 
 
 def _uses(fn: ts.Node, name: str, after: int) -> list[ts.Node]:
-    return [n for n in X.walk(fn) if n.type == "identifier" and n.text == name.encode() and n.start_byte >= after]
+    return [
+        n for n in X.walk(fn) if n.type == "identifier" and n.text == name.encode() and n.start_byte >= after
+    ]
 
 
 def _mul_use(src: CudaSource, ident: ts.Node) -> tuple[ts.Node, ts.Node | None, str] | None:
@@ -52,9 +54,17 @@ def _mul_use(src: CudaSource, ident: ts.Node) -> tuple[ts.Node, ts.Node | None, 
     if p is None:
         return None
     if p.type == "binary_expression" and src.text_of(p.children[1]) == "*":
-        other = p.child_by_field_name("left") if p.child_by_field_name("right") == ident else p.child_by_field_name("right")
+        other = (
+            p.child_by_field_name("left")
+            if p.child_by_field_name("right") == ident
+            else p.child_by_field_name("right")
+        )
         return p, other, "mul"
-    if p.type == "assignment_expression" and src.text_of(p.children[1]) == "*=" and p.child_by_field_name("right") == ident:
+    if (
+        p.type == "assignment_expression"
+        and src.text_of(p.children[1]) == "*="
+        and p.child_by_field_name("right") == ident
+    ):
         return p, p.child_by_field_name("left"), "mul_assign"
     return None
 
@@ -62,8 +72,16 @@ def _mul_use(src: CudaSource, ident: ts.Node) -> tuple[ts.Node, ts.Node | None, 
 class _Decl:
     """One hoisted reciprocal: `T name = <reciprocal of divisor>;`."""
 
-    def __init__(self, src: CudaSource, decl: ts.Node, init: ts.Node, name: str, divisor: str, form: str,
-                 divisor_node: ts.Node) -> None:
+    def __init__(
+        self,
+        src: CudaSource,
+        decl: ts.Node,
+        init: ts.Node,
+        name: str,
+        divisor: str,
+        form: str,
+        divisor_node: ts.Node,
+    ) -> None:
         self.decl, self.init, self.name, self.divisor, self.form = decl, init, name, divisor, form
         self.divisor_node = divisor_node
 
@@ -92,8 +110,11 @@ def _hoisted(src: CudaSource, fn: ts.Node) -> list[_Decl]:
 def _div_text(src: CudaSource, node: ts.Node, other: ts.Node, divisor: str, kind: str) -> str:
     if kind == "mul_assign":
         return f"{src.text_of(other)} /= {divisor}"
-    keep = other.type in X.PRIMARY or (other.type == "binary_expression" and src.text_of(other.children[1]) in "*/"
-                                      and other == node.child_by_field_name("left"))
+    keep = other.type in X.PRIMARY or (
+        other.type == "binary_expression"
+        and src.text_of(other.children[1]) in "*/"
+        and other == node.child_by_field_name("left")
+    )
     out = f"{src.text_of(other) if keep else '(' + src.text_of(other) + ')'} / {divisor}"
     return f"({out})" if _division_needs_parens(src, node) else out
 
@@ -112,22 +133,36 @@ def _division_needs_parens(src: CudaSource, node: ts.Node) -> bool:
 class ReciprocalHoist(Operator):
     name = "reciprocal_hoist"
     category = "specialized_instruction"
-    intent = ("Compute a loop-invariant reciprocal once (1.0f / s, or rsqrtf(var + eps)) and multiply by it "
-              "instead of dividing at every use.")
+    intent = (
+        "Compute a loop-invariant reciprocal once (1.0f / s, or rsqrtf(var + eps)) and multiply by it "
+        "instead of dividing at every use."
+    )
     mechanical_apply = True
 
     def find(self, src: CudaSource) -> list[Site]:
         sites = []
         for fn in X.code_functions(src):
             for h in _hoisted(src, fn):
-                sites.append(self.site(src, h.decl, f"reciprocal {h.name} = 1/{h.divisor} ({h.form}) multiplied at its uses",
-                                       name=h.name, divisor=h.divisor, form=h.form))
+                sites.append(
+                    self.site(
+                        src,
+                        h.decl,
+                        f"reciprocal {h.name} = 1/{h.divisor} ({h.form}) multiplied at its uses",
+                        name=h.name,
+                        divisor=h.divisor,
+                        form=h.form,
+                    )
+                )
         return sites
 
     def _decl_at(self, src: CudaSource, site: Site) -> tuple[ts.Node, _Decl]:
         node = src.node_at(site.anchor)
         fn = X.enclosing_function(node) if node is not None else None
-        h = next((h for h in _hoisted(src, fn) if h.decl == node and h.name == site.details["name"]), None) if fn else None
+        h = (
+            next((h for h in _hoisted(src, fn) if h.decl == node and h.name == site.details["name"]), None)
+            if fn
+            else None
+        )
         if node is None or fn is None or h is None:
             raise Refused(f"{self.name}: the reciprocal {site.details.get('name')} is gone")
         return fn, h
@@ -140,12 +175,23 @@ class ReciprocalHoist(Operator):
             if n.type in ("assignment_expression", "update_expression"):
                 written |= X.assigned_names(n)
         changed = sorted(X.identifiers(h.divisor_node) & written)
-        facts = [Precondition("divisor_unchanged", not changed,
-                              f"{h.divisor} is not modified after the reciprocal is taken" if not changed
-                              else f"{', '.join(changed)} change(s) after the reciprocal: a division at the use would see the new value",
-                              "Data types")]
-        facts.append(Precondition("reciprocal_not_reassigned", h.name not in written,
-                                  f"{h.name} is assigned once" if h.name not in written else f"{h.name} is reassigned later"))
+        facts = [
+            Precondition(
+                "divisor_unchanged",
+                not changed,
+                f"{h.divisor} is not modified after the reciprocal is taken"
+                if not changed
+                else f"{', '.join(changed)} change(s) after the reciprocal: a division at the use would see the new value",
+                "Data types",
+            )
+        ]
+        facts.append(
+            Precondition(
+                "reciprocal_not_reassigned",
+                h.name not in written,
+                f"{h.name} is assigned once" if h.name not in written else f"{h.name} is reassigned later",
+            )
+        )
         return facts
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
@@ -157,8 +203,11 @@ class ReciprocalHoist(Operator):
         spans = X.outermost([m[0] for _, m in muls])
         edits = [e for e, (_, m) in zip(edits, muls, strict=True) if m[0] in spans]
         if len(edits) == len(uses):
-            edits.append(edit.delete(src, h.decl) if len(h.decl.children_by_field_name("declarator")) == 1
-                         else edit.replace(h.init, h.init.text.decode()))
+            edits.append(
+                edit.delete(src, h.decl)
+                if len(h.decl.children_by_field_name("declarator")) == 1
+                else edit.replace(h.init, h.init.text.decode())
+            )
         return edit.apply_edits(src, edits)
 
     # ---- forward ----------------------------------------------------------------------------
@@ -192,23 +241,49 @@ class ReciprocalHoist(Operator):
         return out
 
     def find_forward(self, src: CudaSource) -> list[Site]:
-        return [self.site(src, lnode, f"loop at line {lnode.start_point.row + 1} divides by invariant {d} {len(ns)} time(s)",
-                          divisor=d, count=str(len(ns)))
-                for lnode, d, ns in self._loop_divisions(src)]
+        return [
+            self.site(
+                src,
+                lnode,
+                f"loop at line {lnode.start_point.row + 1} divides by invariant {d} {len(ns)} time(s)",
+                divisor=d,
+                count=str(len(ns)),
+            )
+            for lnode, d, ns in self._loop_divisions(src)
+        ]
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         d = site.details.get("divisor", "")
         if "name" in site.details:  # a found (backward) site
-            facts = [Precondition("float_reciprocal", True, f"{site.details['name']} is a float reciprocal of {d}", "Data types")]
+            facts = [
+                Precondition(
+                    "float_reciprocal",
+                    True,
+                    f"{site.details['name']} is a float reciprocal of {d}",
+                    "Data types",
+                )
+            ]
         else:
             node = src.node_at(site.anchor)
             found = [g for g in self._loop_divisions(src) if g[0] == node and g[1] == d]
-            facts = [Precondition("loop_invariant_divisor", bool(found),
-                                  f"{d} is float and not written inside the loop" if found
-                                  else f"{d} is not a float loop invariant of this loop", "Data types")]
-        facts.append(Precondition("tolerance_absorbs_rounding", True,
-                                  "x * (1/s) differs from x / s by at most 1-2 ulp; the float tolerance absorbs it",
-                                  "Data types"))
+            facts = [
+                Precondition(
+                    "loop_invariant_divisor",
+                    bool(found),
+                    f"{d} is float and not written inside the loop"
+                    if found
+                    else f"{d} is not a float loop invariant of this loop",
+                    "Data types",
+                )
+            ]
+        facts.append(
+            Precondition(
+                "tolerance_absorbs_rounding",
+                True,
+                "x * (1/s) differs from x / s by at most 1-2 ulp; the float tolerance absorbs it",
+                "Data types",
+            )
+        )
         return facts
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:

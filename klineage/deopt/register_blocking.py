@@ -64,9 +64,11 @@ def _accumulators(src: CudaSource, fn: ts.Node) -> list[_Acc]:
 class RegisterBlocking(Operator):
     name = "register_blocking"
     category = "tiling"
-    intent = ("Block registers: each thread accumulates a TM x TN micro-tile (acc[TM][TN]) so every operand loaded "
-              "from shared memory is reused TM or TN times; the block tile BM x BN is split among "
-              "(BM/TM)*(BN/TN) threads.")
+    intent = (
+        "Block registers: each thread accumulates a TM x TN micro-tile (acc[TM][TN]) so every operand loaded "
+        "from shared memory is reused TM or TN times; the block tile BM x BN is split among "
+        "(BM/TM)*(BN/TN) threads."
+    )
     mechanical_apply = True
 
     def find(self, src: CudaSource) -> list[Site]:
@@ -86,9 +88,18 @@ class RegisterBlocking(Operator):
                     continue
                 if not forward and all(v is not None and v <= 1 for v in vals):
                     continue
-                sites.append(self.site(src, acc.decl, f"{acc.name}[{']['.join(acc.dims)}] micro-tile in {k.name}",
-                                       kernel=k.name, acc=acc.name, tm=acc.dims[0], tn=acc.dims[1],
-                                       factor=str(DEFAULT_FACTOR) if forward else ""))
+                sites.append(
+                    self.site(
+                        src,
+                        acc.decl,
+                        f"{acc.name}[{']['.join(acc.dims)}] micro-tile in {k.name}",
+                        kernel=k.name,
+                        acc=acc.name,
+                        tm=acc.dims[0],
+                        tn=acc.dims[1],
+                        factor=str(DEFAULT_FACTOR) if forward else "",
+                    )
+                )
         return sites
 
     # ---- constants ---------------------------------------------------------------------------
@@ -99,13 +110,19 @@ class RegisterBlocking(Operator):
             return consts[name], ""
         tparams = [tp.name for tp in kernel.template_params]
         if name in tparams:
-            args = {T.squash(T.template_map(src, kernel, ls).get(name, "")) for ls in T.launches_of(src, kernel.name)}
+            args = {
+                T.squash(T.template_map(src, kernel, ls).get(name, ""))
+                for ls in T.launches_of(src, kernel.name)
+            }
             if len(args) != 1:
                 return None, f"launches pass {len(args)} different values for {name}"
             (arg,) = args
             if arg in consts:
                 return consts[arg], ""
-            return None, f"{name} is the literal {arg or '?'} at the launch (name it with a constexpr to rewrite it)"
+            return (
+                None,
+                f"{name} is the literal {arg or '?'} at the launch (name it with a constexpr to rewrite it)",
+            )
         return None, f"{name} is not a compile-time constant of this file"
 
     def _value(self, src: CudaSource, kernel: Function, name: str) -> int | None:
@@ -114,7 +131,9 @@ class RegisterBlocking(Operator):
         c, _ = self._const(src, kernel, name)
         return c.value if c is not None else None
 
-    def _plan(self, src: CudaSource, site: Site, forward: bool) -> tuple[list[Precondition], list[tuple[IntConstant, int]]]:
+    def _plan(
+        self, src: CudaSource, site: Site, forward: bool
+    ) -> tuple[list[Precondition], list[tuple[IntConstant, int]]]:
         d = site.details
         kernel = next((k for k in src.kernels if k.name == d.get("kernel")), None)
         if kernel is None:
@@ -125,8 +144,14 @@ class RegisterBlocking(Operator):
         micro = []
         for dim in dict.fromkeys((d["tm"], d["tn"])):
             c, why = self._const(src, kernel, dim)
-            facts.append(Precondition("micro_tile_constant", c is not None,
-                                      f"{dim} = {c.value} is a named compile-time size" if c else why, "Layout"))
+            facts.append(
+                Precondition(
+                    "micro_tile_constant",
+                    c is not None,
+                    f"{dim} = {c.value} is a named compile-time size" if c else why,
+                    "Layout",
+                )
+            )
             if c is not None:
                 micro.append((dim, c))
         if len(micro) != len(dict.fromkeys((d["tm"], d["tn"]))):
@@ -140,28 +165,57 @@ class RegisterBlocking(Operator):
             nums |= set(re.findall(rf"(\w+)/{re.escape(c.name)}(?!\w)", text))
             nums.discard(dim)
             if not nums:
-                facts.append(Precondition("block_tile_in_terms_of_micro_tile", False,
-                                          f"no block size is written as X / {dim}: the thread count cannot be kept", "Layout"))
+                facts.append(
+                    Precondition(
+                        "block_tile_in_terms_of_micro_tile",
+                        False,
+                        f"no block size is written as X / {dim}: the thread count cannot be kept",
+                        "Layout",
+                    )
+                )
                 continue
             for num in sorted(nums):
                 bc, why = self._const(src, kernel, num)
                 if bc is None:
                     facts.append(Precondition("block_tile_constant", False, why, "Layout"))
                     continue
-                if bc.name in changes and changes[bc.name][1] != (bc.value * factor if forward else bc.value // old):
-                    facts.append(Precondition("consistent_block_tile", False, f"{num} is divided by two micro-tile sizes", "Layout"))
+                if bc.name in changes and changes[bc.name][1] != (
+                    bc.value * factor if forward else bc.value // old
+                ):
+                    facts.append(
+                        Precondition(
+                            "consistent_block_tile",
+                            False,
+                            f"{num} is divided by two micro-tile sizes",
+                            "Layout",
+                        )
+                    )
                     continue
                 ok = forward or bc.value % old == 0
-                facts.append(Precondition("block_tile_divisible", ok,
-                                          f"{num} = {bc.value} is a multiple of {dim} = {old}" if ok
-                                          else f"{num} = {bc.value} is not a multiple of {dim} = {old}", "Layout"))
+                facts.append(
+                    Precondition(
+                        "block_tile_divisible",
+                        ok,
+                        f"{num} = {bc.value} is a multiple of {dim} = {old}"
+                        if ok
+                        else f"{num} = {bc.value} is not a multiple of {dim} = {old}",
+                        "Layout",
+                    )
+                )
                 changes[bc.name] = (bc, bc.value * factor if forward else bc.value // old)
         grids = [T.config_nodes(src, ls)[0] for ls in T.launches_of(src, kernel.name)]
         block_names = {c.name for c, _ in changes.values()} - {c.name for _, c in micro}
         in_grid = all(_grid_uses(src, g, block_names, kernel) for g in grids) and bool(grids)
-        facts.append(Precondition("grid_follows_block_tile", in_grid,
-                                  "the launcher's grid is computed from the block tile sizes" if in_grid
-                                  else "the launcher's grid does not use the block tile constants", "Layout"))
+        facts.append(
+            Precondition(
+                "grid_follows_block_tile",
+                in_grid,
+                "the launcher's grid is computed from the block tile sizes"
+                if in_grid
+                else "the launcher's grid does not use the block tile constants",
+                "Layout",
+            )
+        )
         return facts, list(changes.values())
 
     def removal_preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
@@ -187,7 +241,9 @@ def _grid_uses(src: CudaSource, grid: ts.Node, names: set[str], kernel: Function
     text = src.text_of(grid)
     launcher = T.fn_node_of(grid)
     if re.fullmatch(r"\s*\w+\s*", text) and launcher is not None:
-        decl = next((n for n in T.walk(launcher) if n.type == "declaration" and T.decl_name(n) == text.strip()), None)
+        decl = next(
+            (n for n in T.walk(launcher) if n.type == "declaration" and T.decl_name(n) == text.strip()), None
+        )
         if decl is not None:
             text = src.text_of(decl)
     return any(re.search(rf"(?<!\w){re.escape(n)}(?!\w)", text) for n in names)

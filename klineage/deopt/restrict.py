@@ -52,7 +52,11 @@ class Restrict(Operator):
             node = src.node_for(k)
             quals = _restrict_nodes(src, node)
             if quals:
-                sites.append(self.site(src, node, f"{len(quals)} __restrict__ pointer(s) on kernel {k.name}", kernel=k.name))
+                sites.append(
+                    self.site(
+                        src, node, f"{len(quals)} __restrict__ pointer(s) on kernel {k.name}", kernel=k.name
+                    )
+                )
         return sites
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
@@ -71,7 +75,14 @@ class Restrict(Operator):
         for k in src.kernels:
             node = src.node_for(k)
             if not _restrict_nodes(src, node) and _pointer_declarators(node):
-                sites.append(self.site(src, node, f"pointer parameters of kernel {k.name} could be __restrict__", kernel=k.name))
+                sites.append(
+                    self.site(
+                        src,
+                        node,
+                        f"pointer parameters of kernel {k.name} could be __restrict__",
+                        kernel=k.name,
+                    )
+                )
         return sites
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
@@ -88,12 +99,15 @@ class Restrict(Operator):
                 Precondition(
                     "no_alias_at_launch",
                     not dup,
-                    f"launch at line {launch.line} passes {', '.join(dup)} to two pointer parameters" if dup
+                    f"launch at line {launch.line} passes {', '.join(dup)} to two pointer parameters"
+                    if dup
                     else f"launch at line {launch.line} passes distinct pointers",
                 )
             )
         if not facts:
-            facts.append(Precondition("no_alias_at_launch", True, "no launch in this file passes one pointer twice"))
+            facts.append(
+                Precondition("no_alias_at_launch", True, "no launch in this file passes one pointer twice")
+            )
         return facts
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:

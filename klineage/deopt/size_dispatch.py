@@ -38,11 +38,13 @@ def _launching_functions(src: CudaSource, every_call: tuple[Call, ...]) -> set[s
 def _launches(src: CudaSource, node: ts.Node, every_call: tuple[Call, ...], launching: set[str]) -> bool:
     """A kernel launch, or a call to a launching host function, inside `node` (the source model's
     launch sites and calls, as `_launching_functions` reads them)."""
+
     def inside(c: Construct) -> bool:
         return node.start_byte <= c.start and c.end <= node.end_byte
 
     return any(inside(s) for s in src.launch_sites) or any(
-        inside(c) and c.name in launching for c in every_call)
+        inside(c) and c.name in launching for c in every_call
+    )
 
 
 def _branches(node: ts.Node) -> tuple[ts.Node | None, ts.Node | None]:
@@ -60,8 +62,10 @@ def _is_constexpr(node: ts.Node) -> bool:
 class SizeDispatch(Operator):
     name = "size_dispatch"
     category = "tiling"
-    intent = ("Dispatch each problem-size class from the host to a kernel (or template instance) specialized for it, "
-              "e.g. a warp per row for short rows and a block per row for long ones.")
+    intent = (
+        "Dispatch each problem-size class from the host to a kernel (or template instance) specialized for it, "
+        "e.g. a warp per row for short rows and a block per row for long ones."
+    )
     mechanical_apply = False
 
     def _ifs(self, src: CudaSource) -> list[tuple[ts.Node, ts.Node, ts.Node, str]]:
@@ -89,8 +93,16 @@ class SizeDispatch(Operator):
             cond = " ".join(src.text_of(node.child_by_field_name("condition")).split())
             line = src.line_of(node.start_byte)
             for keep in ("else", "then"):
-                sites.append(self.site(src, node, f"keep the {keep} branch of `if {cond}` in {fn} (line {line})",
-                                       keep=keep, condition=cond, function=fn))
+                sites.append(
+                    self.site(
+                        src,
+                        node,
+                        f"keep the {keep} branch of `if {cond}` in {fn} (line {line})",
+                        keep=keep,
+                        condition=cond,
+                        function=fn,
+                    )
+                )
         return sites
 
     def _target(self, src: CudaSource, site: Site) -> tuple[ts.Node, ts.Node, ts.Node]:
@@ -102,14 +114,24 @@ class SizeDispatch(Operator):
     def removal_preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         cond = site.details.get("condition", "")
         pure = not _SIDE_EFFECT.search(cond)
-        return [Precondition("condition_without_side_effects", pure,
-                             "the condition only reads values" if pure else f"`{cond}` assigns or increments")]
+        return [
+            Precondition(
+                "condition_without_side_effects",
+                pure,
+                "the condition only reads values" if pure else f"`{cond}` assigns or increments",
+            )
+        ]
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         cond = site.details.get("condition", "")
-        return [Precondition("size_class", True,
-                             f"the launcher splits the problem by `{cond}`: each side's kernel is specialized for its sizes",
-                             kind="Layout")]
+        return [
+            Precondition(
+                "size_class",
+                True,
+                f"the launcher splits the problem by `{cond}`: each side's kernel is specialized for its sizes",
+                kind="Layout",
+            )
+        ]
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
         node, then, alt = self._target(src, site)

@@ -31,8 +31,10 @@ def resolve_int(src: CudaSource, text: str) -> int | None:
     for _ in range(4):
         names = set(re.findall(r"[A-Za-z_]\w*", t))
         for n in names:
-            m = re.search(rf"(?:constexpr|const)\s+(?:static\s+)?(?:int|unsigned|auto|size_t|long)\s+{n}\s*=\s*([^;]+);",
-                          src.text) or re.search(rf"#define\s+{n}\s+([^\n]+)", src.text)
+            m = re.search(
+                rf"(?:constexpr|const)\s+(?:static\s+)?(?:int|unsigned|auto|size_t|long)\s+{n}\s*=\s*([^;]+);",
+                src.text,
+            ) or re.search(rf"#define\s+{n}\s+([^\n]+)", src.text)
             if m:
                 t = re.sub(rf"\b{n}\b", f"({m.group(1).strip()})", t)
         if not re.search(r"[A-Za-z_]", t.replace("u", "").replace("U", "")):
@@ -50,15 +52,24 @@ def _uses(src: CudaSource, decl: SharedDecl) -> list[ts.Node]:
     """Identifier nodes naming the array inside its function (the declaration excluded)."""
     fn = src.function(decl.function) if decl.function else None
     scope = src.node_for(fn) if fn is not None else src.tree.root_node
-    return [n for n in X.walk(scope) if n.type == "identifier" and n.text == decl.name.encode()
-            and not (decl.start <= n.start_byte < decl.end)]
+    return [
+        n
+        for n in X.walk(scope)
+        if n.type == "identifier"
+        and n.text == decl.name.encode()
+        and not (decl.start <= n.start_byte < decl.end)
+    ]
 
 
 def _subscript_chain(ident: ts.Node) -> list[ts.Node]:
     """The subscript expressions applied to `ident`, innermost (first index) first."""
     chain = []
     n = ident
-    while n.parent is not None and n.parent.type == "subscript_expression" and n.parent.child_by_field_name("argument") == n:
+    while (
+        n.parent is not None
+        and n.parent.type == "subscript_expression"
+        and n.parent.child_by_field_name("argument") == n
+    ):
         n = n.parent
         chain.append(n)
     return chain
@@ -78,7 +89,11 @@ def _flat_uses(src: CudaSource, decl: SharedDecl) -> list[str]:
     for u in _uses(src, decl):
         chain = _subscript_chain(u)
         top = chain[-1] if chain else u
-        addr = top.parent is not None and top.parent.type == "pointer_expression" and top.parent.children[0].type == "&"
+        addr = (
+            top.parent is not None
+            and top.parent.type == "pointer_expression"
+            and top.parent.children[0].type == "&"
+        )
         if len(chain) != len(decl.dims) or addr:
             bad.append(f"line {u.start_point.row + 1}: `{src.text_of(X.statement_of(u)).strip()[:60]}`")
     return bad
@@ -98,7 +113,9 @@ def _plain_operand(src: CudaSource, xor: ts.Node) -> ts.Node:
         for s in _subscript_chain(ident):
             idx = _index(s)
             if idx is not None and not (idx.start_byte <= xor.start_byte < idx.end_byte):
-                others |= X.identifiers(idx) | {src.text_of(f) for f in X.walk(idx) if f.type == "field_expression"}
+                others |= X.identifiers(idx) | {
+                    src.text_of(f) for f in X.walk(idx) if f.type == "field_expression"
+                }
 
     def names(n: ts.Node) -> set[str]:
         return X.identifiers(n) | {src.text_of(f) for f in X.walk(n) if f.type == "field_expression"}
@@ -117,7 +134,11 @@ def _xors(src: CudaSource, decl: SharedDecl) -> tuple[list[ts.Node], list[ts.Nod
         for sub in chain:
             idx = _index(sub)
             if idx is not None:
-                found += [n for n in X.walk(idx) if n.type == "binary_expression" and src.text_of(n.children[1]) == "^"]
+                found += [
+                    n
+                    for n in X.walk(idx)
+                    if n.type == "binary_expression" and src.text_of(n.children[1]) == "^"
+                ]
         if found:
             xors += X.outermost(found)
         elif chain:
@@ -128,8 +149,10 @@ def _xors(src: CudaSource, decl: SharedDecl) -> tuple[list[ts.Node], list[ts.Nod
 class SmemPadding(Operator):
     name = "smem_padding"
     category = "smem_layout"
-    intent = ("Pad a shared-memory tile's rows by one word (tile[T][T + 1]) or XOR-swizzle its column index so "
-              "that a warp walking a column hits 32 different banks.")
+    intent = (
+        "Pad a shared-memory tile's rows by one word (tile[T][T + 1]) or XOR-swizzle its column index so "
+        "that a warp walking a column hits 32 different banks."
+    )
     mechanical_apply = True
 
     def _decls(self, src: CudaSource) -> list[SharedDecl]:
@@ -139,18 +162,41 @@ class SmemPadding(Operator):
         sites = []
         for d in self._decls(src):
             if len(d.dims) >= 2 and (m := _PADDED.match(d.dims[-1].strip())):
-                sites.append(self.site(src, d, f"shared {d.name}{d.dims_text}: rows padded by {m.group('pad')}",
-                                       kind="padding", array=d.name, base=m.group("base"), pad=m.group("pad")))
+                sites.append(
+                    self.site(
+                        src,
+                        d,
+                        f"shared {d.name}{d.dims_text}: rows padded by {m.group('pad')}",
+                        kind="padding",
+                        array=d.name,
+                        base=m.group("base"),
+                        pad=m.group("pad"),
+                    )
+                )
             xors, _ = _xors(src, d)
             if xors:
-                sites.append(self.site(src, d, f"shared {d.name}: {len(xors)} XOR-swizzled index(es)",
-                                       kind="swizzle", array=d.name, count=str(len(xors))))
+                sites.append(
+                    self.site(
+                        src,
+                        d,
+                        f"shared {d.name}: {len(xors)} XOR-swizzled index(es)",
+                        kind="swizzle",
+                        array=d.name,
+                        count=str(len(xors)),
+                    )
+                )
         return sites
 
     def _decl(self, src: CudaSource, site: Site) -> SharedDecl:
         node = src.node_at(site.anchor)
-        d = next((d for d in self._decls(src) if node is not None and d.start == node.start_byte
-                  and d.name == site.details["array"]), None)
+        d = next(
+            (
+                d
+                for d in self._decls(src)
+                if node is not None and d.start == node.start_byte and d.name == site.details["array"]
+            ),
+            None,
+        )
         if d is None:
             raise Refused(f"{self.name}: shared array {site.details.get('array')} is gone")
         return d
@@ -158,25 +204,42 @@ class SmemPadding(Operator):
     def removal_preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         d = self._decl(src, site)
         flat = _flat_uses(src, d)
-        facts = [Precondition("indexed_only_as_array", not flat,
-                              f"{d.name} is only read and written through full [..][..] indexing" if not flat
-                              else f"{d.name} is used as a flat buffer or pointer ({'; '.join(flat[:2])}): its row stride matters",
-                              "Layout")]
+        facts = [
+            Precondition(
+                "indexed_only_as_array",
+                not flat,
+                f"{d.name} is only read and written through full [..][..] indexing"
+                if not flat
+                else f"{d.name} is used as a flat buffer or pointer ({'; '.join(flat[:2])}): its row stride matters",
+                "Layout",
+            )
+        ]
         if site.details["kind"] == "swizzle":
             _, plain = _xors(src, d)
-            facts.append(Precondition("every_access_swizzled", not plain,
-                                      f"every access of {d.name} applies the swizzle" if not plain
-                                      else f"access at line {plain[0].start_point.row + 1} is not swizzled: dropping the XOR "
-                                           "elsewhere would change which element it reads", "Layout"))
+            facts.append(
+                Precondition(
+                    "every_access_swizzled",
+                    not plain,
+                    f"every access of {d.name} applies the swizzle"
+                    if not plain
+                    else f"access at line {plain[0].start_point.row + 1} is not swizzled: dropping the XOR "
+                    "elsewhere would change which element it reads",
+                    "Layout",
+                )
+            )
         return facts
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
         d = self._decl(src, site)
         if site.details["kind"] == "padding":
             node = src.node_for(d)
-            last = next(n for n in X.walk(node) if n.type == "array_declarator" and
-                        n.child_by_field_name("size") is not None and
-                        src.text_of(n.child_by_field_name("size")).strip() == d.dims[-1].strip())
+            last = next(
+                n
+                for n in X.walk(node)
+                if n.type == "array_declarator"
+                and n.child_by_field_name("size") is not None
+                and src.text_of(n.child_by_field_name("size")).strip() == d.dims[-1].strip()
+            )
             size = last.child_by_field_name("size")
             assert size is not None
             return edit.apply_edits(src, [edit.replace(size, site.details["base"])])
@@ -184,7 +247,11 @@ class SmemPadding(Operator):
 
         def keep_left(n: ts.Node) -> str:
             left = _plain_operand(src, n)
-            if left.type == "parenthesized_expression" and n.parent is not None and n.parent.type == "subscript_argument_list":
+            if (
+                left.type == "parenthesized_expression"
+                and n.parent is not None
+                and n.parent.type == "subscript_argument_list"
+            ):
                 return src.text_of(left)[1:-1].strip()
             return src.text_of(left)
 
@@ -195,40 +262,84 @@ class SmemPadding(Operator):
         sites = []
         for d in self._decls(src):
             if len(d.dims) == 2 and not _PADDED.match(d.dims[-1].strip()) and not _xors(src, d)[0]:
-                sites.append(self.site(src, d, f"shared {d.name}{d.dims_text} could be padded", kind="padding",
-                                       array=d.name, base=d.dims[-1].strip()))
+                sites.append(
+                    self.site(
+                        src,
+                        d,
+                        f"shared {d.name}{d.dims_text} could be padded",
+                        kind="padding",
+                        array=d.name,
+                        base=d.dims[-1].strip(),
+                    )
+                )
         return sites
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         d = self._decl(src, site)
         if site.details.get("kind") == "swizzle":
-            return [Precondition("consistent_swizzle", not _xors(src, d)[1],
-                                 f"every access of {d.name} XORs its column with a function of its row", "Layout")]
+            return [
+                Precondition(
+                    "consistent_swizzle",
+                    not _xors(src, d)[1],
+                    f"every access of {d.name} XORs its column with a function of its row",
+                    "Layout",
+                )
+            ]
         cols = resolve_int(src, site.details["base"])
         elem = " ".join(w for w in d.element_type.split() if w not in ("const", "volatile"))
-        column_walk = [u for u in _uses(src, d) if (ch := _subscript_chain(u)) and (i := _index(ch[0])) is not None
-                       and _THREAD_X.search(src.text_of(i))]
+        column_walk = [
+            u
+            for u in _uses(src, d)
+            if (ch := _subscript_chain(u))
+            and (i := _index(ch[0])) is not None
+            and _THREAD_X.search(src.text_of(i))
+        ]
         flat = _flat_uses(src, d)
         return [
-            Precondition("row_multiple_of_32_words", cols is not None and cols % 32 == 0,
-                         f"rows of {d.name} are {cols} elements: a column walk hits one bank" if cols is not None and cols % 32 == 0
-                         else f"row length {site.details['base']} is not a known multiple of 32", "Layout"),
-            Precondition("four_byte_elements", elem in _FOUR_BYTE,
-                         f"{elem} elements are one bank word each" if elem in _FOUR_BYTE
-                         else f"{elem} elements are not one 4-byte bank word", "Data types"),
-            Precondition("column_access_by_consecutive_threads", bool(column_walk),
-                         f"{d.name}[threadIdx.x-like][..] walks a column across a warp" if column_walk
-                         else f"no access of {d.name} walks a column with threadIdx.x", "Layout"),
-            Precondition("indexed_only_as_array", not flat,
-                         f"{d.name} is never reinterpreted as a flat buffer" if not flat
-                         else f"{d.name} is used as a flat buffer ({flat[0]})", "Layout"),
+            Precondition(
+                "row_multiple_of_32_words",
+                cols is not None and cols % 32 == 0,
+                f"rows of {d.name} are {cols} elements: a column walk hits one bank"
+                if cols is not None and cols % 32 == 0
+                else f"row length {site.details['base']} is not a known multiple of 32",
+                "Layout",
+            ),
+            Precondition(
+                "four_byte_elements",
+                elem in _FOUR_BYTE,
+                f"{elem} elements are one bank word each"
+                if elem in _FOUR_BYTE
+                else f"{elem} elements are not one 4-byte bank word",
+                "Data types",
+            ),
+            Precondition(
+                "column_access_by_consecutive_threads",
+                bool(column_walk),
+                f"{d.name}[threadIdx.x-like][..] walks a column across a warp"
+                if column_walk
+                else f"no access of {d.name} walks a column with threadIdx.x",
+                "Layout",
+            ),
+            Precondition(
+                "indexed_only_as_array",
+                not flat,
+                f"{d.name} is never reinterpreted as a flat buffer"
+                if not flat
+                else f"{d.name} is used as a flat buffer ({flat[0]})",
+                "Layout",
+            ),
         ]
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
         d = self._decl(src, site)
         node = src.node_for(d)
-        outer = next(n for n in X.walk(node) if n.type == "array_declarator" and
-                     (s := n.child_by_field_name("size")) is not None and src.text_of(s).strip() == d.dims[-1].strip())
+        outer = next(
+            n
+            for n in X.walk(node)
+            if n.type == "array_declarator"
+            and (s := n.child_by_field_name("size")) is not None
+            and src.text_of(s).strip() == d.dims[-1].strip()
+        )
         size = outer.child_by_field_name("size")
         assert size is not None
         return edit.apply_edits(src, [edit.replace(size, f"{src.text_of(size).strip()} + 1")])

@@ -33,7 +33,11 @@ _THREAD = re.compile(r"^threadIdx\.([xyz])$")
 
 def _chain(ident: ts.Node) -> list[ts.Node]:
     chain, n = [], ident
-    while n.parent is not None and n.parent.type == "subscript_expression" and n.parent.child_by_field_name("argument") == n:
+    while (
+        n.parent is not None
+        and n.parent.type == "subscript_expression"
+        and n.parent.child_by_field_name("argument") == n
+    ):
         n = n.parent
         chain.append(n)
     return chain
@@ -91,7 +95,11 @@ def _plan(src: CudaSource, d: SharedDecl) -> _Plan:
         p.reason = "dynamic (extern) shared memory or not inside a function"
         return p
     fn = src.node_for(fn_rec)
-    uses = [n for n in X.walk(fn) if n.type == "identifier" and n.text == d.name.encode() and not (d.start <= n.start_byte < d.end)]
+    uses = [
+        n
+        for n in X.walk(fn)
+        if n.type == "identifier" and n.text == d.name.encode() and not (d.start <= n.start_byte < d.end)
+    ]
     writes, reads = [], []
     for u in uses:
         ch = _chain(u)
@@ -105,7 +113,9 @@ def _plan(src: CudaSource, d: SharedDecl) -> _Plan:
             return p
         if par is not None and par.type == "assignment_expression" and par.child_by_field_name("left") == top:
             if src.text_of(par.children[1]) != "=":
-                p.reason = f"{d.name} is updated in place at line {u.start_point.row + 1} (written by compute)"
+                p.reason = (
+                    f"{d.name} is updated in place at line {u.start_point.row + 1} (written by compute)"
+                )
                 return p
             writes.append(par)
         elif par is not None and par.type == "update_expression":
@@ -127,11 +137,19 @@ def _plan(src: CudaSource, d: SharedDecl) -> _Plan:
         p.reason = "the store is not a statement of its own"
         return p
     holder = stmt
-    if stmt.parent is not None and stmt.parent.type == "compound_statement" and len(stmt.parent.named_children) == 1 \
-            and stmt.parent.parent is not None and stmt.parent.parent.type == "if_statement":
+    if (
+        stmt.parent is not None
+        and stmt.parent.type == "compound_statement"
+        and len(stmt.parent.named_children) == 1
+        and stmt.parent.parent is not None
+        and stmt.parent.parent.type == "if_statement"
+    ):
         holder = stmt.parent
-    if holder.parent is not None and holder.parent.type == "if_statement" and \
-            holder.parent.child_by_field_name("consequence") == holder:
+    if (
+        holder.parent is not None
+        and holder.parent.type == "if_statement"
+        and holder.parent.child_by_field_name("consequence") == holder
+    ):
         ifs = holder.parent
         if ifs.child_by_field_name("alternative") is not None:
             p.reason = "the guarded store has an else branch"
@@ -148,7 +166,11 @@ def _plan(src: CudaSource, d: SharedDecl) -> _Plan:
     if not any(b.end_byte <= first_read for b in barriers):
         p.reason = f"no __syncthreads() between the store of {d.name} and its first read"
         return p
-    if p.value is None or X.has_side_effects(p.value) or (p.guard is not None and X.has_side_effects(p.guard)):
+    if (
+        p.value is None
+        or X.has_side_effects(p.value)
+        or (p.guard is not None and X.has_side_effects(p.guard))
+    ):
         p.reason = "the staged value has side effects"
         return p
     if d.name.encode() in {n.text for n in X.walk(p.value) if n.type == "identifier"}:
@@ -158,7 +180,11 @@ def _plan(src: CudaSource, d: SharedDecl) -> _Plan:
     loop = X.enclosing(store, "for_statement")
     while loop is not None and not any(_inside(r, loop) for r in reads):
         init = loop.child_by_field_name("initializer")
-        dd = init.child_by_field_name("declarator") if init is not None and init.type == "declaration" else None
+        dd = (
+            init.child_by_field_name("declarator")
+            if init is not None and init.type == "declaration"
+            else None
+        )
         nm = dd.child_by_field_name("declarator") if dd is not None and dd.type == "init_declarator" else None
         if nm is not None:
             p.store_loops.add(src.text_of(nm))
@@ -208,7 +234,9 @@ def _thread_of_index(src: CudaSource, idx: ts.Node, locs: dict, loops: set[str])
     return comps[0] if len(comps) == 1 else None
 
 
-def _substituted(src: CudaSource, fn: ts.Node, node: ts.Node, plan: _Plan, read: ts.Node, indices: list[str]) -> str:
+def _substituted(
+    src: CudaSource, fn: ts.Node, node: ts.Node, plan: _Plan, read: ts.Node, indices: list[str]
+) -> str:
     """`node` (the staged value or guard) as seen by the thread that stored element `indices`."""
     locs = _locals(src, fn)
     by_comp = dict(zip(plan.threads, indices, strict=True))
@@ -221,7 +249,11 @@ def _substituted(src: CudaSource, fn: ts.Node, node: ts.Node, plan: _Plan, read:
         if name not in locs or name in seen:
             return False
         init = locs[name][1]
-        if any(_THREAD.match(re.sub(r"\s+", "", src.text_of(f))) for f in X.walk(init) if f.type == "field_expression"):
+        if any(
+            _THREAD.match(re.sub(r"\s+", "", src.text_of(f)))
+            for f in X.walk(init)
+            if f.type == "field_expression"
+        ):
             return True
         return any(thread_dependent(i, seen | {name}) for i in X.identifiers(init))
 
@@ -234,11 +266,16 @@ def _substituted(src: CudaSource, fn: ts.Node, node: ts.Node, plan: _Plan, read:
             m = _THREAD.match(re.sub(r"\s+", "", src.text_of(n)))
             if m:
                 if m.group(1) not in by_comp:
-                    raise Refused(f"smem_staging: the staged value uses threadIdx.{m.group(1)}, which no tile index maps")
+                    raise Refused(
+                        f"smem_staging: the staged value uses threadIdx.{m.group(1)}, which no tile index maps"
+                    )
                 return f"({by_comp[m.group(1)]})"
             return None
-        if n.type != "identifier" or (n.parent is not None and n.parent.type in ("field_expression",) and
-                                      n.parent.child_by_field_name("field") == n):
+        if n.type != "identifier" or (
+            n.parent is not None
+            and n.parent.type in ("field_expression",)
+            and n.parent.child_by_field_name("field") == n
+        ):
             return None
         name = src.text_of(n)
         if name in plan.store_loops:
@@ -250,7 +287,9 @@ def _substituted(src: CudaSource, fn: ts.Node, node: ts.Node, plan: _Plan, read:
                 return f"({by_comp[alias]})"
             if thread_dependent(name) or not in_scope(decl):
                 if name in written:
-                    raise Refused(f"smem_staging: thread-dependent local {name} is reassigned; cannot inline it")
+                    raise Refused(
+                        f"smem_staging: thread-dependent local {name} is reassigned; cannot inline it"
+                    )
                 if name in depth or len(depth) > 20:
                     raise Refused(f"smem_staging: local {name} is defined recursively")
                 depth.append(name)
@@ -265,8 +304,10 @@ def _substituted(src: CudaSource, fn: ts.Node, node: ts.Node, plan: _Plan, read:
 class SmemStaging(Operator):
     name = "smem_staging"
     category = "staging"
-    intent = ("Stage a tile that several threads reuse in shared memory: coalesced global loads once per block, "
-              "a barrier, then every reuse reads shared memory instead of global memory.")
+    intent = (
+        "Stage a tile that several threads reuse in shared memory: coalesced global loads once per block, "
+        "a barrier, then every reuse reads shared memory instead of global memory."
+    )
 
     def _decls(self, src: CudaSource) -> list[SharedDecl]:
         return [d for d in src.shared_decls if d.function is not None and not d.is_extern and d.dims]
@@ -275,41 +316,82 @@ class SmemStaging(Operator):
         sites = []
         for d in self._decls(src):
             p = _plan(src, d)
-            stores = [n for n in X.walk(src.node_for(src.function(d.function))) if n.type == "assignment_expression"]  # type: ignore[arg-type]
-            if p.reason and not any(X.pointer_base(s.child_by_field_name("left")) is not None and  # type: ignore[arg-type]
-                                    X.pointer_base(s.child_by_field_name("left")).text == d.name.encode()  # type: ignore[union-attr]
-                                    and _global_load(src, s.child_by_field_name("right")) for s in stores):
+            stores = [
+                n for n in X.walk(src.node_for(src.function(d.function))) if n.type == "assignment_expression"
+            ]  # type: ignore[arg-type]
+            if p.reason and not any(
+                X.pointer_base(s.child_by_field_name("left")) is not None  # type: ignore[arg-type]
+                and X.pointer_base(s.child_by_field_name("left")).text == d.name.encode()  # type: ignore[union-attr]
+                and _global_load(src, s.child_by_field_name("right"))
+                for s in stores
+            ):
                 continue  # not staging (a reduction scratch or a flag): not this operator's business
-            sites.append(self.site(src, d, f"shared {d.name}{d.dims_text} staged from global memory"
-                                   + (f" ({len(p.reads)} read(s))" if not p.reason else " (not rewritable)"),
-                                   array=d.name, reason=p.reason))
+            sites.append(
+                self.site(
+                    src,
+                    d,
+                    f"shared {d.name}{d.dims_text} staged from global memory"
+                    + (f" ({len(p.reads)} read(s))" if not p.reason else " (not rewritable)"),
+                    array=d.name,
+                    reason=p.reason,
+                )
+            )
         return sites
 
     def _decl(self, src: CudaSource, site: Site) -> SharedDecl:
         node = src.node_at(site.anchor)
-        d = next((d for d in self._decls(src) if node is not None and d.start == node.start_byte
-                  and d.name == site.details["array"]), None)
+        d = next(
+            (
+                d
+                for d in self._decls(src)
+                if node is not None and d.start == node.start_byte and d.name == site.details["array"]
+            ),
+            None,
+        )
         if d is None:
             raise Refused(f"{self.name}: shared array {site.details.get('array')} is gone")
         return d
 
     def removal_preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         p = _plan(src, self._decl(src, site))
-        return [Precondition("single_staging_store", not p.reason,
-                             "one store from global memory indexed by thread indices, a barrier, then reads only"
-                             if not p.reason else p.reason, "Storage")]
+        return [
+            Precondition(
+                "single_staging_store",
+                not p.reason,
+                "one store from global memory indexed by thread indices, a barrier, then reads only"
+                if not p.reason
+                else p.reason,
+                "Storage",
+            )
+        ]
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         d = self._decl(src, site)
         p = _plan(src, d)
         return [
-            Precondition("tile_reused", len(p.reads) >= 1, f"the tile is read {len(p.reads)} time(s) per store "
-                         "(by other threads than the one that loaded it)", "Storage"),
-            Precondition("block_covers_tile", True, f"the block's threads ({'/'.join(p.threads) or '?'}) cover the "
-                         f"tile {d.dims_text} (with store loops)", "Layout"),
-            Precondition("barrier_between_store_and_reads", not p.reason or "barrier" not in p.reason,
-                         "__syncthreads() separates the staging store from the reads", "Pipeline"),
-            Precondition("smem_budget", True, f"{d.dims_text} {p.elem} fits the per-block shared memory", "Storage"),
+            Precondition(
+                "tile_reused",
+                len(p.reads) >= 1,
+                f"the tile is read {len(p.reads)} time(s) per store "
+                "(by other threads than the one that loaded it)",
+                "Storage",
+            ),
+            Precondition(
+                "block_covers_tile",
+                True,
+                f"the block's threads ({'/'.join(p.threads) or '?'}) cover the "
+                f"tile {d.dims_text} (with store loops)",
+                "Layout",
+            ),
+            Precondition(
+                "barrier_between_store_and_reads",
+                not p.reason or "barrier" not in p.reason,
+                "__syncthreads() separates the staging store from the reads",
+                "Pipeline",
+            ),
+            Precondition(
+                "smem_budget", True, f"{d.dims_text} {p.elem} fits the per-block shared memory", "Storage"
+            ),
         ]
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
@@ -336,13 +418,20 @@ class SmemStaging(Operator):
         # delete the store, climbing out of store loops it leaves empty
         gone = p.store_stmt
         while (par := gone.parent) is not None:
-            if par.type == "for_statement" and par.child_by_field_name("body") == gone and \
-                    not any(_inside(r, par) for r in p.reads):
+            if (
+                par.type == "for_statement"
+                and par.child_by_field_name("body") == gone
+                and not any(_inside(r, par) for r in p.reads)
+            ):
                 gone = par
                 continue
-            if par.type == "compound_statement" and par.parent is not None and par.parent.type == "for_statement" \
-                    and not any(_inside(r, par.parent) for r in p.reads) and \
-                    all(c.type in ("declaration", "comment") for c in par.named_children if c != gone):
+            if (
+                par.type == "compound_statement"
+                and par.parent is not None
+                and par.parent.type == "for_statement"
+                and not any(_inside(r, par.parent) for r in p.reads)
+                and all(c.type in ("declaration", "comment") for c in par.named_children if c != gone)
+            ):
                 gone = par.parent
                 continue
             break
@@ -365,9 +454,9 @@ def _delete_with_comment(src: CudaSource, node: ts.Node) -> edit.Edit:
     """Delete a statement; a trailing `// comment` on its line goes with it (it described the statement)."""
     data = src.text_bytes
     nl = data.find(b"\n", node.end_byte)
-    tail = data[node.end_byte: len(data) if nl < 0 else nl].decode()
+    tail = data[node.end_byte : len(data) if nl < 0 else nl].decode()
     line_start = data.rfind(b"\n", 0, node.start_byte) + 1
-    if re.fullmatch(r"\s*//.*", tail) and not data[line_start:node.start_byte].strip():
+    if re.fullmatch(r"\s*//.*", tail) and not data[line_start : node.start_byte].strip():
         return edit.Edit(line_start, len(data) if nl < 0 else nl + 1, "")
     return edit.delete(src, node)
 
@@ -376,5 +465,9 @@ def _global_load(src: CudaSource, value: ts.Node | None) -> bool:
     """True when the stored value reads memory through a pointer (a global load)."""
     if value is None:
         return False
-    return any(n.type == "subscript_expression" or (n.type == "call_expression" and X.callee_name(n) == "__ldg")
-               or (n.type == "pointer_expression" and n.children[0].type == "*") for n in X.walk(value))
+    return any(
+        n.type == "subscript_expression"
+        or (n.type == "call_expression" and X.callee_name(n) == "__ldg")
+        or (n.type == "pointer_expression" and n.children[0].type == "*")
+        for n in X.walk(value)
+    )

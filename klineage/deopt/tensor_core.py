@@ -30,7 +30,14 @@ _CALL_RE = re.compile(r"^(?:(?:nvcuda::)?wmma::)(" + "|".join(CALLS) + r")$")
 _QUAL_RE = re.compile(r"(?<![\w:])(?:nvcuda::)?wmma::")
 _FRAG_RE = re.compile(r"(?:nvcuda::)?wmma::fragment\s*<(?P<args>[^;{}]*?)>")
 SHAPES = {(16, 16, 16), (32, 8, 16), (8, 32, 16)}
-_ELEM = {"half": 2, "__half": 2, "__nv_bfloat16": 2, "wmma::precision::tf32": 4, "precision::tf32": 4, "float": 4}
+_ELEM = {
+    "half": 2,
+    "__half": 2,
+    "__nv_bfloat16": 2,
+    "wmma::precision::tf32": 4,
+    "precision::tf32": 4,
+    "float": 4,
+}
 
 HELPERS = """
 // KLineage tensor_core: WMMA fragments and calls as scalar FMA loops (see deopt/tensor_core.py).
@@ -130,8 +137,11 @@ def _fragment_types(src: CudaSource, fn: ts.Node) -> list[ts.Node]:
     out = []
     for n in X.walk(fn):
         if n.type in ("template_type", "qualified_identifier") and _FRAG_RE.fullmatch(src.text_of(n).strip()):
-            if n.parent is not None and n.parent.type == "qualified_identifier" and \
-                    _FRAG_RE.fullmatch(src.text_of(n.parent).strip()):
+            if (
+                n.parent is not None
+                and n.parent.type == "qualified_identifier"
+                and _FRAG_RE.fullmatch(src.text_of(n.parent).strip())
+            ):
                 continue
             out.append(n)
     return out
@@ -146,47 +156,81 @@ def _fragment_vars(src: CudaSource, fn: ts.Node) -> dict[str, list[str]]:
             continue
         args = [a.strip() for a in m.group("args").split(",")]
         for d in decl.children_by_field_name("declarator"):
-            name, _, _ = X._declarator_name(d.child_by_field_name("declarator") if d.type == "init_declarator" else d)
+            name, _, _ = X._declarator_name(
+                d.child_by_field_name("declarator") if d.type == "init_declarator" else d
+            )
             if name:
                 out[name] = args
     return out
 
 
 def _ptx_mma(src: CudaSource, fn: ts.Node) -> list[ts.Node]:
-    return [n for n in X.walk(fn) if n.type in ("gnu_asm_expression", "asm_statement")
-            and re.search(r"\b(?:mma\.sync|wgmma)\b", src.text_of(n))]
+    return [
+        n
+        for n in X.walk(fn)
+        if n.type in ("gnu_asm_expression", "asm_statement")
+        and re.search(r"\b(?:mma\.sync|wgmma)\b", src.text_of(n))
+    ]
 
 
 class TensorCore(Operator):
     name = "tensor_core"
     category = "matrix_instruction"
-    intent = ("Multiply tiles on tensor cores with WMMA (16x16x16 fragments, mma_sync) instead of per-thread "
-              "scalar FMA loops.")
+    intent = (
+        "Multiply tiles on tensor cores with WMMA (16x16x16 fragments, mma_sync) instead of per-thread "
+        "scalar FMA loops."
+    )
 
     def find(self, src: CudaSource) -> list[Site]:
         sites = []
         for fn in X.code_functions(src):
             calls = _wmma_calls(fn)
             fname = X.N.func_name(fn)
-            if any(X.callee_name(c).endswith("mma_sync") for c in calls) or (calls and _fragment_types(src, fn)):
+            if any(X.callee_name(c).endswith("mma_sync") for c in calls) or (
+                calls and _fragment_types(src, fn)
+            ):
                 shapes = sorted({",".join(a[1:4]) for a in _fragment_vars(src, fn).values() if len(a) >= 5})
-                sites.append(self.site(src, fn, f"WMMA in {fname}: {len(calls)} call(s), shape(s) {'; '.join(shapes) or '?'}",
-                                       kind="wmma", function=fname, shapes="; ".join(shapes)))
+                sites.append(
+                    self.site(
+                        src,
+                        fn,
+                        f"WMMA in {fname}: {len(calls)} call(s), shape(s) {'; '.join(shapes) or '?'}",
+                        kind="wmma",
+                        function=fname,
+                        shapes="; ".join(shapes),
+                    )
+                )
             for asm in _ptx_mma(src, fn):
-                sites.append(self.site(src, asm, f"inline PTX MMA in {fname} at line {asm.start_point.row + 1}",
-                                       kind="ptx", function=fname))
+                sites.append(
+                    self.site(
+                        src,
+                        asm,
+                        f"inline PTX MMA in {fname} at line {asm.start_point.row + 1}",
+                        kind="ptx",
+                        function=fname,
+                    )
+                )
         return sites
 
     def removal_preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         if site.details["kind"] == "ptx":
-            return [Precondition("wmma_api", False, "inline PTX mma.sync/wgmma: its per-register fragment layout is "
-                                 "fixed by the PTX ISA and is not rewritten by this operator", "Hardware")]
+            return [
+                Precondition(
+                    "wmma_api",
+                    False,
+                    "inline PTX mma.sync/wgmma: its per-register fragment layout is "
+                    "fixed by the PTX ISA and is not rewritten by this operator",
+                    "Hardware",
+                )
+            ]
         fn = src.node_at(site.anchor)
         if fn is None:
             return [Precondition("site_present", False, "the function is gone")]
         frags = _fragment_vars(src, fn)
         facts = []
-        params = [n for n in X.walk(fn) if n.type == "parameter_declaration" and _FRAG_RE.search(src.text_of(n))]
+        params = [
+            n for n in X.walk(fn) if n.type == "parameter_declaration" and _FRAG_RE.search(src.text_of(n))
+        ]
         passed = []
         for c in X.calls_in(fn, lambda n: not _CALL_RE.match(n)):
             for a in X.call_args(c):
@@ -194,9 +238,17 @@ class TensorCore(Operator):
                 if base is not None and base.text is not None and base.text.decode() in frags:
                     passed.append(f"{src.text_of(c)[:40]} (line {c.start_point.row + 1})")
         ok = not params and not passed
-        facts.append(Precondition("fragments_local", ok, "fragments are declared and used in this function only" if ok
-                                  else "fragments cross a function boundary: " + "; ".join(
-                                      [f"parameter `{src.text_of(p)[:40]}`" for p in params] + passed), "Storage"))
+        facts.append(
+            Precondition(
+                "fragments_local",
+                ok,
+                "fragments are declared and used in this function only"
+                if ok
+                else "fragments cross a function boundary: "
+                + "; ".join([f"parameter `{src.text_of(p)[:40]}`" for p in params] + passed),
+                "Storage",
+            )
+        )
         bad = []
         for name, args in frags.items():
             shape = tuple(resolve_int(src, a) for a in args[1:4]) if len(args) >= 5 else ()
@@ -204,35 +256,67 @@ class TensorCore(Operator):
                 bad.append(f"{name}<{', '.join(args)}>")
             if "accumulator" in args[0] and len(args) >= 5 and args[4] not in ("float", "half", "__half"):
                 bad.append(f"{name}<{', '.join(args)}>")
-        facts.append(Precondition("supported_fragments", not bad,
-                                  "fragments are m16n16k16/m32n8k16/m8n32k16 with half, bf16 or tf32 inputs" if not bad
-                                  else "unsupported fragment(s): " + "; ".join(bad), "Data types"))
+        facts.append(
+            Precondition(
+                "supported_fragments",
+                not bad,
+                "fragments are m16n16k16/m32n8k16/m8n32k16 with half, bf16 or tf32 inputs"
+                if not bad
+                else "unsupported fragment(s): " + "; ".join(bad),
+                "Data types",
+            )
+        )
         return facts
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         fn = src.node_at(site.anchor)
-        facts = [Precondition("tensor_cores", True, "sm_70+ (half), sm_80+ (bf16, tf32)", "Hardware"),
-                 Precondition("warp_uniform", True, "all 32 lanes of a warp execute every WMMA call together", "Hardware")]
+        facts = [
+            Precondition("tensor_cores", True, "sm_70+ (half), sm_80+ (bf16, tf32)", "Hardware"),
+            Precondition(
+                "warp_uniform", True, "all 32 lanes of a warp execute every WMMA call together", "Hardware"
+            ),
+        ]
         if fn is None or site.details.get("kind") != "wmma":
             return facts
         frags = _fragment_vars(src, fn)
         shapes = sorted({"m{}n{}k{}".format(*a[1:4]) for a in frags.values() if len(a) >= 5})
         types = sorted({a[4] for a in frags.values() if len(a) >= 5 and "accumulator" not in a[0]})
         accs = sorted({a[4] for a in frags.values() if len(a) >= 5 and "accumulator" in a[0]})
-        facts.append(Precondition("tile_shape", bool(shapes), f"tiles are {', '.join(shapes)}: M, N, K padded or divisible",
-                                  "Layout"))
-        facts.append(Precondition("input_dtype", bool(types), f"inputs {', '.join(types)}, accumulation in {', '.join(accs)}",
-                                  "Data types"))
+        facts.append(
+            Precondition(
+                "tile_shape",
+                bool(shapes),
+                f"tiles are {', '.join(shapes)}: M, N, K padded or divisible",
+                "Layout",
+            )
+        )
+        facts.append(
+            Precondition(
+                "input_dtype",
+                bool(types),
+                f"inputs {', '.join(types)}, accumulation in {', '.join(accs)}",
+                "Data types",
+            )
+        )
         lds = []
         for c in _wmma_calls(fn):
-            if X.callee_name(c).endswith("load_matrix_sync") or X.callee_name(c).endswith("store_matrix_sync"):
+            if X.callee_name(c).endswith("load_matrix_sync") or X.callee_name(c).endswith(
+                "store_matrix_sync"
+            ):
                 args = X.call_args(c)
                 if len(args) >= 3:
                     lds.append((src.text_of(args[2]), resolve_int(src, src.text_of(args[2]))))
         bad = [t for t, v in lds if v is not None and v % 8 != 0]
-        facts.append(Precondition("ldm_multiple_of_16_bytes", not bad,
-                                  "leading dimensions are multiples of 8 elements; tile pointers 32-byte aligned" if not bad
-                                  else f"leading dimension(s) {', '.join(bad)} not a multiple of 8", "Layout"))
+        facts.append(
+            Precondition(
+                "ldm_multiple_of_16_bytes",
+                not bad,
+                "leading dimensions are multiples of 8 elements; tile pointers 32-byte aligned"
+                if not bad
+                else f"leading dimension(s) {', '.join(bad)} not a multiple of 8",
+                "Layout",
+            )
+        )
         return facts
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
@@ -241,11 +325,14 @@ class TensorCore(Operator):
             raise Refused(f"{self.name}: the function is gone")
         text = _QUAL_RE.sub("kl_wmma::", src.text_of(fn))
         edits = [edit.replace(fn, text)]
-        rest = src.text_bytes[:fn.start_byte].decode() + src.text_bytes[fn.end_byte:].decode()
+        rest = src.text_bytes[: fn.start_byte].decode() + src.text_bytes[fn.end_byte :].decode()
         if not _QUAL_RE.search(rest.replace("kl_wmma::", "")):
-            for pat in (r"^[ \t]*#[ \t]*include\s*<mma\.h>[^\n]*\n", r"^[ \t]*using\s+namespace\s+nvcuda\s*;[^\n]*\n"):
+            for pat in (
+                r"^[ \t]*#[ \t]*include\s*<mma\.h>[^\n]*\n",
+                r"^[ \t]*using\s+namespace\s+nvcuda\s*;[^\n]*\n",
+            ):
                 for m in re.finditer(pat, src.text, re.M):
-                    a, b = len(src.text[:m.start()].encode()), len(src.text[:m.end()].encode())
+                    a, b = len(src.text[: m.start()].encode()), len(src.text[: m.end()].encode())
                     edits.append(edit.Edit(a, b, ""))
         if "namespace kl_wmma" not in src.text:
             pos = _after_includes(src)

@@ -20,7 +20,9 @@ from klineage.source.model import CudaSource
 from klineage.source.syntax import int_constants
 
 #: names that read as a block/tile size; counts of scratch slots, bytes or limits are left alone
-_SIZE_NAME = re.compile(r"(?i)(thread|block|tile|warps|rows|cols|items|chunk|^k?b[mnk]$|^k?t[mnk]$|^[mnk]_?tile)")
+_SIZE_NAME = re.compile(
+    r"(?i)(thread|block|tile|warps|rows|cols|items|chunk|^k?b[mnk]$|^k?t[mnk]$|^[mnk]_?tile)"
+)
 _NOT_SIZE = re.compile(r"(?i)(max|partial|smem|bytes|shared|stage|pad|align|^k?num)")
 _THREADS_NAME = re.compile(r"(?i)(thread|block(?!_?(m|n|k)$))")
 MIN_SIZE = 32
@@ -55,8 +57,10 @@ def smaller(value: int) -> int:
 class TileSize(Operator):
     name = "tile_size"
     category = "tuning"
-    intent = ("Tune compile-time block and tile sizes upward (e.g. 128 -> 256 threads, 64 -> 128 tile) so blocks "
-              "carry more warps and tiles more reuse; the chosen value is in the carrier.")
+    intent = (
+        "Tune compile-time block and tile sizes upward (e.g. 128 -> 256 threads, 64 -> 128 tile) so blocks "
+        "carry more warps and tiles more reuse; the chosen value is in the carrier."
+    )
     mechanical_apply = True
 
     def find(self, src: CudaSource) -> list[Site]:
@@ -73,37 +77,86 @@ class TileSize(Operator):
             new = c.value * 2 if forward else smaller(c.value)
             if (not forward and c.value < 2 * MIN_SIZE) or (forward and c.value < MIN_SIZE):
                 continue
-            anchor_node = c.node if c.node is not None else src.tree.root_node.descendant_for_byte_range(c.start, c.end)
-            sites.append(Site(self.name, src.anchor(anchor_node), c.start, c.end,
-                              f"{c.kind} {c.name} = {c.value} -> {new}",
-                              tuple(sorted({"name": c.name, "kind": c.kind, "original": str(c.value),
-                                            "chosen": str(new), "forward": "1" if forward else "0"}.items()))))
+            anchor_node = (
+                c.node if c.node is not None else src.tree.root_node.descendant_for_byte_range(c.start, c.end)
+            )
+            sites.append(
+                Site(
+                    self.name,
+                    src.anchor(anchor_node),
+                    c.start,
+                    c.end,
+                    f"{c.kind} {c.name} = {c.value} -> {new}",
+                    tuple(
+                        sorted(
+                            {
+                                "name": c.name,
+                                "kind": c.kind,
+                                "original": str(c.value),
+                                "chosen": str(new),
+                                "forward": "1" if forward else "0",
+                            }.items()
+                        )
+                    ),
+                )
+            )
         for kernel, i, pname, v in _template_sites(src):
             if not T.is_pow2(v) or (not forward and v < 2 * MIN_SIZE) or (forward and v < MIN_SIZE):
                 continue
             new = v * 2 if forward else smaller(v)
             k = next(k for k in src.kernels if k.name == kernel)
-            sites.append(Site(self.name, src.anchor(src.node_for(k)), k.start, k.end,
-                              f"template {kernel}<{pname}={v}> -> {new}",
-                              tuple(sorted({"name": pname, "kind": "template", "kernel": kernel, "index": str(i),
-                                            "original": str(v), "chosen": str(new),
-                                            "forward": "1" if forward else "0"}.items()))))
+            sites.append(
+                Site(
+                    self.name,
+                    src.anchor(src.node_for(k)),
+                    k.start,
+                    k.end,
+                    f"template {kernel}<{pname}={v}> -> {new}",
+                    tuple(
+                        sorted(
+                            {
+                                "name": pname,
+                                "kind": "template",
+                                "kernel": kernel,
+                                "index": str(i),
+                                "original": str(v),
+                                "chosen": str(new),
+                                "forward": "1" if forward else "0",
+                            }.items()
+                        )
+                    ),
+                )
+            )
         return sites
 
     def _facts(self, src: CudaSource, site: Site) -> list[Precondition]:
         d = site.details
         old, new = int(d["original"]), int(d["chosen"])
         threads = bool(_THREADS_NAME.search(d["name"])) or self._is_block_dim(src, site)
-        facts = [Precondition("power_of_two", T.is_pow2(old) and T.is_pow2(new), f"{old} -> {new}, both powers of two",
-                              "Layout")]
+        facts = [
+            Precondition(
+                "power_of_two",
+                T.is_pow2(old) and T.is_pow2(new),
+                f"{old} -> {new}, both powers of two",
+                "Layout",
+            )
+        ]
         if threads:
             ok = new % 32 == 0 and new <= MAX_THREADS
-            facts.append(Precondition("block_multiple_of_32", ok,
-                                      f"{d['name']} sizes thread blocks: {new} is a whole number of warps <= {MAX_THREADS}"
-                                      if ok else f"{new} threads is not a valid multiple of 32 up to {MAX_THREADS}",
-                                      "Hardware"))
+            facts.append(
+                Precondition(
+                    "block_multiple_of_32",
+                    ok,
+                    f"{d['name']} sizes thread blocks: {new} is a whole number of warps <= {MAX_THREADS}"
+                    if ok
+                    else f"{new} threads is not a valid multiple of 32 up to {MAX_THREADS}",
+                    "Hardware",
+                )
+            )
         else:
-            facts.append(Precondition("tile_at_least_warp", new >= MIN_SIZE, f"tile {new} >= {MIN_SIZE}", "Layout"))
+            facts.append(
+                Precondition("tile_at_least_warp", new >= MIN_SIZE, f"tile {new} >= {MIN_SIZE}", "Layout")
+            )
         if threads and d["kind"] == "template":
             facts += self._covers_block(src, site, old, new)
         return facts
@@ -132,17 +185,29 @@ class TileSize(Operator):
         if not blocks:
             return []
         ok = max(blocks) <= new
-        return [Precondition("template_size_covers_block", ok,
-                             f"{site.details['name']} = {new} covers the launch's block of {max(blocks)} threads" if ok
-                             else f"{site.details['name']} = {new} would fall below the launch's block of "
-                             f"{max(blocks)} threads", "Hardware")]
+        return [
+            Precondition(
+                "template_size_covers_block",
+                ok,
+                f"{site.details['name']} = {new} covers the launch's block of {max(blocks)} threads"
+                if ok
+                else f"{site.details['name']} = {new} would fall below the launch's block of "
+                f"{max(blocks)} threads",
+                "Hardware",
+            )
+        ]
 
     def _is_block_dim(self, src: CudaSource, site: Site) -> bool:
         d = site.details
         if d["kind"] == "template":
             k = next((k for k in src.kernels if k.name == d["kernel"]), None)
-            return k is not None and any(T.squash(b) == d["name"] for b in k.launch_bounds) or any(
-                ls.name == d["kernel"] and T.squash(ls.block) == d["original"] for ls in src.launch_sites)
+            return (
+                k is not None
+                and any(T.squash(b) == d["name"] for b in k.launch_bounds)
+                or any(
+                    ls.name == d["kernel"] and T.squash(ls.block) == d["original"] for ls in src.launch_sites
+                )
+            )
         return any(T.squash(ls.block) == d["name"] for ls in src.launch_sites)
 
     def removal_preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:

@@ -25,11 +25,32 @@ from klineage.deopt.base import Operator, Precondition, Refused, Site
 from klineage.source import edit
 from klineage.source.model import CudaSource
 
-VECTOR_TYPES = frozenset({
-    "float2", "float4", "double2", "int2", "int4", "uint2", "uint4", "short2", "short4", "ushort2", "ushort4",
-    "char2", "char4", "uchar2", "uchar4", "longlong2", "ulonglong2", "__half2", "half2", "__nv_bfloat162",
-    "float8", "double4",
-})
+VECTOR_TYPES = frozenset(
+    {
+        "float2",
+        "float4",
+        "double2",
+        "int2",
+        "int4",
+        "uint2",
+        "uint4",
+        "short2",
+        "short4",
+        "ushort2",
+        "ushort4",
+        "char2",
+        "char4",
+        "uchar2",
+        "uchar4",
+        "longlong2",
+        "ulonglong2",
+        "__half2",
+        "half2",
+        "__nv_bfloat162",
+        "float8",
+        "double4",
+    }
+)
 _CAST_TYPE = re.compile(r"reinterpret_cast\s*<\s*(const\s+)?(?P<v>\w+)\s*(const\s*)?\*\s*>")
 HELPERS = """
 // KLineage vectorize: scalar copies of the elements a vector access would move (see deopt/vectorize.py).
@@ -60,8 +81,12 @@ def _cast_vector(src: CudaSource, node: ts.Node) -> tuple[str, ts.Node] | None:
     args = X.call_args(node)
     if m is None or m.group("v") not in VECTOR_TYPES or len(args) != 1:
         return None
-    if args[0].type == "pointer_expression" and args[0].children[0].type == "&" and \
-            (a := args[0].child_by_field_name("argument")) is not None and a.type == "identifier":
+    if (
+        args[0].type == "pointer_expression"
+        and args[0].children[0].type == "&"
+        and (a := args[0].child_by_field_name("argument")) is not None
+        and a.type == "identifier"
+    ):
         return None  # a register or local variable reinterpreted in place (`&raw`), not a memory access
     return m.group("v"), args[0]
 
@@ -156,13 +181,20 @@ def _accesses(src: CudaSource, fn: ts.Node) -> tuple[list[_Access], list[str]]:
         elif n.type in ("subscript_expression", "pointer_expression"):
             el = element(n)
             p = n.parent
-            if el is not None and p is not None and p.type == "pointer_expression" and p.children[0].type == "&":
+            if (
+                el is not None
+                and p is not None
+                and p.type == "pointer_expression"
+                and p.children[0].type == "&"
+            ):
                 continue  # an address, not an access
         if el is None:
             continue
         vtype, ptr, idx, view = el
         if view and not ptr:
-            refused.append(f"view {view} (line {n.start_point.row + 1}) is advanced or its origin is not a plain pointer")
+            refused.append(
+                f"view {view} (line {n.start_point.row + 1}) is advanced or its origin is not a plain pointer"
+            )
             continue
         p = n.parent
         index = idx if idx is not None else "0"
@@ -213,9 +245,11 @@ def _after_includes(src: CudaSource) -> int:
 
 # ---- the elementwise idiom: vector loop + scalar tail ---------------------------------------------
 
-_TAIL_START = re.compile(r"^\(?\s*(?:(?P<k1>\d+)\s*\*\s*(?P<n1>\w+)|(?P<n2>\w+)\s*\*\s*(?P<k2>\d+)|"
-                         r"\(\s*(?P<n3>\w+)\s*<<\s*(?P<s3>\d+)\s*\))\s*\)?\s*\+\s*(?P<rest>.+)$|"
-                         r"^(?P<rest2>.+?)\s*\+\s*(?:(?P<k4>\d+)\s*\*\s*(?P<n4>\w+)|(?P<n5>\w+)\s*\*\s*(?P<k5>\d+))$")
+_TAIL_START = re.compile(
+    r"^\(?\s*(?:(?P<k1>\d+)\s*\*\s*(?P<n1>\w+)|(?P<n2>\w+)\s*\*\s*(?P<k2>\d+)|"
+    r"\(\s*(?P<n3>\w+)\s*<<\s*(?P<s3>\d+)\s*\))\s*\)?\s*\+\s*(?P<rest>.+)$|"
+    r"^(?P<rest2>.+?)\s*\+\s*(?:(?P<k4>\d+)\s*\*\s*(?P<n4>\w+)|(?P<n5>\w+)\s*\*\s*(?P<k5>\d+))$"
+)
 
 
 def _loop_parts(src: CudaSource, loop: ts.Node) -> tuple[str, str, ts.Node | None] | None:
@@ -247,7 +281,11 @@ def _dead_declarations(src: CudaSource, fn: ts.Node | None, *gone: ts.Node) -> l
         decl = decls[0]
         if any(inside(decl, g) for g in gone):
             continue
-        uses = [n for n in X.walk(fn) if n.type == "identifier" and n.text == name.encode() and not inside(n, decl)]
+        uses = [
+            n
+            for n in X.walk(fn)
+            if n.type == "identifier" and n.text == name.encode() and not inside(n, decl)
+        ]
         if uses and all(any(inside(u, g) for g in gone) for u in uses):
             out.append(edit.delete(src, decl))
     return out
@@ -313,7 +351,11 @@ def _elementwise_loops(src: CudaSource, fn: ts.Node) -> list[tuple[ts.Node, str,
     f = next((f for f in src.kernels if src.node_for(f) == fn), None)
     if f is None:
         return []
-    floats = {p.name for p in f.params if p.is_pointer and re.sub(r"\b(const|__restrict__|__restrict)\b|\*", "", p.type).strip() == "float"}
+    floats = {
+        p.name
+        for p in f.params
+        if p.is_pointer and re.sub(r"\b(const|__restrict__|__restrict)\b|\*", "", p.type).strip() == "float"
+    }
     out = []
     for loop in (n for n in X.walk(fn) if n.type == "for_statement"):
         parts = _loop_parts(src, loop)
@@ -333,16 +375,26 @@ def _elementwise_loops(src: CudaSource, fn: ts.Node) -> list[tuple[ts.Node, str,
         if asg.type != "assignment_expression" or src.text_of(asg.children[1]) != "=":
             continue
         left = asg.child_by_field_name("left")
-        if left is None or left.type != "subscript_expression" or src.text_of(left) != f"{src.text_of(left.child_by_field_name('argument'))}[{i}]":
+        if (
+            left is None
+            or left.type != "subscript_expression"
+            or src.text_of(left) != f"{src.text_of(left.child_by_field_name('argument'))}[{i}]"
+        ):
             continue
         y = src.text_of(left.child_by_field_name("argument"))
         subs = [n for n in X.walk(asg) if n.type == "subscript_expression"]
-        if y not in floats or any(src.text_of(_index(s) or s) != i or src.text_of(s.child_by_field_name("argument")) not in floats
-                                  for s in subs):
+        if y not in floats or any(
+            src.text_of(_index(s) or s) != i or src.text_of(s.child_by_field_name("argument")) not in floats
+            for s in subs
+        ):
             continue
         right = asg.child_by_field_name("right")
-        if right is None or i in {src.text_of(n) for n in X.walk(right) if n.type == "identifier"
-                                  and not (n.parent is not None and n.parent.type == "subscript_argument_list")}:
+        if right is None or i in {
+            src.text_of(n)
+            for n in X.walk(right)
+            if n.type == "identifier"
+            and not (n.parent is not None and n.parent.type == "subscript_argument_list")
+        }:
             continue
         arrays = sorted({src.text_of(s.child_by_field_name("argument")) for s in subs} - {y})
         if y in {src.text_of(s.child_by_field_name("argument")) for s in subs if s != left}:
@@ -354,8 +406,10 @@ def _elementwise_loops(src: CudaSource, fn: ts.Node) -> list[tuple[ts.Node, str,
 class Vectorize(Operator):
     name = "vectorize"
     category = "vectorization"
-    intent = ("Move several contiguous elements per memory instruction (float4/uint4/half2 ... through a "
-              "reinterpret_cast view), with a scalar tail for the remainder.")
+    intent = (
+        "Move several contiguous elements per memory instruction (float4/uint4/half2 ... through a "
+        "reinterpret_cast view), with a scalar tail for the remainder."
+    )
     mechanical_apply = True
 
     def find(self, src: CudaSource) -> list[Site]:
@@ -364,18 +418,35 @@ class Vectorize(Operator):
             fname = X.N.func_name(fn)
             pairs = _tail_pairs(src, fn)
             for vec, tail, _, start in pairs:
-                sites.append(self.site(src, vec, f"vector loop at line {vec.start_point.row + 1} with scalar tail at line "
-                                                 f"{tail.start_point.row + 1} in {fname}",
-                                       kind="loop_with_tail", function=fname, start=start))
+                sites.append(
+                    self.site(
+                        src,
+                        vec,
+                        f"vector loop at line {vec.start_point.row + 1} with scalar tail at line "
+                        f"{tail.start_point.row + 1} in {fname}",
+                        kind="loop_with_tail",
+                        function=fname,
+                        start=start,
+                    )
+                )
             in_pairs = {(d.start_byte, d.end_byte) for vec, *_ in pairs for d in X.walk(vec)}
             acc, refused = _accesses(src, fn)
             acc = [a for a in acc if (a.node.start_byte, a.node.end_byte) not in in_pairs]
             if acc or refused:
                 kinds = sorted({re.search(r"<(\w+)>", a.text).group(1) for a in acc})  # type: ignore[union-attr]
-                sites.append(self.site(src, fn, f"{len(acc)} vector access(es) ({', '.join(kinds) or '-'}) in {fname}"
-                                                + (f"; {len(refused)} not rewritable" if refused else ""),
-                                       kind="scalarize", function=fname, count=str(len(acc)), types=",".join(kinds),
-                                       refused=" | ".join(refused)))
+                sites.append(
+                    self.site(
+                        src,
+                        fn,
+                        f"{len(acc)} vector access(es) ({', '.join(kinds) or '-'}) in {fname}"
+                        + (f"; {len(refused)} not rewritable" if refused else ""),
+                        kind="scalarize",
+                        function=fname,
+                        count=str(len(acc)),
+                        types=",".join(kinds),
+                        refused=" | ".join(refused),
+                    )
+                )
         return sites
 
     def removal_preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
@@ -385,9 +456,16 @@ class Vectorize(Operator):
         if fn is None:
             return [Precondition("site_present", False, "the function is gone")]
         acc, refused = _accesses(src, fn)
-        return [Precondition("rewritable_accesses", not refused and bool(acc),
-                             "every vector access indexes a fixed view of a plain pointer" if not refused and acc
-                             else "; ".join(refused) or "no vector access left", "Layout")]
+        return [
+            Precondition(
+                "rewritable_accesses",
+                not refused and bool(acc),
+                "every vector access indexes a fixed view of a plain pointer"
+                if not refused and acc
+                else "; ".join(refused) or "no vector access left",
+                "Layout",
+            )
+        ]
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
         fn = src.node_at(site.anchor)
@@ -395,7 +473,11 @@ class Vectorize(Operator):
             raise Refused(f"{self.name}: the site is gone")
         if site.details["kind"] == "loop_with_tail":
             fn_node = X.enclosing_function(fn)
-            pair = next((p for p in _tail_pairs(src, fn_node) if p[0] == fn), None) if fn_node is not None else None
+            pair = (
+                next((p for p in _tail_pairs(src, fn_node) if p[0] == fn), None)
+                if fn_node is not None
+                else None
+            )
             if pair is None:
                 raise Refused(f"{self.name}: the vector loop and its tail are gone")
             vec, tail, _, start = pair
@@ -421,41 +503,83 @@ class Vectorize(Operator):
         sites = []
         for fn in X.code_functions(src):
             for loop, i, n, arrays, y in _elementwise_loops(src, fn):
-                sites.append(self.site(src, loop, f"elementwise float loop over {n} at line {loop.start_point.row + 1} "
-                                                  f"({y} from {', '.join(arrays) or 'constants'})",
-                                       kind="loop_with_tail", var=i, bound=n, arrays=",".join(arrays), output=y))
+                sites.append(
+                    self.site(
+                        src,
+                        loop,
+                        f"elementwise float loop over {n} at line {loop.start_point.row + 1} "
+                        f"({y} from {', '.join(arrays) or 'constants'})",
+                        kind="loop_with_tail",
+                        var=i,
+                        bound=n,
+                        arrays=",".join(arrays),
+                        output=y,
+                    )
+                )
         return sites
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         if site.details.get("kind") == "scalarize":
-            return [Precondition("aligned_views", True,
-                                 "every vector view starts 16-byte aligned (cudaMalloc bases, offsets multiple of the width)",
-                                 "Layout"),
-                    Precondition("remainder_handled", True, "elements past the last full vector are handled separately",
-                                 "Layout")]
+            return [
+                Precondition(
+                    "aligned_views",
+                    True,
+                    "every vector view starts 16-byte aligned (cudaMalloc bases, offsets multiple of the width)",
+                    "Layout",
+                ),
+                Precondition(
+                    "remainder_handled",
+                    True,
+                    "elements past the last full vector are handled separately",
+                    "Layout",
+                ),
+            ]
         node = src.node_at(site.anchor)
         fn = X.enclosing_function(node) if node is not None else None
         launches_offset = []
         kname = X.N.func_name(fn) if fn is not None else ""
         for ls in src.launch_sites:
             if ls.name == kname:
-                launches_offset += [a for a in ls.args if re.search(r"[+\-]", a) and "*" not in a.replace(" ", "")[:1]]
-        ok_loop = bool(node is not None and fn is not None and any(l0 == node for l0, *_ in _elementwise_loops(src, fn))) \
-            if "output" in site.details else True
+                launches_offset += [
+                    a for a in ls.args if re.search(r"[+\-]", a) and "*" not in a.replace(" ", "")[:1]
+                ]
+        ok_loop = (
+            bool(
+                node is not None
+                and fn is not None
+                and any(l0 == node for l0, *_ in _elementwise_loops(src, fn))
+            )
+            if "output" in site.details
+            else True
+        )
         return [
-            Precondition("float_elementwise", ok_loop, "y[i] = f(a[i], ...) over float arrays, no cross-element access"
-                         if ok_loop else "not a float elementwise loop", "Data types"),
-            Precondition("aligned_base_pointers", not launches_offset,
-                         "the launches pass allocation bases (16-byte aligned) to the kernel" if not launches_offset
-                         else f"a launch passes an offset pointer ({launches_offset[0]}): float4 views may be misaligned",
-                         "Layout"),
-            Precondition("tail_covers_remainder", True, "a scalar tail loop handles the last n % 4 elements", "Layout"),
+            Precondition(
+                "float_elementwise",
+                ok_loop,
+                "y[i] = f(a[i], ...) over float arrays, no cross-element access"
+                if ok_loop
+                else "not a float elementwise loop",
+                "Data types",
+            ),
+            Precondition(
+                "aligned_base_pointers",
+                not launches_offset,
+                "the launches pass allocation bases (16-byte aligned) to the kernel"
+                if not launches_offset
+                else f"a launch passes an offset pointer ({launches_offset[0]}): float4 views may be misaligned",
+                "Layout",
+            ),
+            Precondition(
+                "tail_covers_remainder", True, "a scalar tail loop handles the last n % 4 elements", "Layout"
+            ),
         ]
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
         node = src.node_at(site.anchor)
         fn = X.enclosing_function(node) if node is not None else None
-        found = next((e for e in _elementwise_loops(src, fn) if e[0] == node), None) if fn is not None else None
+        found = (
+            next((e for e in _elementwise_loops(src, fn) if e[0] == node), None) if fn is not None else None
+        )
         if found is None or node is None:
             raise Refused(f"{self.name}: the elementwise loop is gone")
         loop, i, n, arrays, y = found
@@ -476,12 +600,20 @@ class Vectorize(Operator):
         step = src.text_of(update) if update is not None else f"++{i}"
         lines = [f"const int {n4} = {n} / 4;"]
         lines += [f"const float4* {a}4 = reinterpret_cast<const float4*>({a});" for a in arrays]
-        lines += [f"float4* {y}4 = reinterpret_cast<float4*>({y});", f"for (int {i} = {parts[1]}; {i} < {n4}; {step}) {{"]
+        lines += [
+            f"float4* {y}4 = reinterpret_cast<float4*>({y});",
+            f"for (int {i} = {parts[1]}; {i} < {n4}; {step}) {{",
+        ]
         lines += [f"    const float4 {a}v = {a}4[{i}];" for a in arrays]
         lines += [f"    {y}4[{i}] = make_float4({', '.join(lane_exprs)});", "}"]
         vec_loop = f"\n{ind}".join(lines) + f"\n{ind}"
-        return edit.apply_edits(src, [edit.insert_before(loop, vec_loop),
-                                      edit.replace(start_node, f"4 * {n4} + {X.wrap_text(parts[1])}")])
+        return edit.apply_edits(
+            src,
+            [
+                edit.insert_before(loop, vec_loop),
+                edit.replace(start_node, f"4 * {n4} + {X.wrap_text(parts[1])}"),
+            ],
+        )
 
 
 def _lane_rewriter(src: CudaSource, arrays: list[str], lane: str):  # noqa: ANN202 - a render callback

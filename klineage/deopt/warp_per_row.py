@@ -51,8 +51,6 @@ from klineage.source.model import CudaSource
 _MAXMIN = {"fmaxf": "max", "fmax": "max", "max": "max", "fminf": "min", "fmin": "min", "min": "min"}
 
 
-
-
 @dataclass(frozen=True)
 class _RowLoop:
     loop: ts.Node
@@ -83,17 +81,17 @@ class _Facts:
         return all(f.holds for f in self.facts)
 
 
-
-
-
-
-
-
 def _launch_facts(src: CudaSource, kernel: str) -> list[Precondition]:
     launches = T.launches_of(src, kernel)
     if not launches:
-        return [fact("launch_in_file", False, f"no launch of {kernel} in this file: its grid cannot be rescaled",
-                      "Layout")]
+        return [
+            fact(
+                "launch_in_file",
+                False,
+                f"no launch of {kernel} in this file: its grid cannot be rescaled",
+                "Layout",
+            )
+        ]
     consts = T.file_constants(src)
     bad_block, bad_grid = [], []
     for ls in launches:
@@ -104,29 +102,42 @@ def _launch_facts(src: CudaSource, kernel: str) -> list[Precondition]:
             continue
         block = T.eval_int(T.resolve_local(src, launcher, src.text_of(cfg[1])), consts)
         if block is None or block % WARP:
-            bad_block.append(f"line {ls.line}: block '{src.text_of(cfg[1])}'" + (f" = {block}" if block else ""))
+            bad_block.append(
+                f"line {ls.line}: block '{src.text_of(cfg[1])}'" + (f" = {block}" if block else "")
+            )
         grid = T.resolve_local(src, launcher, src.text_of(cfg[0]))
         if "dim3" in grid or "{" in grid or "," in T.squash(src.text_of(cfg[0])):
             bad_grid.append(f"line {ls.line}: grid '{src.text_of(cfg[0])}'")
     return [
         fact("launch_in_file", True, f"{len(launches)} launch(es) of {kernel} in this file", "Layout"),
-        fact("block_multiple_of_warp", not bad_block,
-              "every launch's block is a whole number of warps" if not bad_block
-              else "block size not a known multiple of 32 (" + "; ".join(bad_block) + ")", "Layout"),
-        fact("grid_1d", not bad_grid, "every launch uses a one-dimensional grid" if not bad_grid
-              else "grid is not a plain 1-D count (" + "; ".join(bad_grid) + ")", "Layout"),
+        fact(
+            "block_multiple_of_warp",
+            not bad_block,
+            "every launch's block is a whole number of warps"
+            if not bad_block
+            else "block size not a known multiple of 32 (" + "; ".join(bad_block) + ")",
+            "Layout",
+        ),
+        fact(
+            "grid_1d",
+            not bad_grid,
+            "every launch uses a one-dimensional grid"
+            if not bad_grid
+            else "grid is not a plain 1-D count (" + "; ".join(bad_grid) + ")",
+            "Layout",
+        ),
     ]
 
 
 def _index_uses(src: CudaSource, body: ts.Node, allowed: tuple[ts.Node, ...]) -> list[ts.Node]:
     """Uses of threadIdx/blockIdx/blockDim in `body` outside the `allowed` expressions."""
-    return [n for n in T.walk(body) if n.type == "field_expression"
-            and re.fullmatch(r"(threadIdx|blockIdx|blockDim)\.\w", T.squash(src.text_of(n)))
-            and not any(a.start_byte <= n.start_byte < a.end_byte for a in allowed)]
-
-
-
-
+    return [
+        n
+        for n in T.walk(body)
+        if n.type == "field_expression"
+        and re.fullmatch(r"(threadIdx|blockIdx|blockDim)\.\w", T.squash(src.text_of(n)))
+        and not any(a.start_byte <= n.start_byte < a.end_byte for a in allowed)
+    ]
 
 
 def _is_plus(n: ts.Node | None) -> bool:
@@ -168,15 +179,26 @@ def _reduction_of(src: CudaSource, stmt: ts.Node, var: str) -> Reduction | None:
 
 
 def _decl_node(fn: ts.Node, name: str) -> ts.Node | None:
-    return next((d for d in T.walk(fn) if d.type in ("init_declarator", "identifier") and d.parent is not None
-                 and d.parent.type == "declaration" and T.declarator_ident(d) == name), None)
+    return next(
+        (
+            d
+            for d in T.walk(fn)
+            if d.type in ("init_declarator", "identifier")
+            and d.parent is not None
+            and d.parent.type == "declaration"
+            and T.declarator_ident(d) == name
+        ),
+        None,
+    )
 
 
 class WarpPerRow(Operator):
     name = "warp_per_row"
     category = "tiling"
-    intent = ("Give each row a warp instead of a thread: lanes stride the row (coalesced loads), "
-              "partial sums/maxima/minima are merged with a shuffle all-reduce, lane 0 stores per-row results.")
+    intent = (
+        "Give each row a warp instead of a thread: lanes stride the row (coalesced loads), "
+        "partial sums/maxima/minima are merged with a shuffle all-reduce, lane 0 stores per-row results."
+    )
     mechanical_apply = True
     #: whether row loops may step by a loop-invariant S (`j += W`); the warp's backward step
     #: recognizes only lane loops stepping by 32, so its forward keeps to unit steps
@@ -190,53 +212,95 @@ class WarpPerRow(Operator):
             out.facts.append(fact("one_thread_per_row", False, "kernel has no body", "Layout"))
             return out
         text = src.text_of(body)
-        rows = [d for d in T.walk(body) if d.type == "init_declarator" and d.child_by_field_name("value") is not None
-                and T.global_tid(src.text_of(d.child_by_field_name("value"))) == "blockDim.x"]
+        rows = [
+            d
+            for d in T.walk(body)
+            if d.type == "init_declarator"
+            and d.child_by_field_name("value") is not None
+            and T.global_tid(src.text_of(d.child_by_field_name("value"))) == "blockDim.x"
+        ]
         row = T.declarator_ident(rows[0]) if len(rows) == 1 else None
         if row is None or row in T.assigned_in(fn):
-            out.facts.append(fact("one_thread_per_row", False,
-                                   "no single never-reassigned `row = blockIdx.x * blockDim.x + threadIdx.x`", "Layout"))
+            out.facts.append(
+                fact(
+                    "one_thread_per_row",
+                    False,
+                    "no single never-reassigned `row = blockIdx.x * blockDim.x + threadIdx.x`",
+                    "Layout",
+                )
+            )
             return out
         value = rows[0].child_by_field_name("value")
         others = _index_uses(src, body, (value,))
-        guard = next((s for s in body.named_children if s.type == "if_statement"
-                      and T.uses_ident(s.child_by_field_name("condition"), row)
-                      and T.squash(src.text_of(s.child_by_field_name("consequence"))) in ("return;", "{return;}")), None)
+        guard = next(
+            (
+                s
+                for s in body.named_children
+                if s.type == "if_statement"
+                and T.uses_ident(s.child_by_field_name("condition"), row)
+                and T.squash(src.text_of(s.child_by_field_name("consequence"))) in ("return;", "{return;}")
+            ),
+            None,
+        )
         out.row_value, out.row_stmt = value, T.statement_ancestor(rows[0])
-        out.facts.append(fact(
-            "one_thread_per_row", not others and guard is not None,
-            f"`{row}` is the global thread index, the only use of thread/block indices, and threads past the last "
-            "row return" if not others and guard is not None else
-            (f"thread or block index used beyond `{row}` (line {others[0].start_point.row + 1})" if others
-             else f"no `if (... {row} ...) return;` guard for threads past the last row"), "Layout"))
+        out.facts.append(
+            fact(
+                "one_thread_per_row",
+                not others and guard is not None,
+                f"`{row}` is the global thread index, the only use of thread/block indices, and threads past the last "
+                "row return"
+                if not others and guard is not None
+                else (
+                    f"thread or block index used beyond `{row}` (line {others[0].start_point.row + 1})"
+                    if others
+                    else f"no `if (... {row} ...) return;` guard for threads past the last row"
+                ),
+                "Layout",
+            )
+        )
         helpers = fn_texts(src)
         coop = reaches(src, body, BLOCK_COOP, helpers) or reaches(src, body, COLLECTIVE, helpers)
-        out.facts.append(fact("no_block_cooperation", not coop,
-                               "no shared memory, barriers, atomics or warp collectives: each row is one thread's"
-                               if not coop else "the kernel already cooperates (shared memory, barriers, atomics "
-                               "or warp collectives)", "Storage"))
+        out.facts.append(
+            fact(
+                "no_block_cooperation",
+                not coop,
+                "no shared memory, barriers, atomics or warp collectives: each row is one thread's"
+                if not coop
+                else "the kernel already cooperates (shared memory, barriers, atomics or warp collectives)",
+                "Storage",
+            )
+        )
         loops, problems = self._row_loops(src, fn, body, guard)
         out.loops = tuple(loops)
-        out.facts.append(fact("rows_independent", not problems and bool(loops),
-                               f"{len(loops)} row loop(s); loop-carried state only in sum/max/min reductions"
-                               if not problems and loops else ("; ".join(problems) or "no loop over the row"),
-                               "Pipeline"))
+        out.facts.append(
+            fact(
+                "rows_independent",
+                not problems and bool(loops),
+                f"{len(loops)} row loop(s); loop-carried state only in sum/max/min reductions"
+                if not problems and loops
+                else ("; ".join(problems) or "no loop over the row"),
+                "Pipeline",
+            )
+        )
         out.stores = tuple(self._stores_outside(src, fn, body, loops))
         if re.search(r"\blane\b", text) and "kl_lane" in text:
             out.facts.append(fact("lane_name_free", False, "both `lane` and `kl_lane` are taken", "Layout"))
         out.facts += _launch_facts(src, kernel)
         return out
 
-    def _row_loops(self, src: CudaSource, fn: ts.Node, body: ts.Node,
-                   guard: ts.Node | None) -> tuple[list[_RowLoop], list[str]]:
+    def _row_loops(
+        self, src: CudaSource, fn: ts.Node, body: ts.Node, guard: ts.Node | None
+    ) -> tuple[list[_RowLoop], list[str]]:
         loops, problems = [], []
         for loop in outer_loops(body):
             line = loop.start_point.row + 1
             parts = T.counting_loop(src, loop, self.strides_steps)
             path = T.ancestors(loop, body)
             if parts is None:
-                problems.append(f"line {line}: not a counting loop `for (int j = A; j < B; "
-                                + ("j += S)`" if self.strides_steps else "++j)`"))
+                problems.append(
+                    f"line {line}: not a counting loop `for (int j = A; j < B; "
+                    + ("j += S)`" if self.strides_steps else "++j)`")
+                )
                 continue
             if any(a.type not in ("compound_statement", "if_statement", "else_clause") for a in path):
                 problems.append(f"line {line}: loop nested in a {path[0].type}")
@@ -263,37 +327,61 @@ class WarpPerRow(Operator):
             loops.append(_RowLoop(loop, var, init, update, tuple(reds), step))
         return loops, problems
 
-    def _reductions(self, src: CudaSource, fn: ts.Node, loop: ts.Node, lbody: ts.Node,
-                    inner: set[str]) -> tuple[list[Reduction], list[str]]:
+    def _reductions(
+        self, src: CudaSource, fn: ts.Node, loop: ts.Node, lbody: ts.Node, inner: set[str]
+    ) -> tuple[list[Reduction], list[str]]:
         reds, why = [], []
         pairs = _arg_pairs(src, lbody)
         for red, _ in pairs.values():
             reds.append(red)
         paired = {n for red, _ in pairs.values() for n in (red.var, red.index)}
         for name in sorted(T.assigned_in(lbody) - inner - paired):
-            writes = [n for n in T.walk(lbody) if n.type in ("assignment_expression", "update_expression")
-                      and T.squash(src.text_of(write_target(n))) == name]
+            writes = [
+                n
+                for n in T.walk(lbody)
+                if n.type in ("assignment_expression", "update_expression")
+                and T.squash(src.text_of(write_target(n))) == name
+            ]
             stmts = {T.statement_ancestor(w).start_byte: T.statement_ancestor(w) for w in writes}
             red = _reduction_of(src, next(iter(stmts.values())), name) if len(stmts) == 1 else None
             if red is None:
                 why.append(f"`{name}` is carried across iterations but is not a sum/max/min reduction")
                 continue
             (stmt,) = stmts.values()
-            reads = [n for n in T.walk(lbody) if n.type == "identifier" and n.text == name.encode()
-                     and not (stmt.start_byte <= n.start_byte < stmt.end_byte)]
+            reads = [
+                n
+                for n in T.walk(lbody)
+                if n.type == "identifier"
+                and n.text == name.encode()
+                and not (stmt.start_byte <= n.start_byte < stmt.end_byte)
+            ]
             if reads:
-                why.append(f"`{name}` is read inside the loop (line {reads[0].start_point.row + 1}): a running value, "
-                           "not a reduction")
+                why.append(
+                    f"`{name}` is read inside the loop (line {reads[0].start_point.row + 1}): a running value, "
+                    "not a reduction"
+                )
                 continue
             if red.kind == "sum":
                 decl = _decl_node(fn, name)
-                value = decl.child_by_field_name("value") if decl is not None and decl.type == "init_declarator" else None
-                earlier = [n for n in T.walk(fn) if n.type in ("assignment_expression", "update_expression")
-                           and decl is not None and decl.end_byte < n.start_byte < loop.start_byte
-                           and T.squash(src.text_of(write_target(n))) == name and not _exclusive(n, loop)]
+                value = (
+                    decl.child_by_field_name("value")
+                    if decl is not None and decl.type == "init_declarator"
+                    else None
+                )
+                earlier = [
+                    n
+                    for n in T.walk(fn)
+                    if n.type in ("assignment_expression", "update_expression")
+                    and decl is not None
+                    and decl.end_byte < n.start_byte < loop.start_byte
+                    and T.squash(src.text_of(write_target(n))) == name
+                    and not _exclusive(n, loop)
+                ]
                 if value is None or not _is_zero(src.text_of(value)) or earlier:
-                    why.append(f"the sum `{name}` does not start from zero at the loop: the per-lane partials would "
-                               "count its start value 32 times")
+                    why.append(
+                        f"the sum `{name}` does not start from zero at the loop: the per-lane partials would "
+                        "count its start value 32 times"
+                    )
                     continue
             reds.append(red)
         return reds, why
@@ -306,27 +394,41 @@ class WarpPerRow(Operator):
         for n in T.walk(lbody):
             if n.type != "subscript_expression" or not is_pointer(fn, base_name(n) or ""):
                 continue
-            idx = T.squash(src.text_of(n)[len(src.text_of(n.child_by_field_name("argument") or n)):])
+            idx = T.squash(src.text_of(n)[len(src.text_of(n.child_by_field_name("argument") or n)) :])
             if not re.search(rf"(?<![\w.]){re.escape(var)}(?!\w)", idx):
                 continue
             if re.fullmatch(rf"\[(?:.*[+(])?{re.escape(var)}(?:[+)].*)?\]", idx) and not re.search(
-                    rf"[*/%]\(?{re.escape(var)}\b|\b{re.escape(var)}\)?[*/%<>]", idx):
+                rf"[*/%]\(?{re.escape(var)}\b|\b{re.escape(var)}\)?[*/%<>]", idx
+            ):
                 unit += 1
             else:
                 strided.append(f"`{T.squash(src.text_of(n))}` (line {n.start_point.row + 1})")
         if strided:
-            return [f"access {strided[0]} does not move one element per iteration: the loop does not walk a row"]
+            return [
+                f"access {strided[0]} does not move one element per iteration: the loop does not walk a row"
+            ]
         if not unit:  # accesses through helpers: `load(p + j)`, `load<V>(p, j)`
             for n in T.walk(lbody):
-                parts = (_sum_terms(n) if _is_plus(n) and not _is_plus(n.parent)
-                         else T.call_args(n) if n.type == "call_expression" else [])
-                ptrs = [a for a in parts if a is not None and a.type == "identifier" and is_pointer(fn, src.text_of(a))]
+                parts = (
+                    _sum_terms(n)
+                    if _is_plus(n) and not _is_plus(n.parent)
+                    else T.call_args(n)
+                    if n.type == "call_expression"
+                    else []
+                )
+                ptrs = [
+                    a
+                    for a in parts
+                    if a is not None and a.type == "identifier" and is_pointer(fn, src.text_of(a))
+                ]
                 rest = [T.squash(src.text_of(a)) for a in parts if a is not None and a not in ptrs]
                 if ptrs and any(re.fullmatch(rf"(?:.*[+(])?{re.escape(var)}(?:[+)].*)?", r) for r in rest):
                     unit += 1
         return [] if unit else ["no memory access walks along the row"]
 
-    def _element_writes(self, src: CudaSource, fn: ts.Node, lbody: ts.Node, per_element: set[str]) -> list[str]:
+    def _element_writes(
+        self, src: CudaSource, fn: ts.Node, lbody: ts.Node, per_element: set[str]
+    ) -> list[str]:
         """Stores in a row loop must go to memory, at an element of this iteration (index uses the
         loop variable or a value declared in the loop), so each lands on exactly one lane. A local
         array written in the loop would hold only this lane's elements afterwards."""
@@ -347,11 +449,15 @@ class WarpPerRow(Operator):
                 idx = idx if idx is not None else left.named_children[-1]
                 if any(T.uses_ident(idx, v) for v in per_element):
                     continue
-            why.append(f"store `{T.squash(src.text_of(left))}` (line {n.start_point.row + 1}) is not to this "
-                       "iteration's element")
+            why.append(
+                f"store `{T.squash(src.text_of(left))}` (line {n.start_point.row + 1}) is not to this "
+                "iteration's element"
+            )
         return why
 
-    def _stores_outside(self, src: CudaSource, fn: ts.Node, body: ts.Node, loops: list[_RowLoop]) -> list[ts.Node]:
+    def _stores_outside(
+        self, src: CudaSource, fn: ts.Node, body: ts.Node, loops: list[_RowLoop]
+    ) -> list[ts.Node]:
         """Statements outside the row loops that store through a pointer (per-row results): lane 0
         does them. Local arrays and structs are every lane's own copy and stay unguarded."""
         spans = [(r.loop.start_byte, r.loop.end_byte) for r in loops]
@@ -392,14 +498,24 @@ class WarpPerRow(Operator):
         assigned = T.assigned_in(fn)
         others = _index_uses(src, body, (lane[1], row[1]))
         fixed = lane[0] not in assigned and row[0] not in assigned and not others
-        out.facts.append(fact("one_warp_per_row", fixed,
-                               f"`{row[0]}` is the warp's global index and `{lane[0]}` its lane, the only uses of "
-                               "thread/block indices" if fixed else
-                               "the lane or row index is reassigned, or thread/block indices are used elsewhere",
-                               "Layout"))
+        out.facts.append(
+            fact(
+                "one_warp_per_row",
+                fixed,
+                f"`{row[0]}` is the warp's global index and `{lane[0]}` its lane, the only uses of "
+                "thread/block indices"
+                if fixed
+                else "the lane or row index is reassigned, or thread/block indices are used elsewhere",
+                "Layout",
+            )
+        )
         strided, bad = [], []
         for n in T.walk(body):
-            if n.type != "identifier" or n.text != lane[0].encode() or lane[1].start_byte <= n.start_byte < lane[1].end_byte:
+            if (
+                n.type != "identifier"
+                or n.text != lane[0].encode()
+                or lane[1].start_byte <= n.start_byte < lane[1].end_byte
+            ):
                 continue
             p = n.parent
             if p is not None and p.type == "init_declarator" and T.declarator_ident(p) == lane[0]:
@@ -410,11 +526,21 @@ class WarpPerRow(Operator):
             elif not _lane_zero_test(src, n):
                 bad.append(n.start_point.row + 1)
         out.strided = tuple(strided)
-        out.facts.append(fact("lane_only_strides", not bad and bool(strided),
-                               f"`{lane[0]}` only starts {len(strided)} loop(s) striding the row by 32 and picks "
-                               "lane 0 for stores" if not bad and strided else
-                               (f"`{lane[0]}` also indexes data (line {bad[0]}): each lane owns more than a stride"
-                                if bad else "no loop strides the row by the warp"), "Layout"))
+        out.facts.append(
+            fact(
+                "lane_only_strides",
+                not bad and bool(strided),
+                f"`{lane[0]}` only starts {len(strided)} loop(s) striding the row by 32 and picks "
+                "lane 0 for stores"
+                if not bad and strided
+                else (
+                    f"`{lane[0]}` also indexes data (line {bad[0]}): each lane owns more than a stride"
+                    if bad
+                    else "no loop strides the row by the warp"
+                ),
+                "Layout",
+            )
+        )
         helpers = fn_texts(src)
         colls, stray = [], []
         for stmt in [s for s in T.walk(body) if s.type in ("expression_statement", "for_statement")]:
@@ -423,20 +549,39 @@ class WarpPerRow(Operator):
             if _warp_reduction_stmt(src, stmt, helpers):
                 colls.append(stmt)
         for n in T.walk(body):
-            if n.type in ("expression_statement", "declaration", "return_statement") and reaches(
-                    src, n, COLLECTIVE, helpers) and not any(c.start_byte <= n.start_byte < c.end_byte for c in colls):
+            if (
+                n.type in ("expression_statement", "declaration", "return_statement")
+                and reaches(src, n, COLLECTIVE, helpers)
+                and not any(c.start_byte <= n.start_byte < c.end_byte for c in colls)
+            ):
                 stray.append(n.start_point.row + 1)
         out.collectives = tuple(colls)
-        out.facts.append(fact("reductions_only_collectives", not stray,
-                               f"{len(colls)} warp reduction(s) `v = reduce(v)`, no other warp collective" if not stray
-                               else f"a warp collective other than a reduction `v = reduce(v)` (line {stray[0]})",
-                               "Pipeline"))
-        coop = reaches(src, body, BLOCK_COOP, {k: v for k, v in helpers.items()
-                                                  if not any(k in src.text_of(c) for c in colls)})
-        out.facts.append(fact("no_block_cooperation", not coop,
-                               "no shared memory, barriers or atomics beyond the warp" if not coop
-                               else "the block cooperates beyond the warp (shared memory, barriers or atomics)",
-                               "Storage"))
+        out.facts.append(
+            fact(
+                "reductions_only_collectives",
+                not stray,
+                f"{len(colls)} warp reduction(s) `v = reduce(v)`, no other warp collective"
+                if not stray
+                else f"a warp collective other than a reduction `v = reduce(v)` (line {stray[0]})",
+                "Pipeline",
+            )
+        )
+        coop = reaches(
+            src,
+            body,
+            BLOCK_COOP,
+            {k: v for k, v in helpers.items() if not any(k in src.text_of(c) for c in colls)},
+        )
+        out.facts.append(
+            fact(
+                "no_block_cooperation",
+                not coop,
+                "no shared memory, barriers or atomics beyond the warp"
+                if not coop
+                else "the block cooperates beyond the warp (shared memory, barriers or atomics)",
+                "Storage",
+            )
+        )
         out.facts += _launch_facts(src, kernel)
         return out
 
@@ -456,7 +601,9 @@ class WarpPerRow(Operator):
         fn = src.node_at(site.anchor)
         f = self._warp_per_row(src, fn, site.details["kernel"]) if fn is not None else None
         if f is None:
-            return [fact("one_warp_per_row", False, "no lane/row index of a warp-per-row kernel here", "Layout")]
+            return [
+                fact("one_warp_per_row", False, "no lane/row index of a warp-per-row kernel here", "Layout")
+            ]
         return f.facts
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
@@ -464,16 +611,29 @@ class WarpPerRow(Operator):
         assert fn is not None
         f = self._warp_per_row(src, fn, site.details["kernel"])
         assert f is not None and f.row_value is not None and f.lane_value is not None
-        edits = [edit.replace(f.lane_value, "0"), edit.replace(f.row_value, "blockIdx.x * blockDim.x + threadIdx.x")]
+        edits = [
+            edit.replace(f.lane_value, "0"),
+            edit.replace(f.row_value, "blockIdx.x * blockDim.x + threadIdx.x"),
+        ]
         for loop in f.strided:
             init = loop.child_by_field_name("initializer").children_by_field_name("declarator")[0]
             value = init.child_by_field_name("value")
             lane = f.lane
             start = T.squash(src.text_of(value))
-            new = "0" if start == lane else re.sub(rf"\s*\+\s*{re.escape(lane)}\b|\b{re.escape(lane)}\s*\+\s*", "",
-                                                   src.text_of(value))
-            edits += [edit.replace(value, new), edit.replace(loop.child_by_field_name("update"),
-                                                             f"++{T.decl_name(loop.child_by_field_name('initializer'))}")]
+            new = (
+                "0"
+                if start == lane
+                else re.sub(
+                    rf"\s*\+\s*{re.escape(lane)}\b|\b{re.escape(lane)}\s*\+\s*", "", src.text_of(value)
+                )
+            )
+            edits += [
+                edit.replace(value, new),
+                edit.replace(
+                    loop.child_by_field_name("update"),
+                    f"++{T.decl_name(loop.child_by_field_name('initializer'))}",
+                ),
+            ]
         for stmt in f.collectives:
             if stmt.parent is not None and stmt.parent.type == "compound_statement":
                 edits.append(edit.delete(src, stmt))
@@ -490,8 +650,11 @@ class WarpPerRow(Operator):
             body = fn.child_by_field_name("body")
             if body is None or not outer_loops(body):
                 continue
-            if any(T.global_tid(src.text_of(d.child_by_field_name("value"))) == "blockDim.x"
-                   for d in T.walk(body) if d.type == "init_declarator" and d.child_by_field_name("value") is not None):
+            if any(
+                T.global_tid(src.text_of(d.child_by_field_name("value"))) == "blockDim.x"
+                for d in T.walk(body)
+                if d.type == "init_declarator" and d.child_by_field_name("value") is not None
+            ):
                 sites.append(self.site(src, fn, f"kernel {name}: one thread per row", kernel=name))
         return sites
 
@@ -510,8 +673,10 @@ class WarpPerRow(Operator):
         assert f.row_value is not None and f.row_stmt is not None
         lane = "kl_lane" if re.search(r"\blane\b", src.text_of(fn)) else "lane"
         ind = edit.indent_of(src, f.row_stmt)
-        edits = [edit.replace(f.row_value, f"({src.text_of(f.row_value)}) / {WARP}"),
-                 edit.insert_after(f.row_stmt, f"\n{ind}const int {lane} = threadIdx.x & {WARP - 1};")]
+        edits = [
+            edit.replace(f.row_value, f"({src.text_of(f.row_value)}) / {WARP}"),
+            edit.insert_after(f.row_stmt, f"\n{ind}const int {lane} = threadIdx.x & {WARP - 1};"),
+        ]
         for r in f.loops:
             edits.append(edit.replace(r.loop, self._strided_loop(src, r, lane)))
         edits += [self._guarded(src, stmt, f"{lane} == 0") for stmt in f.stores]
@@ -524,8 +689,9 @@ class WarpPerRow(Operator):
         return self._restride(src, r, lane, str(WARP), warp_butterfly)
 
     @staticmethod
-    def _restride(src: CudaSource, r: _RowLoop, rank: str, step: str,
-                  reduce: Callable[[Reduction], list[str]]) -> str:
+    def _restride(
+        src: CudaSource, r: _RowLoop, rank: str, step: str, reduce: Callable[[Reduction], list[str]]
+    ) -> str:
         """Row loop `r` started at `A + rank` and stepped by `step`, followed by the all-reduce
         lines of each reduction it carries (braced when the loop was a lone statement)."""
         init, upd = r.init, r.update
@@ -534,15 +700,23 @@ class WarpPerRow(Operator):
         first = rank if r.step == "1" else f"{rank} * {r.step}"
         new_init = first if T.squash(start) == "0" else f"{start} + {first}"
         stride = step if r.step == "1" else f"{step} * {r.step}"
-        loop = (text[r.loop.start_byte:init.start_byte].decode() + new_init
-                + text[init.end_byte:upd.start_byte].decode() + f"{r.var} += {stride}"
-                + text[upd.end_byte:r.loop.end_byte].decode())
+        loop = (
+            text[r.loop.start_byte : init.start_byte].decode()
+            + new_init
+            + text[init.end_byte : upd.start_byte].decode()
+            + f"{r.var} += {stride}"
+            + text[upd.end_byte : r.loop.end_byte].decode()
+        )
         if not r.reductions:
             return loop
         ind = edit.indent_of(src, r.loop)
         lines = [loop] + [x for red in r.reductions for x in reduce(red)]
         braced = r.loop.parent is not None and r.loop.parent.type == "compound_statement"
-        return f"\n{ind}".join(lines) if braced else "{\n" + ind + "    " + f"\n{ind}    ".join(lines) + "\n" + ind + "}"
+        return (
+            f"\n{ind}".join(lines)
+            if braced
+            else "{\n" + ind + "    " + f"\n{ind}    ".join(lines) + "\n" + ind + "}"
+        )
 
     @staticmethod
     def _guarded(src: CudaSource, stmt: ts.Node, cond: str) -> edit.Edit:
@@ -555,7 +729,8 @@ class WarpPerRow(Operator):
 #: the argmax/argmin butterfly `apply` writes (squashed), recognized again by `remove`
 _ARG_BUTTERFLY = re.compile(
     r"\{constautokl_v=__shfl_xor_sync\(\w+,(\w+),kl_off\);constautokl_i=__shfl_xor_sync\(\w+,(\w+),kl_off\);"
-    r"if\(kl_v[<>]\1\|\|\(kl_v==\1&&kl_i<\2\)\)\{\1=kl_v;\2=kl_i;\}\}")
+    r"if\(kl_v[<>]\1\|\|\(kl_v==\1&&kl_i<\2\)\)\{\1=kl_v;\2=kl_i;\}\}"
+)
 
 
 def _arg_pairs(src: CudaSource, lbody: ts.Node) -> dict[str, tuple[Reduction, ts.Node]]:
@@ -563,8 +738,13 @@ def _arg_pairs(src: CudaSource, lbody: ts.Node) -> dict[str, tuple[Reduction, ts
     the first position wins), with `best` and `where` used nowhere else in the loop."""
     out: dict[str, tuple[Reduction, ts.Node]] = {}
     loop = lbody.parent
-    var = T.decl_name(loop.child_by_field_name("initializer")) if loop is not None and loop.type == "for_statement" \
-        and loop.child_by_field_name("initializer") is not None else None
+    var = (
+        T.decl_name(loop.child_by_field_name("initializer"))
+        if loop is not None
+        and loop.type == "for_statement"
+        and loop.child_by_field_name("initializer") is not None
+        else None
+    )
     stmts = lbody.named_children if lbody.type == "compound_statement" else [lbody]
     for st in stmts:
         if st.type != "if_statement" or st.child_by_field_name("alternative") is not None:
@@ -579,8 +759,13 @@ def _arg_pairs(src: CudaSource, lbody: ts.Node) -> dict[str, tuple[Reduction, ts
         where = next((k for k, v in got.items() if v == var), None)
         if len(got) != 2 or got.get(best) != value or where is None or not re.fullmatch(r"\w+", where):
             continue
-        others = [n for n in T.walk(lbody) if n.type == "identifier" and n.text in (best.encode(), where.encode())
-                  and not (st.start_byte <= n.start_byte < st.end_byte)]
+        others = [
+            n
+            for n in T.walk(lbody)
+            if n.type == "identifier"
+            and n.text in (best.encode(), where.encode())
+            and not (st.start_byte <= n.start_byte < st.end_byte)
+        ]
         if others:
             continue
         out[best] = (Reduction(best, "argmax" if op == ">" else "argmin", "", where), st)
@@ -594,10 +779,6 @@ def _exclusive(a: ts.Node, b: ts.Node) -> bool:
     while p is not None and (p.start_byte, p.end_byte, p.type) not in above:
         p = p.parent
     return p is not None and p.type == "if_statement"
-
-
-
-
 
 
 def _warp_row(text: str, consts: dict[str, int]) -> bool:

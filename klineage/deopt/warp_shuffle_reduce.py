@@ -75,7 +75,13 @@ def _combiner(src: CudaSource, stmt: ts.Node, off_ok) -> tuple[str, str, ts.Node
         return var, f"{{a}} {sym} {{b}}", call, ""
     if op != "=":
         return var, "", call, f"combiner '{op}' not recognised"
-    if right.type == "binary_expression" and right.child_by_field_name("operator").type in ("+", "*", "&", "|", "^"):
+    if right.type == "binary_expression" and right.child_by_field_name("operator").type in (
+        "+",
+        "*",
+        "&",
+        "|",
+        "^",
+    ):
         a, b = right.child_by_field_name("left"), right.child_by_field_name("right")
         sym = right.child_by_field_name("operator").type
         if {T.squash(src.text_of(a)), T.squash(src.text_of(b))} == {var, T.squash(src.text_of(call))}:
@@ -84,7 +90,9 @@ def _combiner(src: CudaSource, stmt: ts.Node, off_ok) -> tuple[str, str, ts.Node
         name = T.call_name(right)
         cargs = T.call_args(right)
         if len(cargs) == 2 and {T.squash(src.text_of(cargs[0])), T.squash(src.text_of(cargs[1]))} == {
-                var, T.squash(src.text_of(call))}:
+            var,
+            T.squash(src.text_of(call)),
+        }:
             if name in _FUNCS or re.fullmatch(r"\w+", name):
                 return var, f"{name}({{a}}, {{b}})", call, ""
     return var, "", call, "combiner not recognised"
@@ -106,12 +114,18 @@ def _loop_red(src: CudaSource, node: ts.Node) -> _Red | None:
         value = init.child_by_field_name("right")
     else:
         return None
-    if not off or value is None or not any(T.squash(src.text_of(a)) == off for c in shfls for a in T.call_args(c)[2:3]):
+    if (
+        not off
+        or value is None
+        or not any(T.squash(src.text_of(a)) == off for c in shfls for a in T.call_args(c)[2:3])
+    ):
         return None
     consts = T.file_constants(src)
     start = T.eval_int(src.text_of(value), consts)
     if start is None:
-        return None  # offsets depend on an outer loop: an exchange network (e.g. bitonic sort), not a reduction
+        return (
+            None  # offsets depend on an outer loop: an exchange network (e.g. bitonic sort), not a reduction
+        )
     c, u = T.squash(src.text_of(cond)), T.squash(src.text_of(upd))
     halves = u in (f"{off}>>=1", f"{off}/=2", f"{off}={off}/2", f"{off}={off}>>1")
     ends = c in (f"{off}>0", f"{off}>=1", f"{off}!=0", f"0<{off}")
@@ -120,8 +134,17 @@ def _loop_red(src: CudaSource, node: ts.Node) -> _Red | None:
     if why and "statements per step" in why:
         merged = _merge_form(src, body, off, shfls)
         if isinstance(merged, tuple):
-            red = _make(src, node, node, "merge", "", "merge", shfls[0], start, "" if halves and ends else
-                        f"offsets do not halve to 1 ('{c}', '{u}')")
+            red = _make(
+                src,
+                node,
+                node,
+                "merge",
+                "",
+                "merge",
+                shfls[0],
+                start,
+                "" if halves and ends else f"offsets do not halve to 1 ('{c}', '{u}')",
+            )
             return _replace_fields(red, shuffled=merged, combiner="merge", offset_var=off)
         why = merged
     if not (halves and ends):
@@ -148,9 +171,14 @@ def _merge_form(src: CudaSource, body: ts.Node, off: str, shfls: list[ts.Node]) 
         if len(args) < 3 or T.squash(src.text_of(args[2])) != off or len(args) > 3:
             return "a shuffle does not move by the step offset"
         p = c.parent
-        whole = p is not None and (p.type == "init_declarator" or (
-            p.type == "assignment_expression" and p.child_by_field_name("right") == c
-            and p.child_by_field_name("operator").type == "="))
+        whole = p is not None and (
+            p.type == "init_declarator"
+            or (
+                p.type == "assignment_expression"
+                and p.child_by_field_name("right") == c
+                and p.child_by_field_name("operator").type == "="
+            )
+        )
         if not whole:
             return "a shuffle is part of a larger expression"
         x = T.squash(src.text_of(args[1]))
@@ -162,8 +190,17 @@ def _merge_form(src: CudaSource, body: ts.Node, off: str, shfls: list[ts.Node]) 
     return tuple(dict.fromkeys(values))
 
 
-def _make(src: CudaSource, first: ts.Node, last: ts.Node, form: str, var: str, comb: str, call: ts.Node | None,
-          start: int | None, why: str) -> _Red:
+def _make(
+    src: CudaSource,
+    first: ts.Node,
+    last: ts.Node,
+    form: str,
+    var: str,
+    comb: str,
+    call: ts.Node | None,
+    start: int | None,
+    why: str,
+) -> _Red:
     kind, mask, width = "down", "", None
     if call is not None:
         kind = "xor" if "xor" in T.call_name(call) else "down"
@@ -182,10 +219,12 @@ def _unrolled(src: CudaSource, fn: ts.Node) -> list[_Red]:
         stmts = [s for s in block.named_children if s.type != "comment"]
         i = 0
         while i + 5 <= len(stmts):
-            run = stmts[i:i + 5]
+            run = stmts[i : i + 5]
             parsed = []
             for want, s in zip((16, 8, 4, 2, 1), run, strict=True):
-                var, comb, call, why = _combiner(src, s, lambda a, w=want: T.eval_int(src.text_of(a), {}) == w)
+                var, comb, call, why = _combiner(
+                    src, s, lambda a, w=want: T.eval_int(src.text_of(a), {}) == w
+                )
                 if why or call is None:
                     break
                 parsed.append((var, comb, call))
@@ -233,27 +272,47 @@ def _value_type(src: CudaSource, fn: ts.Node, var: str) -> str | None:
     ty = decl.child_by_field_name("type")
     if ty is None:
         return None
-    quals = [src.text_of(c) for c in decl.children if c.type == "type_qualifier" and src.text_of(c) != "const"]
+    quals = [
+        src.text_of(c) for c in decl.children if c.type == "type_qualifier" and src.text_of(c) != "const"
+    ]
     return " ".join([*quals, src.text_of(ty)]).strip()
 
 
 class WarpShuffleReduce(Operator):
     name = "warp_shuffle_reduce"
     category = "specialized_instruction"
-    intent = ("Reduce within a warp with register shuffles (__shfl_xor_sync/__shfl_down_sync, offsets 16..1) "
-              "instead of a shared-memory tree: no shared-memory traffic and no barriers.")
+    intent = (
+        "Reduce within a warp with register shuffles (__shfl_xor_sync/__shfl_down_sync, offsets 16..1) "
+        "instead of a shared-memory tree: no shared-memory traffic and no barriers."
+    )
     mechanical_apply = True
 
     def find(self, src: CudaSource) -> list[Site]:
         sites = []
         for fn, r in _reductions(src):
             fname = N.func_name(fn)
-            sites.append(Site(self.name, src.anchor(r.first), r.first.start_byte, r.last.end_byte,
-                              f"{r.kind} shuffle reduction of {r.var or ', '.join(r.shuffled) or '?'} ({r.form}) in {fname}",
-                              tuple(sorted({"kind": r.kind, "var": r.var, "form": r.form,
-                                            "combiner": r.combiner or "unrecognised", "mask": T.squash(r.mask),
-                                            "values": ",".join(r.shuffled),
-                                            "function": fname}.items()))))
+            sites.append(
+                Site(
+                    self.name,
+                    src.anchor(r.first),
+                    r.first.start_byte,
+                    r.last.end_byte,
+                    f"{r.kind} shuffle reduction of {r.var or ', '.join(r.shuffled) or '?'} ({r.form}) in {fname}",
+                    tuple(
+                        sorted(
+                            {
+                                "kind": r.kind,
+                                "var": r.var,
+                                "form": r.form,
+                                "combiner": r.combiner or "unrecognised",
+                                "mask": T.squash(r.mask),
+                                "values": ",".join(r.shuffled),
+                                "function": fname,
+                            }.items()
+                        )
+                    ),
+                )
+            )
         return sites
 
     def _red(self, src: CudaSource, site: Site) -> tuple[ts.Node, _Red]:
@@ -264,28 +323,62 @@ class WarpShuffleReduce(Operator):
         raise Refused(f"{self.name}: no shuffle reduction at {site.anchor}")
 
     def _facts(self, src: CudaSource, fn: ts.Node, r: _Red) -> list[Precondition]:
-        ok_text = (f"a merge of ({', '.join(r.shuffled)}) per step; the tree applies it in the same order for lane 0"
-                   if r.shuffled else f"combiner {r.combiner.format(a='a', b='b')} is associative and commutative")
+        ok_text = (
+            f"a merge of ({', '.join(r.shuffled)}) per step; the tree applies it in the same order for lane 0"
+            if r.shuffled
+            else f"combiner {r.combiner.format(a='a', b='b')} is associative and commutative"
+        )
         facts = [Precondition("recognised_combiner", not r.why, r.why or ok_text, "Data types")]
         m = T.eval_int(r.mask, T.file_constants(src)) if r.mask else None
-        facts.append(Precondition("full_warp_mask", m == _FULL,
-                                  "mask is 0xffffffff: all 32 lanes take part" if m == _FULL
-                                  else f"mask '{r.mask}' is not the full warp (or not a compile-time constant)", "Hardware"))
-        facts.append(Precondition("whole_warp_reduction", r.start == 16,
-                                  "offsets 16, 8, 4, 2, 1: one value per warp" if r.start == 16
-                                  else f"starts at offset {r.start}: a segmented (sub-warp) reduction", "Layout"))
+        facts.append(
+            Precondition(
+                "full_warp_mask",
+                m == _FULL,
+                "mask is 0xffffffff: all 32 lanes take part"
+                if m == _FULL
+                else f"mask '{r.mask}' is not the full warp (or not a compile-time constant)",
+                "Hardware",
+            )
+        )
+        facts.append(
+            Precondition(
+                "whole_warp_reduction",
+                r.start == 16,
+                "offsets 16, 8, 4, 2, 1: one value per warp"
+                if r.start == 16
+                else f"starts at offset {r.start}: a segmented (sub-warp) reduction",
+                "Layout",
+            )
+        )
         w = T.eval_int(r.width, T.file_constants(src)) if r.width else 32
-        facts.append(Precondition("full_width", w == 32, "shuffle width 32" if w == 32 else f"shuffle width {r.width}",
-                                  "Hardware"))
+        facts.append(
+            Precondition(
+                "full_width",
+                w == 32,
+                "shuffle width 32" if w == 32 else f"shuffle width {r.width}",
+                "Hardware",
+            )
+        )
         places = [(r.first, "here")]
         fname = N.func_name(fn)
         if N.func_kind(fn) != "kernel":
-            places += [(c, f"call at line {c.start_point.row + 1}") for c in T.calls_named(src.tree.root_node, re.escape(fname))]
+            places += [
+                (c, f"call at line {c.start_point.row + 1}")
+                for c in T.calls_named(src.tree.root_node, re.escape(fname))
+            ]
         for node, where in places:
             kind, cond = T.divergence(src, node)
-            facts.append(Precondition("warp_converged", kind != "lane",
-                                      f"{where}: reached by whole warps" + (f" (branch on '{cond}' is warp-uniform)" if cond else "")
-                                      if kind != "lane" else f"{where}: inside a lane-divergent branch '{cond}'", "Hardware"))
+            facts.append(
+                Precondition(
+                    "warp_converged",
+                    kind != "lane",
+                    f"{where}: reached by whole warps"
+                    + (f" (branch on '{cond}' is warp-uniform)" if cond else "")
+                    if kind != "lane"
+                    else f"{where}: inside a lane-divergent branch '{cond}'",
+                    "Hardware",
+                )
+            )
         if not r.shuffled and self._value_type(src, fn, r) is None and not r.why:
             facts.append(Precondition("value_type_known", False, f"type of {r.var} not found", "Data types"))
         return facts
@@ -299,8 +392,12 @@ class WarpShuffleReduce(Operator):
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         if site.details.get("forward") == "1":
-            return [Precondition("per_warp_tree", True, "a per-warp shared-memory tree over 32 lanes", "Layout"),
-                    Precondition("full_warp_mask", True, "the tree runs with __syncwarp() over the whole warp", "Hardware")]
+            return [
+                Precondition("per_warp_tree", True, "a per-warp shared-memory tree over 32 lanes", "Layout"),
+                Precondition(
+                    "full_warp_mask", True, "the tree runs with __syncwarp() over the whole warp", "Hardware"
+                ),
+            ]
         fn, r = self._red(src, site)
         return self._facts(src, fn, r)
 
@@ -352,7 +449,7 @@ class WarpShuffleReduce(Operator):
             return None
 
         inner = _render(src, body, rewrite)
-        header = src.text_bytes[r.first.start_byte:body.start_byte].decode().rstrip()
+        header = src.text_bytes[r.first.start_byte : body.start_byte].decode().rstrip()
         decls = []
         for x, b in bufs.items():
             ty = _value_type(src, fn, x) if re.fullmatch(r"\w+", x) else None
@@ -390,8 +487,16 @@ class WarpShuffleReduce(Operator):
             if f.kind not in ("kernel", "device"):
                 continue
             for blk, var, comb in _warp_trees(src, src.node_for(f)):
-                sites.append(self.site(src, blk, f"per-warp shared-memory tree of {var} in {f.name}",
-                                       var=var, combiner=comb, forward="1"))
+                sites.append(
+                    self.site(
+                        src,
+                        blk,
+                        f"per-warp shared-memory tree of {var} in {f.name}",
+                        var=var,
+                        combiner=comb,
+                        forward="1",
+                    )
+                )
         return sites
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
@@ -403,7 +508,11 @@ class WarpShuffleReduce(Operator):
                 if blk == node:
                     ind = edit.indent_of(src, blk)
                     shfl = f"__shfl_xor_sync(0xffffffffu, {var}, off)"
-                    step = (f"{var} += {shfl};" if comb == "{a} + {b}" else f"{var} = {comb.format(a=var, b=shfl)};")
+                    step = (
+                        f"{var} += {shfl};"
+                        if comb == "{a} + {b}"
+                        else f"{var} = {comb.format(a=var, b=shfl)};"
+                    )
                     text = f"#pragma unroll\n{ind}for (int off = 16; off > 0; off >>= 1) {step}"
                     return edit.apply_edits(src, [edit.replace(blk, text)])
         raise Refused(f"{self.name}: no per-warp tree at {site.anchor}")
@@ -418,10 +527,10 @@ def _render(src: CudaSource, node: ts.Node, rewrite) -> str:
         return src.text_of(node)
     parts, pos = [], node.start_byte
     for c in node.children:
-        parts.append(src.text_bytes[pos:c.start_byte].decode())
+        parts.append(src.text_bytes[pos : c.start_byte].decode())
         parts.append(_render(src, c, rewrite))
         pos = c.end_byte
-    parts.append(src.text_bytes[pos:node.end_byte].decode())
+    parts.append(src.text_bytes[pos : node.end_byte].decode())
     return "".join(parts)
 
 
@@ -442,7 +551,10 @@ def _warp_trees(src: CudaSource, fn: ts.Node) -> list[tuple[ts.Node, str, str]]:
         if not buf or not T.squash(src.text_of(stmts[0])).endswith(f"{buf}[32][32];"):
             continue
         loop = next((s for s in stmts if s.type == "for_statement"), None)
-        if loop is None or T.squash(src.text_of(loop.child_by_field_name("initializer"))) not in ("ints=16;", "ints=16"):
+        if loop is None or T.squash(src.text_of(loop.child_by_field_name("initializer"))) not in (
+            "ints=16;",
+            "ints=16",
+        ):
             continue
         body = [c for c in loop.child_by_field_name("body").named_children if c.type != "comment"]
         if len(body) != 2 or T.squash(src.text_of(body[1])) != "__syncwarp();":
@@ -456,8 +568,15 @@ def _warp_trees(src: CudaSource, fn: ts.Node) -> list[tuple[ts.Node, str, str]]:
         if "{a}" not in comb or "{b}" not in comb or buf in comb:
             continue
         comb = re.sub(r"\{a\}([+*&|^])\{b\}", r"{a} \1 {b}", comb).replace(",", ", ")
-        readback = next((s for s in stmts[stmts.index(loop) + 1:] if s.type == "expression_statement"
-                         and T.squash(src.text_of(s)).endswith(f"={buf}[{warp}][0];")), None)
+        readback = next(
+            (
+                s
+                for s in stmts[stmts.index(loop) + 1 :]
+                if s.type == "expression_statement"
+                and T.squash(src.text_of(s)).endswith(f"={buf}[{warp}][0];")
+            ),
+            None,
+        )
         if readback is None:
             continue
         var = T.squash(src.text_of(readback)).split("=")[0]

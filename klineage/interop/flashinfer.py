@@ -118,7 +118,11 @@ def _has_safetensors(wl: Mapping[str, Any]) -> bool:
 
 
 def _load_fixed(
-    wl: Mapping[str, Any], line: int, where: str, root: Path | None, inputs: Mapping[str, Tensor],
+    wl: Mapping[str, Any],
+    line: int,
+    where: str,
+    root: Path | None,
+    inputs: Mapping[str, Tensor],
     bindings: Mapping[str, int],
 ) -> tuple[dict[str, torch.Tensor], list[FixedInput]]:
     """The record's safetensors inputs, checked against the definition's shapes and dtypes."""
@@ -205,7 +209,9 @@ class TraceWorkload(Workload):
                     if arg is None or not arg.is_read:
                         out.append(f"shapes['{sset}'][{i}]: recorded '{name}' is not an input")
                     elif tuple(t.shape) != self.tensor_shape(arg, b) or t.dtype != arg.torch_dtype:
-                        out.append(f"shapes['{sset}'][{i}]: recorded '{name}' does not fit its shape or dtype")
+                        out.append(
+                            f"shapes['{sset}'][{i}]: recorded '{name}' does not fit its shape or dtype"
+                        )
         return out
 
 
@@ -234,8 +240,9 @@ def _run_params(run: Callable[..., Any]) -> list[str] | None:
     return [p.name for p in ps if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
-def workload_from_definition(definition_path: Path, workloads_path: Path | None = None,
-                             root: Path | None = None) -> TraceWorkload:
+def workload_from_definition(
+    definition_path: Path, workloads_path: Path | None = None, root: Path | None = None
+) -> TraceWorkload:
     """Build the Workload of a FlashInfer-Bench definition (and its workloads as shape sets).
     `root`: the folder relative safetensors paths start from (default: `dataset_root`)."""
     where = str(definition_path)
@@ -253,14 +260,25 @@ def workload_from_definition(definition_path: Path, workloads_path: Path | None 
         for name, spec in group.items():
             dtype = spec.get("dtype", "float32")
             if dtype not in DTYPES:
-                raise WorkloadError(f"{where}: {name}: unsupported dtype '{dtype}' (known: {', '.join(DTYPES)})")
+                raise WorkloadError(
+                    f"{where}: {name}: unsupported dtype '{dtype}' (known: {', '.join(DTYPES)})"
+                )
             shape = tuple(spec.get("shape") or ())
             for dim in shape:
                 if isinstance(dim, str) and dim not in axes:
-                    raise WorkloadError(f"{where}: {name}: shape names axis '{dim}' that the definition does not declare")
+                    raise WorkloadError(
+                        f"{where}: {name}: shape names axis '{dim}' that the definition does not declare"
+                    )
             used |= {dim for dim in shape if isinstance(dim, str)}
-            args.append(Tensor(name, tuple(const.get(x, x) if isinstance(x, str) else x for x in shape), dtype, role=role,
-                               domain=rules.domains.get(name) if role == "in" else None))
+            args.append(
+                Tensor(
+                    name,
+                    tuple(const.get(x, x) if isinstance(x, str) else x for x in shape),
+                    dtype,
+                    role=role,
+                    domain=rules.domains.get(name) if role == "in" else None,
+                )
+            )
     unused = [a for a in axes if a not in used]
     if unused:
         raise WorkloadError(f"{where}: axis {', '.join(unused)} is used by no input or output")
@@ -271,8 +289,10 @@ def workload_from_definition(definition_path: Path, workloads_path: Path | None 
 
     params = _run_params(run)
     if params is not None and len(params) != len(in_names) and not set(params) <= set(in_names):
-        raise WorkloadError(f"{where}: reference run() takes {len(params)} arguments ({', '.join(params)}); the definition "
-                            f"lists {len(in_names)} inputs ({', '.join(in_names)})")
+        raise WorkloadError(
+            f"{where}: reference run() takes {len(params)} arguments ({', '.join(params)}); the definition "
+            f"lists {len(in_names)} inputs ({', '.join(in_names)})"
+        )
     by_name = params is not None and len(params) != len(in_names)  # run() reads some inputs, by name
 
     def reference(**kw: Any) -> dict[str, torch.Tensor]:
@@ -303,7 +323,9 @@ def workload_from_definition(definition_path: Path, workloads_path: Path | None 
         got, used_files = _load_fixed(wl, line, jsonl, root, inputs, b)
         fixed.append(got)
         sources += used_files
-    data = [definition_path] + ([workloads_path] if workloads_path is not None and workloads_path.exists() else [])
+    data = [definition_path] + (
+        [workloads_path] if workloads_path is not None and workloads_path.exists() else []
+    )
     return TraceWorkload(
         name=d["name"],
         description=d.get("description", ""),
@@ -318,7 +340,9 @@ def workload_from_definition(definition_path: Path, workloads_path: Path | None 
 
 
 def _shape_sets(
-    var: list[str], records: list[tuple[int, dict[str, Any]]], elements: Callable[[Mapping[str, int]], int],
+    var: list[str],
+    records: list[tuple[int, dict[str, Any]]],
+    elements: Callable[[Mapping[str, int]], int],
     rules: Rules,
 ) -> tuple[dict[str, list[dict[str, int]]], list[tuple[int, dict[str, Any]]]]:
     """Shape sets, and the records with safetensors inputs they use (`FIXED` indexes this list).
@@ -328,14 +352,18 @@ def _shape_sets(
     axes_of = lambda wl: {a: int(wl["axes"][a]) for a in var}  # noqa: E731
     size = lambda b: sum(b.values())  # noqa: E731
     seen = [axes_of(wl) for _, wl in complete if not _has_safetensors(wl)]
-    recorded = sorted((r for r in complete if _has_safetensors(r[1])), key=lambda r: (size(axes_of(r[1])), r[0]))
+    recorded = sorted(
+        (r for r in complete if _has_safetensors(r[1])), key=lambda r: (size(axes_of(r[1])), r[0])
+    )
     chosen: dict[int, int] = {}  # line -> index into the fixed inputs
 
     def entry(line: int, wl: dict[str, Any]) -> dict[str, int]:
         return {**axes_of(wl), FIXED: chosen.setdefault(line, len(chosen))}
 
     fixed_test = [entry(*r) for r in recorded[:FIXED_TEST]]
-    fixed_emu = [entry(*r) for r in [r for r in recorded if elements(axes_of(r[1])) <= EMU_MAX_ELEMENTS][:FIXED_EMU]]
+    fixed_emu = [
+        entry(*r) for r in [r for r in recorded if elements(axes_of(r[1])) <= EMU_MAX_ELEMENTS][:FIXED_EMU]
+    ]
     everything = [(size(b), b) for b in seen] + [(size(axes_of(wl)), (line, wl)) for line, wl in recorded]
     bench = [b if isinstance(b, dict) else entry(*b) for _, b in sorted(everything, key=lambda x: -x[0])[:2]]
     bench = bench or [rules.bind({a: 4096 for a in var})]
@@ -351,7 +379,9 @@ def _spread(var: list[str], v: int) -> dict[str, int]:
     return {a: v + i * (v // 2 + 1) for i, a in enumerate(var)}
 
 
-def _in_order(chosen: Mapping[int, int], records: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, dict[str, Any]]]:
+def _in_order(
+    chosen: Mapping[int, int], records: list[tuple[int, dict[str, Any]]]
+) -> list[tuple[int, dict[str, Any]]]:
     by_line = dict(records)
     return [(line, by_line[line]) for line, _ in sorted(chosen.items(), key=lambda x: x[1])]
 
@@ -399,11 +429,12 @@ def import_definition(definition_path: Path, out_dir: Path, workloads_path: Path
     return wl
 
 
-def export_solution(kernel_text: str, workload: Workload, name: str, author: str = "klineage",
-                    target: str = "H200") -> dict[str, Any]:
+def export_solution(
+    kernel_text: str, workload: Workload, name: str, author: str = "klineage", target: str = "H200"
+) -> dict[str, Any]:
     """A Solution JSON: our launcher file as the source, `launch` as the entry point."""
     if not re.search(r'extern\s+"C"', kernel_text):
-        raise WorkloadError(f"{name}: the kernel has no extern \"C\" launcher to export")
+        raise WorkloadError(f'{name}: the kernel has no extern "C" launcher to export')
     return {
         "name": name,
         "definition": workload.name,
@@ -427,7 +458,9 @@ def kernel_from_solution(path: Path) -> str:
     entry = str(doc.get("spec", {}).get("entry_point", ""))
     file = entry.split("::")[0] if "::" in entry else "kernel.cu"
     if file not in sources:
-        raise WorkloadError(f"{path}: entry point '{entry}' names no file among its sources ({', '.join(sources) or 'none'})")
+        raise WorkloadError(
+            f"{path}: entry point '{entry}' names no file among its sources ({', '.join(sources) or 'none'})"
+        )
     text = sources[file]
     binding = str(doc.get("spec", {}).get("binding", ""))
     if "tvm" in binding.lower() or "TVM_FFI_DLL_EXPORT" in text or "tvm::ffi::" in text:

@@ -31,10 +31,20 @@ from klineage.workload import Scalar, Tensor, Tolerance, Workload, import_user_f
 #: KernelBench's own evaluator accepts atol = rtol = 1e-2; imported problems use it unless --strict.
 KERNELBENCH_TOLERANCE = Tolerance(1e-2, 1e-2)
 SEED = 0
-_DTYPE_NAMES = {v: k for k, v in {
-    "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64,
-    "int32": torch.int32, "int64": torch.int64, "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
-}.items()}
+_DTYPE_NAMES = {
+    v: k
+    for k, v in {
+        "float32": torch.float32,
+        "float16": torch.float16,
+        "bfloat16": torch.bfloat16,
+        "float64": torch.float64,
+        "int32": torch.int32,
+        "int64": torch.int64,
+        "int8": torch.int8,
+        "uint8": torch.uint8,
+        "bool": torch.bool,
+    }.items()
+}
 
 
 def load_problem(path: Path) -> Any:
@@ -131,35 +141,59 @@ class _Problem:
                 try:
                     self.configure(knobs)
                 except Exception as e:
-                    raise WorkloadError(f"{path}: the size constants at {dict(knobs)} raised {_why(e)}") from None
+                    raise WorkloadError(
+                        f"{path}: the size constants at {dict(knobs)} raised {_why(e)}"
+                    ) from None
                 init = _call(self.module.get_init_inputs, "get_init_inputs()", path)
                 model = _call(lambda: self.module.Model(*init), "Model(*get_init_inputs())", path)
                 if not isinstance(model, torch.nn.Module):
                     raise WorkloadError(f"{path}: Model is not a torch.nn.Module")
                 model.eval()
-                state = {k: v.detach() for k, v in {**dict(model.named_parameters()), **dict(model.named_buffers())}.items()}
+                state = {
+                    k: v.detach()
+                    for k, v in {**dict(model.named_parameters()), **dict(model.named_buffers())}.items()
+                }
                 for k, v in state.items():
                     if v.device.type not in ("cpu", "meta"):
-                        raise WorkloadError(f"{path}: parameter {k} lives on {v.device}; problems must initialise on the CPU")
+                        raise WorkloadError(
+                            f"{path}: parameter {k} lives on {v.device}; problems must initialise on the CPU"
+                        )
                 inputs = list(_call(self.module.get_inputs, "get_inputs()", path))
                 for i, x in enumerate(inputs):
                     if isinstance(x, torch.Tensor) and x.device.type not in ("cpu", "meta"):
-                        raise WorkloadError(f"{path}: get_inputs()[{i}] is on {x.device}; problems must build inputs on the CPU")
+                        raise WorkloadError(
+                            f"{path}: get_inputs()[{i}] is on {x.device}; problems must build inputs on the CPU"
+                        )
                 try:
                     outs = self.forward(model, state, inputs, knobs, double=False)
                 except Exception as e:
-                    where = "at the problem's own sizes (shapes only)" if meta else f"at {dict(knobs) or 'its sizes'}"
-                    raise WorkloadError(f"{path}: the reference fails on its own inputs {where}: {_why(e)}") from None
+                    where = (
+                        "at the problem's own sizes (shapes only)"
+                        if meta
+                        else f"at {dict(knobs) or 'its sizes'}"
+                    )
+                    raise WorkloadError(
+                        f"{path}: the reference fails on its own inputs {where}: {_why(e)}"
+                    ) from None
             inst = _Instance(dict(knobs), model, state, inputs, outs)
             self.cache[key] = inst
             return inst
 
-    def forward(self, model: torch.nn.Module, state: Mapping[str, torch.Tensor], tensors: Sequence[Any],
-                knobs: Mapping[str, Knob], double: bool) -> list[torch.Tensor]:
+    def forward(
+        self,
+        model: torch.nn.Module,
+        state: Mapping[str, torch.Tensor],
+        tensors: Sequence[Any],
+        knobs: Mapping[str, Knob],
+        double: bool,
+    ) -> list[torch.Tensor]:
         with self.lock:
             self.configure(knobs)  # a forward may read the module's constants
             if double:
-                tensors = [t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in tensors]
+                tensors = [
+                    t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+                    for t in tensors
+                ]
                 state = {k: (v.double() if v.is_floating_point() else v) for k, v in state.items()}
             with torch.no_grad():
                 out = torch.func.functional_call(model, dict(state), tuple(tensors))
@@ -170,8 +204,9 @@ class _Problem:
         return outs
 
 
-def _derive(p: _Problem, caps: Sequence[int], budget: int,
-            modes: Sequence[bool] = (True, False)) -> tuple[list[_Instance], list[str]]:
+def _derive(
+    p: _Problem, caps: Sequence[int], budget: int, modes: Sequence[bool] = (True, False)
+) -> tuple[list[_Instance], list[str]]:
     """An instance at the first cap (in order) whose inputs and outputs fit the element budget
     (sized on the meta device first, so nothing large is allocated) and whose reference runs with
     finite results; else the smallest that runs; and why the others did not."""
@@ -189,14 +224,23 @@ def _derive(p: _Problem, caps: Sequence[int], budget: int,
                 fits.append((p.build(knobs, meta=True).elements(), knobs))
             except WorkloadError as e:
                 why.append(f"cap {cap}: {str(e).split(': ', 1)[-1]}")
-    order = [k for n, k in fits if n <= budget] + [k for n, k in sorted(fits, key=lambda f: f[0]) if n > budget][:1]
+    order = [k for n, k in fits if n <= budget] + [
+        k for n, k in sorted(fits, key=lambda f: f[0]) if n > budget
+    ][:1]
     for knobs in order:
         try:
             inst = p.build(knobs)
         except WorkloadError as e:
             why.append(f"at {knobs}: {str(e).split(': ', 1)[-1]}")
             continue
-        bad = next((i for i, o in enumerate(inst.outputs) if o.is_floating_point() and not bool(torch.isfinite(o).all())), None)
+        bad = next(
+            (
+                i
+                for i, o in enumerate(inst.outputs)
+                if o.is_floating_point() and not bool(torch.isfinite(o).all())
+            ),
+            None,
+        )
         if bad is not None:
             why.append(f"at {knobs}: output {bad} of the reference is not finite on its own inputs")
             continue
@@ -204,9 +248,15 @@ def _derive(p: _Problem, caps: Sequence[int], budget: int,
     return [], why
 
 
-def workload_from_problem(path: Path, strict: bool = False, name: str | None = None, scale: Scale = Scale(),
-                          sizes: Mapping[str, Sequence[Mapping[str, Knob]]] | None = None,
-                          domains: Mapping[str, Domain | None] | None = None, verdict_note: str = "") -> Workload:
+def workload_from_problem(
+    path: Path,
+    strict: bool = False,
+    name: str | None = None,
+    scale: Scale = Scale(),
+    sizes: Mapping[str, Sequence[Mapping[str, Knob]]] | None = None,
+    domains: Mapping[str, Domain | None] | None = None,
+    verdict_note: str = "",
+) -> Workload:
     """The problem as a workload: emu/test shapes at capped knobs (the reference run there),
     bench at the problem's own sizes (shapes from the meta device, nothing allocated).
     `sizes` (knob values per shape set) and `domains` (per input) are what the import found and
@@ -218,8 +268,12 @@ def workload_from_problem(path: Path, strict: bool = False, name: str | None = N
         if not all(sets.get(s) for s in ("emu", "test", "bench")):
             raise WorkloadError(f"{path}: sizes must list emu, test and bench knob values")
     elif knobs:
-        emu, why_emu = _derive(p, (scale.emu, scale.emu // 2, scale.emu // 4, scale.emu * 2, scale.emu * 4), EMU_BUDGET)
-        test, why_test = _derive(p, (scale.test, scale.test // 2, scale.test // 4, scale.test // 8), TEST_BUDGET)
+        emu, why_emu = _derive(
+            p, (scale.emu, scale.emu // 2, scale.emu // 4, scale.emu * 2, scale.emu * 4), EMU_BUDGET
+        )
+        test, why_test = _derive(
+            p, (scale.test, scale.test // 2, scale.test // 4, scale.test // 8), TEST_BUDGET
+        )
         # odd sizes (not a multiple of any block or tile size): capped, not divided, first
         odd, _ = _derive(p, (scale.test // 2 - 1, scale.emu - 3), TEST_BUDGET, modes=(False, True))
         if not emu or not test:
@@ -235,8 +289,10 @@ def workload_from_problem(path: Path, strict: bool = False, name: str | None = N
     else:
         own = p.build({}, meta=True)
         if sum(x.numel() for x in own.inputs if isinstance(x, torch.Tensor)) > LITERAL_LIMIT:
-            raise WorkloadError(f"{path}: the sizes are literals inside get_inputs() (no module-level size "
-                                "constants to scale) and too large to run on the CPU")
+            raise WorkloadError(
+                f"{path}: the sizes are literals inside get_inputs() (no module-level size "
+                "constants to scale) and too large to run on the CPU"
+            )
         inst = p.build({})
         sets = {"emu": [inst], "test": [inst], "bench": [inst]}
     wl = _workload(p, sets, strict, name or path.stem, domains)
@@ -251,14 +307,25 @@ def _uniq(xs: list[_Instance]) -> list[_Instance]:
     return list(seen.values())
 
 
-def _workload(p: _Problem, sets: Mapping[str, list[_Instance]], strict: bool, name: str,
-              declared: Mapping[str, Domain | None] | None) -> Workload:
+def _workload(
+    p: _Problem,
+    sets: Mapping[str, list[_Instance]],
+    strict: bool,
+    name: str,
+    declared: Mapping[str, Domain | None] | None,
+) -> Workload:
     first = sets["test"][0]
     every = [i for lst in sets.values() for i in lst]
     path = p.path
     for inst in every:
-        kinds = [(isinstance(x, torch.Tensor), x.dtype if isinstance(x, torch.Tensor) else None) for x in inst.inputs]
-        if kinds != [(isinstance(x, torch.Tensor), x.dtype if isinstance(x, torch.Tensor) else None) for x in first.inputs]:
+        kinds = [
+            (isinstance(x, torch.Tensor), x.dtype if isinstance(x, torch.Tensor) else None)
+            for x in inst.inputs
+        ]
+        if kinds != [
+            (isinstance(x, torch.Tensor), x.dtype if isinstance(x, torch.Tensor) else None)
+            for x in first.inputs
+        ]:
             raise WorkloadError(f"{path}: get_inputs() returns other kinds of values at other sizes")
     tensor_inputs = [i for i, x in enumerate(first.inputs) if isinstance(x, torch.Tensor)]
     domains = p.source.domains or [None] * len(first.inputs)
@@ -296,8 +363,14 @@ def _workload(p: _Problem, sets: Mapping[str, list[_Instance]], strict: bool, na
 
     shapes = {sset: [bind(i) for i in lst] for sset, lst in sets.items()}
     tol = {} if strict else {dt: KERNELBENCH_TOLERANCE for dt in ("float32", "float16", "bfloat16")}
-    wl = KernelBenchWorkload(name=name, description=f"KernelBench problem {path.name}", args=args,
-                             reference=lambda **kw: None, shapes=shapes, tolerances=tol)
+    wl = KernelBenchWorkload(
+        name=name,
+        description=f"KernelBench problem {path.name}",
+        args=args,
+        reference=lambda **kw: None,
+        shapes=shapes,
+        tolerances=tol,
+    )
     wl.attach(p, params, [t.dtype for t in first.outputs])
     return wl
 
@@ -318,7 +391,11 @@ class KernelBenchWorkload(Workload):
         self.vendor = self._vendor
 
     def _instances(self) -> list[_Instance]:
-        return [self.problem.build(self._knobs(b), meta=sset == "bench") for sset, lst in self.shapes.items() for b in lst]
+        return [
+            self.problem.build(self._knobs(b), meta=sset == "bench")
+            for sset, lst in self.shapes.items()
+            for b in lst
+        ]
 
     def constant_init_inputs(self) -> list[Any]:
         """get_init_inputs() where an entry is the same number at every size, else None there
@@ -348,8 +425,9 @@ class KernelBenchWorkload(Workload):
                 return self.problem.build(self._knobs(b))
         raise WorkloadError(f"{self.name}: no shape binding has these input shapes: {want}")
 
-    def draw_input(self, a: Tensor, shape: tuple[int, ...], gen: torch.Generator,
-                   bindings: Mapping[str, int]) -> torch.Tensor:
+    def draw_input(
+        self, a: Tensor, shape: tuple[int, ...], gen: torch.Generator, bindings: Mapping[str, int]
+    ) -> torch.Tensor:
         if a.name in self.params:
             return self.problem.build(self._knobs(bindings)).state[self.params[a.name]].clone()
         if a.domain is None and a.init is None and a.name.startswith("x"):
@@ -401,8 +479,10 @@ def default_name(problem: Path) -> str:
 
 
 #: a size written into a solution's CUDA as a constant: `#define N 4096`, `const int dim = 16384;`
-_FIXED_SIZE = re.compile(r"#\s*define\s+(\w+)\s+\(?(\d+)\)?|\b(?:const|constexpr)\s+(?:int|long|int64_t|size_t|unsigned)\s+"
-                         r"(\w+)\s*=\s*(\d+)\s*;")
+_FIXED_SIZE = re.compile(
+    r"#\s*define\s+(\w+)\s+\(?(\d+)\)?|\b(?:const|constexpr)\s+(?:int|long|int64_t|size_t|unsigned)\s+"
+    r"(\w+)\s*=\s*(\d+)\s*;"
+)
 
 
 def fixed_sizes(cuda: str, wl: KernelBenchWorkload) -> list[str]:
@@ -420,8 +500,14 @@ def fixed_sizes(cuda: str, wl: KernelBenchWorkload) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def import_problem(problem: Path, out_dir: Path, strict: bool = False, name: str | None = None,
-                   scale: Scale = Scale(), solution: Path | None = None) -> Workload:
+def import_problem(
+    problem: Path,
+    out_dir: Path,
+    strict: bool = False,
+    name: str | None = None,
+    scale: Scale = Scale(),
+    solution: Path | None = None,
+) -> Workload:
     """Write the workload folder (problem.py, workload.py with its sizes and domains, and the
     wrapped solution.cu when a solution is given) once the workload is valid, its reference runs
     on every derived shape and the solution wraps; nothing is written otherwise. A solution
@@ -441,11 +527,17 @@ def import_problem(problem: Path, out_dir: Path, strict: bool = False, name: str
     note = ""
     fixed = fixed_sizes(kernel, wl) if kernel is not None else []
     if fixed:
-        note = (f"shape-specialised solution ({', '.join(fixed)} in its CUDA): judged at the problem's own sizes "
-                "only, as KernelBench judges it")
+        note = (
+            f"shape-specialised solution ({', '.join(fixed)} in its CUDA): judged at the problem's own sizes "
+            "only, as KernelBench judges it"
+        )
         sizes = {sset: sizes["bench"] for sset in sizes}
-        wl = workload_from_problem(problem, strict, name=name, sizes=sizes, domains=domains, verdict_note=note)
-    text = WORKLOAD_PY.format(name=wl.name, strict=strict, sizes=repr(sizes), domains=repr(domains), note=note)
+        wl = workload_from_problem(
+            problem, strict, name=name, sizes=sizes, domains=domains, verdict_note=note
+        )
+    text = WORKLOAD_PY.format(
+        name=wl.name, strict=strict, sizes=repr(sizes), domains=repr(domains), note=note
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(problem, out_dir / "problem.py")
     (out_dir / "workload.py").write_text(text)

@@ -25,8 +25,15 @@ from klineage.source.model import CudaSource
 from klineage.workload import Scalar, Tensor, Workload
 
 SHIM_TYPES = {
-    "float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
-    "int32": "Int", "int64": "Long", "int8": "Char", "uint8": "Byte", "bool": "Bool",
+    "float32": "Float",
+    "float64": "Double",
+    "float16": "Half",
+    "bfloat16": "BFloat16",
+    "int32": "Int",
+    "int64": "Long",
+    "int8": "Char",
+    "uint8": "Byte",
+    "bool": "Bool",
 }
 _TORCH_INCLUDES = re.compile(r"^\s*#\s*include\s*[<\"](torch/|ATen/|c10/)[^>\"]*[>\"]\s*$", re.M)
 
@@ -62,7 +69,9 @@ class _Evaluator:
     `Function.apply(...)` and the solution's own scalar attributes (`self.dim = dim` in
     __init__); anything else is refused with the construct named."""
 
-    def __init__(self, module: cst.Module, functions: set[str], wl: Workload, init_values: list[Any], where: str) -> None:
+    def __init__(
+        self, module: cst.Module, functions: set[str], wl: Workload, init_values: list[Any], where: str
+    ) -> None:
         self.module, self.functions, self.wl, self.where = module, functions, wl, where
         self.classes = {c.name.value: c for c in module.body if isinstance(c, cst.ClassDef)}
         self.init_values = init_values
@@ -84,16 +93,24 @@ class _Evaluator:
             raise self.refuse("forward calls through more than three levels")
         for stmt in fn.body.body:
             if not isinstance(stmt, cst.SimpleStatementLine):
-                head = self.code(stmt.with_changes(leading_lines=())).strip().splitlines()[0]  # not its comments
+                head = (
+                    self.code(stmt.with_changes(leading_lines=())).strip().splitlines()[0]
+                )  # not its comments
                 raise self.refuse(f"{cls}.{fn.name.value} has a `{head}` block")
             for small in stmt.body:
-                if isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString | cst.ConcatenatedString):
+                if isinstance(small, cst.Expr) and isinstance(
+                    small.value, cst.SimpleString | cst.ConcatenatedString
+                ):
                     continue  # a docstring
                 if isinstance(small, cst.Return):
                     if small.value is None:
                         raise self.refuse(f"{cls}.{fn.name.value} returns nothing")
                     return self.value(small.value, env, depth)
-                if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                if (
+                    isinstance(small, cst.Assign)
+                    and len(small.targets) == 1
+                    and isinstance(small.targets[0].target, cst.Name)
+                ):
                     env[small.targets[0].target.value] = self.value(small.value, env, depth)
                     continue
                 if isinstance(small, cst.Expr) and _call_attr(small.value) == "save_for_backward":
@@ -111,20 +128,34 @@ class _Evaluator:
             raise self.refuse(f"`{v.value}` is not a forward argument or a local")
         if isinstance(v, cst.Integer | cst.Float):
             return v.value
-        if isinstance(v, cst.UnaryOperation) and isinstance(v.operator, cst.Minus) and isinstance(v.expression, cst.Integer | cst.Float):
+        if (
+            isinstance(v, cst.UnaryOperation)
+            and isinstance(v.operator, cst.Minus)
+            and isinstance(v.expression, cst.Integer | cst.Float)
+        ):
             return "-" + v.expression.value
         if isinstance(v, cst.Call):
             func = v.func
             if isinstance(func, cst.Attribute) and func.attr.value in _IDENTITY_METHODS and not v.args:
                 return self.value(func.value, env, depth)
-            if isinstance(func, cst.Attribute) and func.attr.value == "apply" and isinstance(func.value, cst.Name):
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value == "apply"
+                and isinstance(func.value, cst.Name)
+            ):
                 target = self.method(func.value.value, "forward")
                 if target is None:
-                    raise self.refuse(f"`{func.value.value}.apply` is not an autograd.Function of the solution")
+                    raise self.refuse(
+                        f"`{func.value.value}.apply` is not an autograd.Function of the solution"
+                    )
                 params = [p.name.value for p in target.params.params][1:]  # after ctx
                 args = [self.value(a.value, env, depth) for a in v.args]
                 return self.run(target, dict(zip(params, args, strict=False)), func.value.value, depth + 1)
-            name = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else "")
+            name = (
+                func.attr.value
+                if isinstance(func, cst.Attribute)
+                else (func.value if isinstance(func, cst.Name) else "")
+            )
             if name in self.functions:
                 for a in v.args:
                     if a.keyword is not None:
@@ -133,7 +164,9 @@ class _Evaluator:
                 if any(isinstance(a, _Forward) for a in args):
                     raise self.refuse("a binding's result feeds another binding")
                 return _Forward(name, [str(a) for a in args])
-            raise self.refuse(f"forward calls `{self.code(v)}`, not one of the load_inline functions {sorted(self.functions)}")
+            raise self.refuse(
+                f"forward calls `{self.code(v)}`, not one of the load_inline functions {sorted(self.functions)}"
+            )
         chain = _self_chain(v)
         if chain:
             return self.attribute(chain)
@@ -153,8 +186,11 @@ class _Evaluator:
                 if not isinstance(stmt, cst.SimpleStatementLine):
                     continue
                 for small in stmt.body:
-                    if not (isinstance(small, cst.Assign) and len(small.targets) == 1
-                            and _self_chain(small.targets[0].target) == chain):
+                    if not (
+                        isinstance(small, cst.Assign)
+                        and len(small.targets) == 1
+                        and _self_chain(small.targets[0].target) == chain
+                    ):
                         continue
                     val = small.value
                     if isinstance(val, cst.Integer | cst.Float):
@@ -167,8 +203,10 @@ class _Evaluator:
                         default = init.params.params[i + 1].default
                         if i >= len(self.init_values) and isinstance(default, cst.Integer | cst.Float):
                             return default.value  # not passed by get_init_inputs(): the default
-        raise self.refuse(f"self.{'.'.join(chain)} is neither a parameter or buffer of the problem's Model nor a "
-                          "number ModelNew.__init__ sets from a literal or an init input equal at every size")
+        raise self.refuse(
+            f"self.{'.'.join(chain)} is neither a parameter or buffer of the problem's Model nor a "
+            "number ModelNew.__init__ sets from a literal or an init input equal at every size"
+        )
 
 
 def _call_attr(v: cst.BaseExpression) -> str:
@@ -185,7 +223,9 @@ def _forward(py_text: str, functions: set[str], wl: Workload, where: str) -> _Fo
     cls = next((s for s in module.body if isinstance(s, cst.ClassDef) and s.name.value == "ModelNew"), None)
     if cls is None:
         raise WrapError(f"{where}: defines no class ModelNew")
-    fwd = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "forward"), None)
+    fwd = next(
+        (s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "forward"), None
+    )
     if fwd is None:
         raise WrapError(f"{where}: ModelNew has no forward()")
     from klineage.interop.kernelbench import KernelBenchWorkload
@@ -202,7 +242,9 @@ def _forward(py_text: str, functions: set[str], wl: Workload, where: str) -> _Fo
             env[p] = repr(scalar)
     result = ev.run(fwd, env, "ModelNew")
     if not isinstance(result, _Forward):
-        raise WrapError(f"{where}: ModelNew.forward does not return the result of a load_inline binding; wrap it by hand")
+        raise WrapError(
+            f"{where}: ModelNew.forward does not return the result of a load_inline binding; wrap it by hand"
+        )
     return result
 
 
@@ -244,24 +286,36 @@ def wrap_solution(solution: Path, wl: Workload) -> str:
     fwd = _forward(py_text, functions, wl, where)
     outs = [t for t in wl.tensors if t.role == "out"]
     if len(outs) != 1:
-        raise WrapError(f"{where}: the workload has {len(outs)} outputs; only single-output bindings are wrapped")
+        raise WrapError(
+            f"{where}: the workload has {len(outs)} outputs; only single-output bindings are wrapped"
+        )
     args = ", ".join(fwd.args)
     binding = fwd.binding
     sig = wl.c_signature()
-    launcher = "\n".join([
-        f"{sig} {{",
-        f"    klshim::Tensor klineage_outputs[] = {{{_wrap(outs[0])}}};",
-        "    klshim::begin(klineage_outputs, 1, stream);",
-        f"    torch::Tensor klineage_result = {binding}({args});",
-        "    klshim::check_result(klineage_result);",
-        "}",
-    ])
+    launcher = "\n".join(
+        [
+            f"{sig} {{",
+            f"    klshim::Tensor klineage_outputs[] = {{{_wrap(outs[0])}}};",
+            "    klshim::begin(klineage_outputs, 1, stream);",
+            f"    torch::Tensor klineage_result = {binding}({args});",
+            "    klshim::check_result(klineage_result);",
+            "}",
+        ]
+    )
     body, routed = route_launches_to_current_stream(_TORCH_INCLUDES.sub("", source), where)
-    note = (f"// {routed} launch(es) without a stream now name at::cuda::getCurrentCUDAStream(), the\n"
-            "// launcher's stream here and torch's current stream in an exported ModelNew.\n") if routed else ""
-    return (f"// Wrapped by `klineage import kernelbench --solution {solution.name}`: the solution's CUDA,\n"
-            f"// unchanged below the shim except for stream routing, called through the C launcher.\n{note}{shim_header()}\n"
-            f"// ---- {solution.name} ----\n{body}\n// ---- launcher ----\n{launcher}\n")
+    note = (
+        (
+            f"// {routed} launch(es) without a stream now name at::cuda::getCurrentCUDAStream(), the\n"
+            "// launcher's stream here and torch's current stream in an exported ModelNew.\n"
+        )
+        if routed
+        else ""
+    )
+    return (
+        f"// Wrapped by `klineage import kernelbench --solution {solution.name}`: the solution's CUDA,\n"
+        f"// unchanged below the shim except for stream routing, called through the C launcher.\n{note}{shim_header()}\n"
+        f"// ---- {solution.name} ----\n{body}\n// ---- launcher ----\n{launcher}\n"
+    )
 
 
 def route_launches_to_current_stream(cuda: str, where: str) -> tuple[str, int]:
@@ -302,13 +356,27 @@ def export_model_new(kernel_text: str, wl: Workload, problem: Path) -> str:
     """A KernelBench solution: the problem's Model source, then ModelNew(Model) whose forward
     launches our kernel on the current stream (output shape inferred on the meta device)."""
     if not problem.is_file():
-        raise KLineageError(f"{problem}: the workload folder has no problem.py (only imported KernelBench problems export back)")
+        raise KLineageError(
+            f"{problem}: the workload folder has no problem.py (only imported KernelBench problems export back)"
+        )
     tensors = [a for a in wl.args if isinstance(a, Tensor)]
     scalars = [a for a in wl.args if isinstance(a, Scalar)]
-    ctype = {"float32": "float", "float64": "double", "float16": "__half", "bfloat16": "__nv_bfloat16",
-             "int32": "int", "int64": "long long", "int8": "int8_t", "uint8": "uint8_t", "bool": "bool"}
+    ctype = {
+        "float32": "float",
+        "float64": "double",
+        "float16": "__half",
+        "bfloat16": "__nv_bfloat16",
+        "int32": "int",
+        "int64": "long long",
+        "int8": "int8_t",
+        "uint8": "uint8_t",
+        "bool": "bool",
+    }
     cast = ", ".join(
-        [f"({'const ' if t.role == 'in' else ''}{ctype[t.dtype]}*)ts[{i}].data_ptr()" for i, t in enumerate(tensors)]
+        [
+            f"({'const ' if t.role == 'in' else ''}{ctype[t.dtype]}*)ts[{i}].data_ptr()"
+            for i, t in enumerate(tensors)
+        ]
         + [f"({s.c_type})dims[{j}]" for j, s in enumerate(scalars)]
         + ["at::cuda::getCurrentCUDAStream()"]
     )

@@ -52,7 +52,13 @@ RETRY_STATUS = {408, 429, 500, 502, 503, 504, 529}
 #: A conservative local token estimate where the API's count cannot be had: bytes / 3 (English
 #: prose runs ~4 bytes a token, CUDA code ~3), so a prompt cut to it fits when counted for real.
 BYTES_PER_TOKEN = 3
-_CONTEXT_WORDS = ("prompt is too long", "too many tokens", "context window", "context length", "maximum context")
+_CONTEXT_WORDS = (
+    "prompt is too long",
+    "too many tokens",
+    "context window",
+    "context length",
+    "maximum context",
+)
 
 
 def system_blocks(system: str | Sequence[SystemBlock]) -> list[dict[str, Any]]:
@@ -78,7 +84,9 @@ def _usage(u: Any) -> Usage:
     def n(name: str) -> int:
         return int(getattr(u, name, 0) or 0)
 
-    return Usage(n("input_tokens"), n("output_tokens"), n("cache_read_input_tokens"), n("cache_creation_input_tokens"))
+    return Usage(
+        n("input_tokens"), n("output_tokens"), n("cache_read_input_tokens"), n("cache_creation_input_tokens")
+    )
 
 
 def _retry_after(e: Exception) -> float | None:
@@ -122,11 +130,17 @@ class AnthropicLLM:
         self.model = check_model(model) if model else default_model()
         key = api_key or os.environ.get(KEY_ENV)
         if not key:
-            raise MissingKeyError(f"{KEY_ENV} is not set: the anthropic provider needs an API key (or use --provider offline)")
-        limit = max_cost_usd if max_cost_usd is not None else (ledger.limit_usd if ledger is not None else None)
+            raise MissingKeyError(
+                f"{KEY_ENV} is not set: the anthropic provider needs an API key (or use --provider offline)"
+            )
+        limit = (
+            max_cost_usd if max_cost_usd is not None else (ledger.limit_usd if ledger is not None else None)
+        )
         if limit is not None and price_for(self.model) is None:
-            raise KLineageError(f"model '{self.model}' has an unknown price (pricing table of {PRICES_AS_OF}): "
-                                "--max-cost cannot be counted for it; drop --max-cost or choose a priced model")
+            raise KLineageError(
+                f"model '{self.model}' has an unknown price (pricing table of {PRICES_AS_OF}): "
+                "--max-cost cannot be counted for it; drop --max-cost or choose a priced model"
+            )
         timeout = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
         if timeout <= 0:
             raise KLineageError("--llm-timeout must be a positive number of seconds")
@@ -139,7 +153,9 @@ class AnthropicLLM:
         self.timeout_s = timeout
         self.sleep = time.sleep
         self.token_counting = "api"  # "local" once the API's count_tokens proved unreachable
-        self._client = anthropic.Anthropic(api_key=key, base_url=self.base_url, max_retries=0, timeout=timeout)
+        self._client = anthropic.Anthropic(
+            api_key=key, base_url=self.base_url, max_retries=0, timeout=timeout
+        )
 
     def _record(self, ex: Exchange) -> None:
         if self.recorder is not None:
@@ -155,8 +171,9 @@ class AnthropicLLM:
         where the endpoint cannot be reached or refuses (then for the rest of the run)."""
         if self.token_counting == "api":
             try:
-                r = self._client.messages.count_tokens(model=self.model, system=system_blocks(system),
-                                                       messages=list(messages))
+                r = self._client.messages.count_tokens(
+                    model=self.model, system=system_blocks(system), messages=list(messages)
+                )
                 return int(r.input_tokens)
             except (anthropic.APIError, AttributeError, TypeError, ValueError):
                 self.token_counting = "local"
@@ -164,8 +181,9 @@ class AnthropicLLM:
 
     def _stream(self, blocks: list[dict[str, Any]], messages: list[Message], max_tokens: int) -> Any:
         """One streamed call -> the final message; _Malformed when the reply cannot be read."""
-        with self._client.messages.stream(model=self.model, max_tokens=max_tokens, system=blocks,
-                                          messages=messages) as stream:  # type: ignore[arg-type]
+        with self._client.messages.stream(
+            model=self.model, max_tokens=max_tokens, system=blocks, messages=messages
+        ) as stream:  # type: ignore[arg-type]
             try:
                 msg = stream.get_final_message()
             except (anthropic.APIStatusError, anthropic.APIConnectionError):
@@ -203,13 +221,28 @@ class AnthropicLLM:
                     what = f"timeout after {self.timeout_s:g} s"
                 last_error = what + (f" {status}" if status else "") + f": {_short(e)}"
                 self.ledger.failed_calls += 1
-                self._record(Exchange(uuid.uuid4().hex[:16], self.name, self.model, purpose, prompt, "", Usage(), 0.0,
-                                      latency, error=last_error))
+                self._record(
+                    Exchange(
+                        uuid.uuid4().hex[:16],
+                        self.name,
+                        self.model,
+                        purpose,
+                        prompt,
+                        "",
+                        Usage(),
+                        0.0,
+                        latency,
+                        error=last_error,
+                    )
+                )
                 if status == 400 and any(w in str(e).lower() for w in _CONTEXT_WORDS):
-                    raise ContextTooLong(f"anthropic API: the prompt is longer than {self.model}'s context: "
-                                         f"{last_error}") from None
+                    raise ContextTooLong(
+                        f"anthropic API: the prompt is longer than {self.model}'s context: {last_error}"
+                    ) from None
                 if status is not None and status not in RETRY_STATUS:
-                    raise LLMError(f"anthropic API refused the request ({self.model}): {last_error}") from None
+                    raise LLMError(
+                        f"anthropic API refused the request ({self.model}): {last_error}"
+                    ) from None
                 if attempt < self.max_attempts:
                     self.sleep(self._delay(attempt, e))
                 continue
@@ -220,8 +253,19 @@ class AnthropicLLM:
             ex_id = uuid.uuid4().hex[:16]
             model = getattr(msg, "model", None) or self.model
             self._record(Exchange(ex_id, self.name, model, purpose, prompt, text, usage, cost, latency))
-            c = Completion(text, model, usage, cost or 0.0, latency, getattr(msg, "stop_reason", None) or "", ex_id,
-                           attempt, cost is not None)
+            c = Completion(
+                text,
+                model,
+                usage,
+                cost or 0.0,
+                latency,
+                getattr(msg, "stop_reason", None) or "",
+                ex_id,
+                attempt,
+                cost is not None,
+            )
             self.ledger.add(c)
             return c
-        raise LLMError(f"anthropic API failed after {self.max_attempts} attempts ({self.model}): {last_error}")
+        raise LLMError(
+            f"anthropic API failed after {self.max_attempts} attempts ({self.model}): {last_error}"
+        )

@@ -100,8 +100,13 @@ class Ledger:
         self.usage = self.usage + c.usage
 
     def to_dict(self) -> dict[str, Any]:
-        doc = {"limit_usd": self.limit_usd, "spent_usd": round(self.spent_usd, 6), "calls": self.calls,
-               "failed_calls": self.failed_calls, "usage": self.usage.__dict__}
+        doc = {
+            "limit_usd": self.limit_usd,
+            "spent_usd": round(self.spent_usd, 6),
+            "calls": self.calls,
+            "failed_calls": self.failed_calls,
+            "usage": self.usage.__dict__,
+        }
         if self.unpriced_calls:
             doc |= {"unpriced_calls": self.unpriced_calls, "price": "unknown price"}
         return doc

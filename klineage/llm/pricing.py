@@ -54,7 +54,9 @@ PRICES: dict[str, Price] = {
     "claude-sonnet-5-5": _p(2.0, 10.0, 0.10),  # cache reads cut from 0.20 on 2026-10-07
     "claude-sonnet-5": _p(2.0, 10.0, 0.20),
     "claude-sonnet-4-6": _p(3.0, 15.0, 0.30),
-    "claude-haiku-5-5": Price(0.10, 0.50, 0.125, 0.01, long_above=100_000, long=Price(0.50, 2.50, 0.625, 0.05)),
+    "claude-haiku-5-5": Price(
+        0.10, 0.50, 0.125, 0.01, long_above=100_000, long=Price(0.50, 2.50, 0.625, 0.05)
+    ),
     "claude-haiku-4-5": _p(1.0, 5.0, 0.10),
 }
 _DATED = re.compile(r"^(?P<family>.+)-\d{8}$")

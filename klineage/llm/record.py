@@ -19,7 +19,9 @@ from klineage.store.llm import full_prompt, put_exchange, split_prompt
 __all__ = ["full_prompt", "split_prompt", "store_recorder"]
 
 
-def store_recorder(store: Store, run_id: str | None = None, step: Callable[[], int | None] | None = None) -> Recorder:
+def store_recorder(
+    store: Store, run_id: str | None = None, step: Callable[[], int | None] | None = None
+) -> Recorder:
     """A recorder writing every exchange to `store`, tagged with the run and the current step."""
 
     def record(ex: Exchange) -> None:

@@ -53,8 +53,15 @@ def stalled(seconds: float = 30.0) -> Reply:
     return Reply(stall_s=seconds)
 
 
-_ERROR_TYPES = {529: "overloaded_error", 429: "rate_limit_error", 500: "api_error", 400: "invalid_request_error",
-                401: "authentication_error", 403: "permission_error", 404: "not_found_error"}
+_ERROR_TYPES = {
+    529: "overloaded_error",
+    429: "rate_limit_error",
+    500: "api_error",
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+}
 
 
 def _sdk_models() -> set[str]:
@@ -118,8 +125,12 @@ def _usage(state: StubState, body: dict[str, Any], reply: Reply) -> dict[str, in
     last = max((i for i, (_, c) in enumerate(parts) if c), default=-1)
     prefix = "".join(t for t, _ in parts[: last + 1])
     rest = "".join(t for t, _ in parts[last + 1 :])
-    usage = {"input_tokens": _tokens(rest), "output_tokens": reply.output_tokens or _tokens(reply.text),
-             "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+    usage = {
+        "input_tokens": _tokens(rest),
+        "output_tokens": reply.output_tokens or _tokens(reply.text),
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    }
     if prefix:
         h = hashlib.sha256(prefix.encode()).hexdigest()
         with state.lock:
@@ -211,18 +222,38 @@ def _handler(state: StubState) -> type[BaseHTTPRequestHandler]:
                 self._send(200, message)
                 return
             start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
-            self._events([
-                ("message_start", {"type": "message_start", "message": start}),
-                ("content_block_start", {"type": "content_block_start", "index": 0,
-                                         "content_block": {"type": "text", "text": ""}}),
-                ("ping", {"type": "ping"}),
-                ("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                         "delta": {"type": "text_delta", "text": reply.text}}),
-                ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-                ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                                   "usage": {"output_tokens": usage["output_tokens"]}}),
-                ("message_stop", {"type": "message_stop"}),
-            ])
+            self._events(
+                [
+                    ("message_start", {"type": "message_start", "message": start}),
+                    (
+                        "content_block_start",
+                        {
+                            "type": "content_block_start",
+                            "index": 0,
+                            "content_block": {"type": "text", "text": ""},
+                        },
+                    ),
+                    ("ping", {"type": "ping"}),
+                    (
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": 0,
+                            "delta": {"type": "text_delta", "text": reply.text},
+                        },
+                    ),
+                    ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                    (
+                        "message_delta",
+                        {
+                            "type": "message_delta",
+                            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                            "usage": {"output_tokens": usage["output_tokens"]},
+                        },
+                    ),
+                    ("message_stop", {"type": "message_stop"}),
+                ]
+            )
 
     return Handler
 
@@ -240,8 +271,9 @@ class StubServer:
         count_tokens: bool = True,
     ) -> None:
         served = None if any_model else (models if models is not None else _sdk_models())
-        self.state = StubState(script=list(script or []), models=served, context_tokens=context_tokens,
-                               count_tokens=count_tokens)
+        self.state = StubState(
+            script=list(script or []), models=served, context_tokens=context_tokens, count_tokens=count_tokens
+        )
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self.state))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)

@@ -129,10 +129,20 @@ def _registers(result: dict[str, Any] | None) -> int | None:
 
 def _attempt(row: dict[str, Any]) -> AttemptView:
     site = row["site"] or {}
-    verdict = "refused" if row["category"] == "refused" else ("alternative" if row["accepted"] else "rejected")
-    return AttemptView(row["step_id"], anchors.step(row["step_id"]), row["operator"], site.get("summary", ""),
-                       (site.get("anchor") or {}).get("line"), verdict, row["category"], row["message"] or "",
-                       row["gate_key"])
+    verdict = (
+        "refused" if row["category"] == "refused" else ("alternative" if row["accepted"] else "rejected")
+    )
+    return AttemptView(
+        row["step_id"],
+        anchors.step(row["step_id"]),
+        row["operator"],
+        site.get("summary", ""),
+        (site.get("anchor") or {}).get("line"),
+        verdict,
+        row["category"],
+        row["message"] or "",
+        row["gate_key"],
+    )
 
 
 def workload_view(store: Store, name: str, skill_ids: set[str]) -> WorkloadView:
@@ -142,8 +152,11 @@ def workload_view(store: Store, name: str, skill_ids: set[str]) -> WorkloadView:
         g = lineage.taken_chain(lineage.build(store, name))  # a beam walk's alternatives: attempts below
     except KLineageError:
         expert = lineage_rows.expert_verdict(store, name)
-        view.skipped = (f"the expert fails its own gate: {expert['category']}: {expert['message']}" if expert
-                        else "no lineage recorded")
+        view.skipped = (
+            f"the expert fails its own gate: {expert['category']}: {expert['message']}"
+            if expert
+            else "no lineage recorded"
+        )
         return view
     sources = lineage_rows.kernel_sources(store, name)
     gates = lineage_rows.state_gates(store, name)
@@ -151,10 +164,25 @@ def workload_view(store: Store, name: str, skill_ids: set[str]) -> WorkloadView:
     for h in order:
         d = g.nodes[h]
         kind = "expert" if d["expert"] else ("root" if h == g.graph["root"] else "state")
-        label = "expert" if d["expert"] else (f"simplest · depth {d['depth']}" if kind == "root" else f"depth {d['depth']}")
+        label = (
+            "expert"
+            if d["expert"]
+            else (f"simplest · depth {d['depth']}" if kind == "root" else f"depth {d['depth']}")
+        )
         gate = gates.get(h) or {}
-        view.states.append(StateView(h, anchors.state(name, h), d["depth"], kind, label, d.get("time_ms"),
-                                     gate.get("device") or "", _registers(gate.get("result")), sources.get(h, "")))
+        view.states.append(
+            StateView(
+                h,
+                anchors.state(name, h),
+                d["depth"],
+                kind,
+                label,
+                d.get("time_ms"),
+                gate.get("device") or "",
+                _registers(gate.get("result")),
+                sources.get(h, ""),
+            )
+        )
         timing = (gate.get("result") or {}).get("timing") or {}
         if d["expert"] and timing.get("reference_median_ms"):
             view.reference_ms = timing["reference_median_ms"]
@@ -162,22 +190,36 @@ def workload_view(store: Store, name: str, skill_ids: set[str]) -> WorkloadView:
     roundtrips = lineage_rows.taken_roundtrips(store, name)
     for u, v, e in sorted(g.edges(data=True), key=lambda x: -g.nodes[x[0]]["depth"]):
         known = e["skill"] in skill_ids
-        step = StepView(e["step_id"], anchors.step(e["step_id"]), e["operator"], e["skill"],
-                        f"#{anchors.skill(e['skill'])}" if known else None, e["effect"], e["site"], e["roundtrip"],
-                        roundtrips.get(e["step_id"], {}).get("message", ""), u, v)
+        step = StepView(
+            e["step_id"],
+            anchors.step(e["step_id"]),
+            e["operator"],
+            e["skill"],
+            f"#{anchors.skill(e['skill'])}" if known else None,
+            e["effect"],
+            e["site"],
+            e["roundtrip"],
+            roundtrips.get(e["step_id"], {}).get("message", ""),
+            u,
+            v,
+        )
         view.steps.append(step)
         target = by_hash[v]
         if target.registers is not None and by_hash[u].registers is not None:
             step.registers_delta = target.registers - by_hash[u].registers
         target.arrived_by = step
         target.diff_base = f"depth {by_hash[u].depth} ({u[:10]})"
-        target.diff = diff_lines(by_hash[u].source, target.source, f"depth-{by_hash[u].depth}.cu", f"depth-{target.depth}.cu")
+        target.diff = diff_lines(
+            by_hash[u].source, target.source, f"depth-{by_hash[u].depth}.cu", f"depth-{target.depth}.cu"
+        )
         if known and e["skill"] not in view.skills:
             view.skills.append(e["skill"])
     naive = lineage_rows.naive_kernel(store, name)
     if naive and view.root is not None:
         view.root.diff_base = "naive.cu (what remains beyond the naive kernel)"
-        view.root.diff = diff_lines(naive["source"], view.root.source, "naive.cu", f"depth-{view.root.depth}.cu")
+        view.root.diff = diff_lines(
+            naive["source"], view.root.source, "naive.cu", f"depth-{view.root.depth}.cu"
+        )
     for row in lineage_rows.untaken_attempts(store, name):
         if row["from_state"] in by_hash:
             by_hash[row["from_state"]].attempts.append(_attempt(row))
@@ -191,11 +233,24 @@ def workload_view(store: Store, name: str, skill_ids: set[str]) -> WorkloadView:
         "gate_runs": lineage_rows.count_gate_runs(store, name),
     }
     view.svg = lineage_svg(
-        [Node(s.hash, s.label, [s.hash[:12], f"{s.time_ms:.4f} ms" if s.time_ms else f"untimed ({s.device or 'n/a'})",
-                                f"{s.registers} registers" if s.registers is not None else ""],
-              f"#{s.anchor}", s.kind) for s in view.states],
+        [
+            Node(
+                s.hash,
+                s.label,
+                [
+                    s.hash[:12],
+                    f"{s.time_ms:.4f} ms" if s.time_ms else f"untimed ({s.device or 'n/a'})",
+                    f"{s.registers} registers" if s.registers is not None else "",
+                ],
+                f"#{s.anchor}",
+                s.kind,
+            )
+            for s in view.states
+        ],
         [Edge(s.simpler, s.optimized, s.skill_id, s.effect_label, s.skill_href) for s in view.steps],
-        anchors.slug(name), f"lineage of {name}")
+        anchors.slug(name),
+        f"lineage of {name}",
+    )
     return view
 
 
@@ -203,7 +258,9 @@ def workload_names(store: Store) -> list[str]:
     return lineage_rows.recorded_workloads(store)
 
 
-def overview(store: Store, workloads: list[WorkloadView], admitted: list[str], pending: list[str]) -> Overview:
+def overview(
+    store: Store, workloads: list[WorkloadView], admitted: list[str], pending: list[str]
+) -> Overview:
     steps = lineage_rows.step_counts(store)
     by_category = lineage_rows.gate_runs_by_category(store)
     devices: dict[tuple[str, str], dict[str, Any]] = {}
@@ -213,8 +270,12 @@ def overview(store: Store, workloads: list[WorkloadView], admitted: list[str], p
         d["runs"] += 1
         d["timed"] += int(bool((r["result"] or {}).get("timing")))
     for r in imported_by_device(store):  # measured on a GPU apart from the gate (klineage timings import)
-        devices[(r["device"], "imported")] = {"device": r["device"], "backend": "timings import", "runs": r["kernels"],
-                                              "timed": r["kernels"]}
+        devices[(r["device"], "imported")] = {
+            "device": r["device"],
+            "backend": "timings import",
+            "runs": r["kernels"],
+            "timed": r["kernels"],
+        }
     return Overview(
         workloads=len(workloads),
         states=lineage_rows.count_states(store),

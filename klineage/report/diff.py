@@ -13,11 +13,14 @@ class DiffLine:
     text: str
 
 
-def diff_lines(before: str, after: str, before_name: str, after_name: str, context: int = 3) -> list[DiffLine]:
+def diff_lines(
+    before: str, after: str, before_name: str, after_name: str, context: int = 3
+) -> list[DiffLine]:
     """A unified diff from `before` to `after`; empty when they are equal."""
     out = []
-    for line in difflib.unified_diff(before.splitlines(), after.splitlines(), before_name, after_name,
-                                     n=context, lineterm=""):
+    for line in difflib.unified_diff(
+        before.splitlines(), after.splitlines(), before_name, after_name, n=context, lineterm=""
+    ):
         out.append(DiffLine(classify(line), line))
     return out
 

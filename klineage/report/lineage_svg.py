@@ -52,16 +52,33 @@ def _edge(e: Edge, pos: dict[str, tuple[float, float]], marker: str) -> list[El]
     if y0 == y1:  # same row: a horizontal arrow with the label above, the effect below
         a, b = (x0 + NODE_W, x1) if x1 > x0 else (x0, x1 + NODE_W)
         y = y0 + NODE_H / 2
-        line = El("line", {"x1": a, "y1": y, "x2": b, "y2": y, "class": "edge", "marker_end": f"url(#{marker})"})
+        line = El(
+            "line", {"x1": a, "y1": y, "x2": b, "y2": y, "class": "edge", "marker_end": f"url(#{marker})"}
+        )
         mid = (a + b) / 2
-        label = [text(mid, y - 8, e.label, "edge-label", "middle"), text(mid, y + 16, e.effect, "edge-effect", "middle")]
+        label = [
+            text(mid, y - 8, e.label, "edge-label", "middle"),
+            text(mid, y + 16, e.effect, "edge-effect", "middle"),
+        ]
     else:  # next row: straight down, labels on the inner side (the row gap is empty there)
         x = x0 + NODE_W / 2
-        line = El("line", {"x1": x, "y1": y0 + NODE_H, "x2": x1 + NODE_W / 2, "y2": y1, "class": "edge",
-                           "marker_end": f"url(#{marker})"})
+        line = El(
+            "line",
+            {
+                "x1": x,
+                "y1": y0 + NODE_H,
+                "x2": x1 + NODE_W / 2,
+                "y2": y1,
+                "class": "edge",
+                "marker_end": f"url(#{marker})",
+            },
+        )
         y = (y0 + NODE_H + y1) / 2
         side, anchor = (-8, "end") if x0 > PAD else (8, "start")
-        label = [text(x + side, y - 2, e.label, "edge-label", anchor), text(x + side, y + 14, e.effect, "edge-effect", anchor)]
+        label = [
+            text(x + side, y - 2, e.label, "edge-label", anchor),
+            text(x + side, y + 14, e.effect, "edge-effect", anchor),
+        ]
     body = link(e.href, *label) if e.href else El("g", {}, label)
     return [line, body]
 
@@ -76,7 +93,10 @@ def lineage_svg(nodes: list[Node], edges: list[Edge], slug: str, title: str, max
             parts.extend(_edge(e, pos, marker))
     for n in nodes:
         x, y = pos[n.key]
-        box = El("rect", {"x": x, "y": y, "width": NODE_W, "height": NODE_H, "rx": 6, "class": f"node node-{n.kind}"})
+        box = El(
+            "rect",
+            {"x": x, "y": y, "width": NODE_W, "height": NODE_H, "rx": 6, "class": f"node node-{n.kind}"},
+        )
         lines = [text(x + 8, y + 17, n.title, "node-title")]
         lines += [text(x + 8, y + 17 + 15 * (i + 1), s, "node-line") for i, s in enumerate(n.lines[:3])]
         parts.append(link(n.href, box, *lines))

@@ -194,8 +194,13 @@ def _heldout_rows(runs: list[MatRun], arms: list[str]) -> list[dict[str, Any]]:
             if not mine:
                 continue
             best = max(mine, key=lambda r: (r.speedup or 0.0, r.kept))
-            row["cells"][arm] = {"improved": best.kept > 0, "status": best.status, "speedup": best.speedup,
-                                 "kept": best.kept, "href": f"#{best.anchor}"}
+            row["cells"][arm] = {
+                "improved": best.kept > 0,
+                "status": best.status,
+                "speedup": best.speedup,
+                "kept": best.kept,
+                "href": f"#{best.anchor}",
+            }
         checks = [_memorization(r.summary) for r in runs if r.workload == wl]
         sims = [s for s, _ in checks if s is not None]
         flags = [f for _, f in checks if f is not None]
@@ -210,18 +215,48 @@ def materialization_view(store: Store, skill_ids: set[str], mined_workloads: set
     for r in run_rows.materialization_runs(store):
         summary = r["summary"] if isinstance(r["summary"], dict) else {}
         sm, om = r["skills_mode"] or "", r["order_mode"] or ""
-        run = MatRun(r["run_id"], anchors.run(r["run_id"]), r["workload"], r["provider"], r["model"] or "",
-                     arm_of(sm, om), sm, om, r["budget"], r["started_at"], summary,
-                     bool(summary.get("heldout")) or r["workload"] not in mined_workloads,
-                     r.get("status") or "", r.get("backend") or "")
+        run = MatRun(
+            r["run_id"],
+            anchors.run(r["run_id"]),
+            r["workload"],
+            r["provider"],
+            r["model"] or "",
+            arm_of(sm, om),
+            sm,
+            om,
+            r["budget"],
+            r["started_at"],
+            summary,
+            bool(summary.get("heldout")) or r["workload"] not in mined_workloads,
+            r.get("status") or "",
+            r.get("backend") or "",
+        )
         for s in run_rows.materialization_steps(store, r["run_id"]):
             sid = s["skill_id"]
-            run.steps.append(MatStep(s["step_index"], sid, f"#{anchors.skill(sid)}" if sid in skill_ids else None,
-                                     s["operator"] or "", _verdict(s), _gated(s), s["category"] or "", s["message"] or "",
-                                     s["time_ms"], s["cost_usd"]))
+            run.steps.append(
+                MatStep(
+                    s["step_index"],
+                    sid,
+                    f"#{anchors.skill(sid)}" if sid in skill_ids else None,
+                    s["operator"] or "",
+                    _verdict(s),
+                    _gated(s),
+                    s["category"] or "",
+                    s["message"] or "",
+                    s["time_ms"],
+                    s["cost_usd"],
+                )
+            )
         runs.append(run)
-    arms = sorted({r.arm for r in runs}, key=lambda a: (("curriculum", "random", "no skills").index(a)
-                                                       if a in ("curriculum", "random", "no skills") else 3, a))
+    arms = sorted(
+        {r.arm for r in runs},
+        key=lambda a: (
+            ("curriculum", "random", "no skills").index(a)
+            if a in ("curriculum", "random", "no skills")
+            else 3,
+            a,
+        ),
+    )
     llm = usage_by_model(store)
     return MatView(runs, _plots(runs, False), _plots(runs, True), arms, _heldout_rows(runs, arms), llm)
 
@@ -232,6 +267,7 @@ def materialized_on(view: MatView) -> dict[str, list[tuple[str, str, str]]]:
     for r in view.runs:
         for s in r.steps:
             if s.skill_id:
-                out.setdefault(s.skill_id, []).append((f"#{r.anchor}", f"{r.workload} · {r.arm} · step {s.index}",
-                                                       s.verdict))
+                out.setdefault(s.skill_id, []).append(
+                    (f"#{r.anchor}", f"{r.workload} · {r.arm} · step {s.index}", s.verdict)
+                )
     return out

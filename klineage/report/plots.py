@@ -41,18 +41,41 @@ def bar_plot(bars: list[Bar], title: str, unit: str, reference: float | None = N
         parts.append(El("line", {"x1": x(t), "x2": x(t), "y1": top - 4, "y2": height - 22, "class": "grid"}))
         parts.append(text(x(t), height - 8, fmt_num(t), "tick", "middle"))
     if reference is not None and values:
-        parts.append(El("line", {"x1": x(reference), "x2": x(reference), "y1": top - 4, "y2": height - 22,
-                                 "class": "reference"}))
+        parts.append(
+            El(
+                "line",
+                {
+                    "x1": x(reference),
+                    "x2": x(reference),
+                    "y1": top - 4,
+                    "y2": height - 22,
+                    "class": "reference",
+                },
+            )
+        )
     for i, b in enumerate(bars):
         y = top + i * row
         parts.append(text(left - 6, y + 14, b.label, "label", "end"))
         if b.value is None:
-            parts.append(El("rect", {"x": left, "y": y + 4, "width": 18, "height": row - 8, "class": "bar-none"}))
+            parts.append(
+                El("rect", {"x": left, "y": y + 4, "width": 18, "height": row - 8, "class": "bar-none"})
+            )
             parts.append(text(left + 24, y + 15, b.note or "unmeasured", "note"))
             continue
         x0, x1 = sorted((x(max(lo, min(0.0, hi))), x(b.value)))
-        parts.append(El("rect", {"x": x0, "y": y + 4, "width": max(1.0, x1 - x0), "height": row - 8,
-                                 "class": "bar", "fill": PALETTE[0]}))
+        parts.append(
+            El(
+                "rect",
+                {
+                    "x": x0,
+                    "y": y + 4,
+                    "width": max(1.0, x1 - x0),
+                    "height": row - 8,
+                    "class": "bar",
+                    "fill": PALETTE[0],
+                },
+            )
+        )
         parts.append(text(x1 + 4, y + 15, f"{fmt_num(b.value)}{(' ' + b.note) if b.note else ''}", "value"))
     return str(svg(width, height, title, *parts))
 
@@ -64,7 +87,9 @@ class Series:
     group: str = ""  # series of one group share a colour (e.g. curriculum / random / no skills)
 
 
-def line_plot(series: list[Series], title: str, xlabel: str, ylabel: str, width: int = 520, height: int = 260) -> str:
+def line_plot(
+    series: list[Series], title: str, xlabel: str, ylabel: str, width: int = 520, height: int = 260
+) -> str:
     """Step curves of the best value so far against the budget spent, one colour per group."""
     left, right, top, bottom = 52, 150, 24, 40
     xs = [p[0] for s in series for p in s.points] or [0.0, 1.0]
@@ -87,7 +112,9 @@ def line_plot(series: list[Series], title: str, xlabel: str, ylabel: str, width:
         parts.append(El("line", {"x1": left, "x2": left + pw, "y1": py(t), "y2": py(t), "class": "grid"}))
         parts.append(text(left - 4, py(t) + 4, fmt_num(t), "tick", "end"))
     parts.append(text(left + pw / 2, height - 6, xlabel, "axis", "middle"))
-    parts.append(text(12, top + ph / 2, ylabel, "axis", "middle", transform=f"rotate(-90 12 {top + ph / 2:.0f})"))
+    parts.append(
+        text(12, top + ph / 2, ylabel, "axis", "middle", transform=f"rotate(-90 12 {top + ph / 2:.0f})")
+    )
     groups = list(dict.fromkeys(s.group or s.label for s in series))
     for s in series:
         g = groups.index(s.group or s.label)
@@ -99,12 +126,24 @@ def line_plot(series: list[Series], title: str, xlabel: str, ylabel: str, width:
         d = [f"M{px(pts[0][0]):.1f},{py(pts[0][1]) + nudge:.1f}"]
         for x1, y1 in pts[1:]:
             d.append(f"H{px(x1):.1f}V{py(y1) + nudge:.1f}")  # best-so-far is a step function
-        parts.append(El("path", {"d": "".join(d), "class": "series", "stroke": colour}, [El("title", {}, [s.label])]))
+        parts.append(
+            El("path", {"d": "".join(d), "class": "series", "stroke": colour}, [El("title", {}, [s.label])])
+        )
         for x, y in pts:
             parts.append(El("circle", {"cx": px(x), "cy": py(y) + nudge, "r": 2.5, "fill": colour}))
     for i, g in enumerate(groups):
         y = top + 8 + i * 16
-        parts.append(El("rect", {"x": left + pw + 12, "y": y - 8, "width": 10, "height": 10,
-                                 "fill": PALETTE[i % len(PALETTE)]}))
+        parts.append(
+            El(
+                "rect",
+                {
+                    "x": left + pw + 12,
+                    "y": y - 8,
+                    "width": 10,
+                    "height": 10,
+                    "fill": PALETTE[i % len(PALETTE)],
+                },
+            )
+        )
         parts.append(text(left + pw + 26, y + 1, g, "legend"))
     return str(svg(width, height, title, *parts))

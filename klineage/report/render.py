@@ -22,8 +22,13 @@ TEMPLATES = Path(__file__).parent / "templates"
 
 
 def _env() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["ms"] = lambda v: f"{v:.4f} ms" if isinstance(v, int | float) else "—"
     env.filters["x"] = lambda v: f"{v:.2f}×" if isinstance(v, int | float) else "—"
     env.filters["usd"] = lambda v: f"${v:.4f}" if isinstance(v, int | float) else "—"
@@ -41,9 +46,15 @@ def build_context(store: Store) -> dict[str, Any]:
     step_workload |= {s.step_id: w.name for w in workloads for s in w.steps}
     mat = materialization_view(store, skill_ids, {w.name for w in workloads if w.states})
     tried = materialized_on(mat)
-    views = [skill_view(s, step_workload, workload_anchor,
-                        [LinkRef(label, href, verdict) for href, label, verdict in tried.get(s.skill_id, [])])
-             for s in skills]
+    views = [
+        skill_view(
+            s,
+            step_workload,
+            workload_anchor,
+            [LinkRef(label, href, verdict) for href, label, verdict in tried.get(s.skill_id, [])],
+        )
+        for s in skills
+    ]
     admitted = [s.skill_id for s in skills if s.admitted]
     pending = [s.skill_id for s in skills if not s.admitted]
     return {

@@ -38,13 +38,24 @@ class El:
 
 def svg(width: float, height: float, title: str, *children: El) -> El:
     """The root element: sized in CSS pixels but scalable (viewBox), with an accessible title."""
-    root = El("svg", {"xmlns": "http://www.w3.org/2000/svg", "viewBox": f"0 0 {width:.0f} {height:.0f}",
-                      "width": f"{width:.0f}", "height": f"{height:.0f}", "role": "img", "class": "plot"})
+    root = El(
+        "svg",
+        {
+            "xmlns": "http://www.w3.org/2000/svg",
+            "viewBox": f"0 0 {width:.0f} {height:.0f}",
+            "width": f"{width:.0f}",
+            "height": f"{height:.0f}",
+            "role": "img",
+            "class": "plot",
+        },
+    )
     return root.add(El("title", {}, [title]), *children)
 
 
 def text(x: float, y: float, s: str, cls: str = "", anchor: str = "start", **attrs: object) -> El:
-    return El("text", {"x": float(x), "y": float(y), "class": cls or None, "text_anchor": anchor, **attrs}, [s])
+    return El(
+        "text", {"x": float(x), "y": float(y), "class": cls or None, "text_anchor": anchor, **attrs}, [s]
+    )
 
 
 def link(href: str, *children: El) -> El:
@@ -54,8 +65,19 @@ def link(href: str, *children: El) -> El:
 def arrow_marker(marker_id: str) -> El:
     """An arrowhead definition; ids are per plot so several SVGs on one page never collide."""
     path = El("path", {"d": "M0,0 L8,4 L0,8 z", "class": "arrowhead"})
-    marker = El("marker", {"id": marker_id, "viewBox": "0 0 8 8", "refX": 8, "refY": 4, "markerWidth": 8,
-                           "markerHeight": 8, "orient": "auto-start-reverse"}, [path])
+    marker = El(
+        "marker",
+        {
+            "id": marker_id,
+            "viewBox": "0 0 8 8",
+            "refX": 8,
+            "refY": 4,
+            "markerWidth": 8,
+            "markerHeight": 8,
+            "orient": "auto-start-reverse",
+        },
+        [path],
+    )
     return El("defs", {}, [marker])
 
 

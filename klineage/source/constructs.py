@@ -11,8 +11,17 @@ from dataclasses import dataclass
 from klineage.source.mask import Attribute
 
 __all__ = [
-    "Attribute", "Call", "Construct", "Function", "LaunchSite", "Loop", "Param", "Pragma", "SharedDecl",
-    "Template", "TemplateParam",
+    "Attribute",
+    "Call",
+    "Construct",
+    "Function",
+    "LaunchSite",
+    "Loop",
+    "Param",
+    "Pragma",
+    "SharedDecl",
+    "Template",
+    "TemplateParam",
 ]
 
 

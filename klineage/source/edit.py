@@ -18,7 +18,14 @@ from klineage.source.model import CudaSource
 from klineage.source.text import normalize
 
 __all__ = [
-    "Edit", "apply_edits", "replace", "insert_before", "insert_after", "delete", "lines_of", "indent_of",
+    "Edit",
+    "apply_edits",
+    "replace",
+    "insert_before",
+    "insert_after",
+    "delete",
+    "lines_of",
+    "indent_of",
     "normalize",
 ]
 
@@ -62,7 +69,9 @@ def apply_edits(src: CudaSource, edits: Iterable[Edit]) -> CudaSource:
     for e in ordered:
         for pos in (e.start, e.end):
             if pos < len(data) and (data[pos] & 0xC0) == 0x80:
-                raise SourceError(f"{src.path}:{src.line_of(pos)}: edit splits a UTF-8 character at byte {pos}")
+                raise SourceError(
+                    f"{src.path}:{src.line_of(pos)}: edit splits a UTF-8 character at byte {pos}"
+                )
     parts, last = [], 0
     for e in ordered:
         parts += [data[last : e.start], e.replacement.encode("utf-8")]

@@ -77,7 +77,11 @@ def _module_assignments(module: cst.Module) -> dict[str, cst.BaseExpression]:
                 for t in small.targets:
                     if isinstance(t.target, cst.Name):
                         out[t.target.value] = small.value
-            elif isinstance(small, cst.AnnAssign) and small.value is not None and isinstance(small.target, cst.Name):
+            elif (
+                isinstance(small, cst.AnnAssign)
+                and small.value is not None
+                and isinstance(small.target, cst.Name)
+            ):
                 out[small.target.value] = small.value
     return out
 
@@ -122,20 +126,27 @@ class _Scanner:
         positional = [a.value for a in call.args if a.keyword is None and not a.star]
         name = _const_str(by_kw.get("name", positional[0] if positional else None))
         funcs = by_kw.get("functions")
-        functions = tuple(
-            s for e in getattr(funcs, "elements", ()) if (s := _const_str(e.value)) is not None
-        )
+        functions = tuple(s for e in getattr(funcs, "elements", ()) if (s := _const_str(e.value)) is not None)
         for kw, pos in _SOURCE_ARGS.items():
             expr = by_kw.get(kw, positional[pos] if len(positional) > pos else None)
             if expr is not None:
                 self._value(expr, kw, name, functions, var=None)
 
-    def _value(self, expr: cst.BaseExpression, kw: str, call: str | None,
-               functions: tuple[str, ...], var: str | None, depth: int = 0) -> None:
+    def _value(
+        self,
+        expr: cst.BaseExpression,
+        kw: str,
+        call: str | None,
+        functions: tuple[str, ...],
+        var: str | None,
+        depth: int = 0,
+    ) -> None:
         if isinstance(expr, cst.Name) and depth < 3:
             if expr.value not in self.assigned:
-                raise SourceError(f"{self.path}:{self.line(expr)}: {kw}={expr.value}: no module-level "
-                                  "assignment of that name to read the source from")
+                raise SourceError(
+                    f"{self.path}:{self.line(expr)}: {kw}={expr.value}: no module-level "
+                    "assignment of that name to read the source from"
+                )
             self._value(self.assigned[expr.value], kw, call, functions, expr.value, depth + 1)
         elif isinstance(expr, cst.List | cst.Tuple):
             for i, el in enumerate(expr.elements):
@@ -146,14 +157,23 @@ class _Scanner:
         else:
             self._string(expr, kw, call, functions, var, None)
 
-    def _string(self, expr: cst.BaseExpression, kw: str, call: str | None,
-                functions: tuple[str, ...], var: str | None, item: int | None) -> None:
+    def _string(
+        self,
+        expr: cst.BaseExpression,
+        kw: str,
+        call: str | None,
+        functions: tuple[str, ...],
+        var: str | None,
+        item: int | None,
+    ) -> None:
         value = _const_str(expr)
         if value is None:
             what = "an f-string" if _has_fstring(expr) else f"computed ({type(expr).__name__})"
             label = f"{kw}={var}" if var else kw
-            raise SourceError(f"{self.path}:{self.line(expr)}: {label} is {what}; only plain string "
-                              "literals can be read and rewritten")
+            raise SourceError(
+                f"{self.path}:{self.line(expr)}: {label} is {what}; only plain string "
+                "literals can be read and rewritten"
+            )
         if id(expr) in self._seen:
             return
         self._seen.add(id(expr))
@@ -173,7 +193,9 @@ def _scan(py_text: str, path: str) -> tuple[MetadataWrapper, list[_Found]]:
     try:
         module = cst.parse_module(py_text)
     except cst.ParserSyntaxError as e:
-        raise SourceError(f"{path}:{e.raw_line}:{e.raw_column + 1}: Python does not parse: {e.message}") from None
+        raise SourceError(
+            f"{path}:{e.raw_line}:{e.raw_column + 1}: Python does not parse: {e.message}"
+        ) from None
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     return wrapper, _Scanner(wrapper, path).run()
 
@@ -269,8 +291,9 @@ def write_embedded_cuda(py_text: str, changes: Mapping[int | str, str], path: st
         else:
             hits = [f for f in found if f.entry.name == key]
             if len(hits) != 1:
-                raise SourceError(f"{path}: variable {key!r} names {len(hits)} embedded sources; "
-                                  "use an index instead")
+                raise SourceError(
+                    f"{path}: variable {key!r} names {len(hits)} embedded sources; use an index instead"
+                )
         f = hits[0]
         if new != f.entry.value:
             replacements[id(f.node)] = new

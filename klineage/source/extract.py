@@ -107,8 +107,11 @@ def template_params(src: CudaSource, tmpl: ts.Node | None) -> tuple[TemplatePara
     for p in _named(plist):
         default = p.child_by_field_name("default_value") or p.child_by_field_name("default_type")
         dtext = src.text_of(default) if default is not None else None
-        if p.type in ("type_parameter_declaration", "optional_type_parameter_declaration",
-                      "variadic_type_parameter_declaration"):
+        if p.type in (
+            "type_parameter_declaration",
+            "optional_type_parameter_declaration",
+            "variadic_type_parameter_declaration",
+        ):
             name = p.child_by_field_name("name")
             if name is None:
                 ids = [c for c in p.named_children if c.type == "type_identifier"]
@@ -161,7 +164,9 @@ def functions(src: CudaSource) -> tuple[Function, ...]:
 def templates(src: CudaSource) -> tuple[Template, ...]:
     out = []
     for t in src.nodes_of_type("template_declaration"):
-        inner = next((c for c in t.named_children if c.type not in ("template_parameter_list", "comment")), None)
+        inner = next(
+            (c for c in t.named_children if c.type not in ("template_parameter_list", "comment")), None
+        )
         if inner is None:
             continue
         if inner.type == "function_definition":
@@ -185,13 +190,17 @@ def launch_sites(src: CudaSource) -> tuple[LaunchSite, ...]:
         if kcs is None:
             continue
         name, targs = N.callee(call.child_by_field_name("function"))
-        out.append(LaunchSite(
-            name=name, kind="launch", **_base(src, call),
-            template_args=tuple(_squash(src.text_of(a)) for a in targs),
-            config=tuple(_squash(src.text_of(a)) for a in _named(kcs)),
-            args=tuple(_squash(src.text_of(a)) for a in _named(call.child_by_field_name("arguments"))),
-            function=_fn_name(call),
-        ))
+        out.append(
+            LaunchSite(
+                name=name,
+                kind="launch",
+                **_base(src, call),
+                template_args=tuple(_squash(src.text_of(a)) for a in targs),
+                config=tuple(_squash(src.text_of(a)) for a in _named(kcs)),
+                args=tuple(_squash(src.text_of(a)) for a in _named(call.child_by_field_name("arguments"))),
+                function=_fn_name(call),
+            )
+        )
     return tuple(out)
 
 
@@ -204,12 +213,16 @@ def calls(src: CudaSource, pattern: str) -> tuple[Call, ...]:
         name, targs = N.callee(call.child_by_field_name("function"))
         if not rx.fullmatch(name):
             continue
-        out.append(Call(
-            name=name, kind="call", **_base(src, call),
-            template_args=tuple(_squash(src.text_of(a)) for a in targs),
-            args=tuple(_squash(src.text_of(a)) for a in _named(call.child_by_field_name("arguments"))),
-            function=_fn_name(call),
-        ))
+        out.append(
+            Call(
+                name=name,
+                kind="call",
+                **_base(src, call),
+                template_args=tuple(_squash(src.text_of(a)) for a in targs),
+                args=tuple(_squash(src.text_of(a)) for a in _named(call.child_by_field_name("arguments"))),
+                function=_fn_name(call),
+            )
+        )
     return tuple(out)
 
 
@@ -233,25 +246,34 @@ def shared_decls(src: CudaSource) -> tuple[SharedDecl, ...]:
             continue
         storage = [src.text_of(c) for c in d.children if c.type == "storage_class_specifier"]
         type_node = d.child_by_field_name("type")
-        align = next((a.args[0] for a in src.attributes_in(d.start_byte, d.end_byte)
-                      if a.name == "__align__" and a.args), None)
+        align = next(
+            (
+                a.args[0]
+                for a in src.attributes_in(d.start_byte, d.end_byte)
+                if a.name == "__align__" and a.args
+            ),
+            None,
+        )
         if align is None and (m := _ALIGNAS.search(src.text_of(d))):
             align = m.group(1).strip()
         for decl in d.children_by_field_name("declarator"):
             target = decl.child_by_field_name("declarator") if decl.type == "init_declarator" else decl
             name_node = _innermost_name(target)
             dims = _dims(target)
-            out.append(SharedDecl(
-                name=src.text_of(name_node) if name_node is not None else "",
-                kind="shared", **_base(src, d),
-                element_type=_squash(src.text_of(type_node)) if type_node is not None else "",
-                dims=tuple(_squash(src.text_of(s)) if s is not None else "" for s in dims),
-                is_extern="extern" in storage,
-                align=align,
-                function=_fn_name(d),
-                declarator_start=decl.start_byte,
-                declarator_end=decl.end_byte,
-            ))
+            out.append(
+                SharedDecl(
+                    name=src.text_of(name_node) if name_node is not None else "",
+                    kind="shared",
+                    **_base(src, d),
+                    element_type=_squash(src.text_of(type_node)) if type_node is not None else "",
+                    dims=tuple(_squash(src.text_of(s)) if s is not None else "" for s in dims),
+                    is_extern="extern" in storage,
+                    align=align,
+                    function=_fn_name(d),
+                    declarator_start=decl.start_byte,
+                    declarator_end=decl.end_byte,
+                )
+            )
     return tuple(out)
 
 
@@ -273,8 +295,12 @@ def loop(src: CudaSource, node: ts.Node) -> Loop:
             prev = prev.prev_sibling
         header = _squash(src.text_bytes[node.start_byte : prev.end_byte].decode()) if prev else ""
     return Loop(
-        name=N.LOOP_KIND[node.type], kind="loop", **_base(src, node),
-        header=header, function=_fn_name(node), depth=depth,
+        name=N.LOOP_KIND[node.type],
+        kind="loop",
+        **_base(src, node),
+        header=header,
+        function=_fn_name(node),
+        depth=depth,
         body_start=body.start_byte if body else node.end_byte,
         body_end=body.end_byte if body else node.end_byte,
     )
@@ -311,8 +337,13 @@ def pragmas(src: CudaSource) -> tuple[Pragma, ...]:
     root = src.tree.root_node
     for start, end in src.pragma_spans:
         inside = root.descendant_for_byte_range(start, start)
-        if inside is not None and inside.type in ("comment", "string_literal", "raw_string_literal",
-                                                  "string_content", "raw_string_content"):
+        if inside is not None and inside.type in (
+            "comment",
+            "string_literal",
+            "raw_string_literal",
+            "string_content",
+            "raw_string_content",
+        ):
             continue
         text = src.text_bytes[start:end].decode()
         m = _PRAGMA.match(text)
@@ -321,13 +352,24 @@ def pragmas(src: CudaSource) -> tuple[Pragma, ...]:
             value = value[1:-1].strip()
         target = _loop_after(src, end)
         container = root.descendant_for_byte_range(start, end)
-        fn = container if container is not None and container.type == "function_definition" else (
-            N.enclosing_function(container) if container is not None else None)
-        out.append(Pragma(
-            name=name, kind="pragma", node_type="pragma", start=start, end=end,
-            line=src.line_of(start), end_line=src.line_of(end),
-            value=value or None, text=text,
-            loop=loop(src, target) if target is not None else None,
-            function=N.func_name(fn) if fn is not None else None,
-        ))
+        fn = (
+            container
+            if container is not None and container.type == "function_definition"
+            else (N.enclosing_function(container) if container is not None else None)
+        )
+        out.append(
+            Pragma(
+                name=name,
+                kind="pragma",
+                node_type="pragma",
+                start=start,
+                end=end,
+                line=src.line_of(start),
+                end_line=src.line_of(end),
+                value=value or None,
+                text=text,
+                loop=loop(src, target) if target is not None else None,
+                function=N.func_name(fn) if fn is not None else None,
+            )
+        )
     return tuple(out)

@@ -102,8 +102,9 @@ class CudaSource:
         if isinstance(node, tuple):
             start, end = node
         else:
-            start, end = (node.start_byte, node.end_byte) if isinstance(node, ts.Node) else (
-                node.start, node.end)
+            start, end = (
+                (node.start_byte, node.end_byte) if isinstance(node, ts.Node) else (node.start, node.end)
+            )
         return self.text_bytes[start:end].decode("utf-8")
 
     def attributes_in(self, start: int, end: int) -> tuple[Attribute, ...]:
@@ -139,7 +140,9 @@ class CudaSource:
         for n in self._by_type.get(item.node_type, ()):
             if n.start_byte == item.start and n.end_byte == item.end:
                 return n
-        raise SourceError(f"{self.path}:{item.line}: no {item.node_type} node at bytes {item.start}-{item.end}")
+        raise SourceError(
+            f"{self.path}:{item.line}: no {item.node_type} node at bytes {item.start}-{item.end}"
+        )
 
     # --- constructs ---------------------------------------------------------------------------
 

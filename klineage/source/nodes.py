@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import tree_sitter as ts
 
-FUNC_QUALIFIER_TOKENS = frozenset(
-    {"__global__", "__device__", "__host__", "__forceinline__", "__noinline__"}
-)
+FUNC_QUALIFIER_TOKENS = frozenset({"__global__", "__device__", "__host__", "__forceinline__", "__noinline__"})
 LOOP_TYPES = frozenset({"for_statement", "for_range_loop", "while_statement", "do_statement"})
-LOOP_KIND = {"for_statement": "for", "for_range_loop": "for", "while_statement": "while", "do_statement": "do"}
+LOOP_KIND = {
+    "for_statement": "for",
+    "for_range_loop": "for",
+    "while_statement": "while",
+    "do_statement": "do",
+}
 
 
 def func_declarator(fn: ts.Node) -> ts.Node | None:

@@ -193,9 +193,14 @@ def written_names(node: ts.Node, *, through_access: bool = False) -> set[str]:
             target = n.child_by_field_name("argument")
         elif through_access and n.type == "pointer_expression" and n.children and n.children[0].type == "&":
             target = n.child_by_field_name("argument")
-        while through_access and target is not None and target.type in (
-                "subscript_expression", "field_expression", "parenthesized_expression"):
-            target = target.child_by_field_name("argument") or (target.named_children[0] if target.named_children else None)
+        while (
+            through_access
+            and target is not None
+            and target.type in ("subscript_expression", "field_expression", "parenthesized_expression")
+        ):
+            target = target.child_by_field_name("argument") or (
+                target.named_children[0] if target.named_children else None
+            )
         if target is not None and target.type == "identifier" and target.text:
             out.add(target.text.decode())
     return out
@@ -288,11 +293,15 @@ def int_constants(src: CudaSource) -> list[IntConstant]:
     (where a size is changed) and its declaration (the tuning operators' sizes)."""
     out = []
     for d in src.nodes_of_type("declaration"):
-        quals = {src.text_of(c) for c in d.children if c.type in ("type_qualifier", "storage_class_specifier")}
+        quals = {
+            src.text_of(c) for c in d.children if c.type in ("type_qualifier", "storage_class_specifier")
+        }
         if not quals & {"constexpr", "const"}:
             continue
         ty = d.child_by_field_name("type")
-        if ty is None or not re.fullmatch(r"(unsigned\s+)?(int|long|unsigned|size_t|int32_t|uint32_t)", src.text_of(ty)):
+        if ty is None or not re.fullmatch(
+            r"(unsigned\s+)?(int|long|unsigned|size_t|int32_t|uint32_t)", src.text_of(ty)
+        ):
             continue
         for dd in d.children_by_field_name("declarator"):
             if dd.type != "init_declarator":

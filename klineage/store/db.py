@@ -48,7 +48,9 @@ def _version_of(con: duckdb.DuckDBPyConnection) -> int:
 
 def _table_names(con: duckdb.DuckDBPyConnection) -> list[str]:
     """The tables of a DuckDB file, sorted (a file without KLineage's meta table)."""
-    return [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables ORDER BY 1").fetchall()]
+    return [
+        r[0] for r in con.execute("SELECT table_name FROM information_schema.tables ORDER BY 1").fetchall()
+    ]
 
 
 class Store:
@@ -88,7 +90,9 @@ class Store:
             con = duckdb.connect(str(self.path), read_only=True)
         except duckdb.Error as e:
             first = str(e).splitlines()[0]
-            raise StoreError(f"{self.path}: not a KLineage database (corrupt or another format: {first})") from None
+            raise StoreError(
+                f"{self.path}: not a KLineage database (corrupt or another format: {first})"
+            ) from None
         try:
             version = _version_of(con)
             tables = [] if version else _table_names(con)
@@ -98,8 +102,10 @@ class Store:
             con.close()
         if tables:
             shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
-            raise StoreError(f"{self.path}: a DuckDB file of another tool (tables: {shown}), not a KLineage store; "
-                             "left untouched (give --db a new path)")
+            raise StoreError(
+                f"{self.path}: a DuckDB file of another tool (tables: {shown}), not a KLineage store; "
+                "left untouched (give --db a new path)"
+            )
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path}: written by a newer KLineage (schema {version}, this one knows {SCHEMA_VERSION}); left untouched"
@@ -110,9 +116,7 @@ class Store:
         for i in range(version, SCHEMA_VERSION):
             with self.transaction():
                 self.con.execute(MIGRATIONS[i])
-                self.con.execute(
-                    "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(i + 1)]
-                )
+                self.con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(i + 1)])
 
     # ---- plumbing ---------------------------------------------------------------------------
     @contextmanager
@@ -165,6 +169,15 @@ class Store:
         return row[0] if row else None
 
     def counts(self) -> dict[str, int]:
-        tables = ["kernels", "gate_runs", "states", "steps", "skills", "skill_evidence",
-                  "materialization_runs", "materialization_steps", "llm_exchanges"]
+        tables = [
+            "kernels",
+            "gate_runs",
+            "states",
+            "steps",
+            "skills",
+            "skill_evidence",
+            "materialization_runs",
+            "materialization_steps",
+            "llm_exchanges",
+        ]
         return {t: int(self.scalar(f"SELECT count(*) FROM {t}")) for t in tables}

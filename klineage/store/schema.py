@@ -70,7 +70,9 @@ MIGRATIONS: list[str] = [
         created_at TIMESTAMP DEFAULT current_timestamp
     );
 
-""" + skills_table_ddl() + """  -- the columns: the Skill declaration (store/skill_record.py)
+"""
+    + skills_table_ddl()
+    + """  -- the columns: the Skill declaration (store/skill_record.py)
 
     CREATE TABLE IF NOT EXISTS skill_evidence (
         skill_id VARCHAR NOT NULL,

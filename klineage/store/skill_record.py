@@ -39,7 +39,9 @@ class Skill:
     verification: dict[str, Any] = field(default_factory=dict, metadata=_col("JSON"))
     provenance: list[dict[str, Any]] = field(default_factory=list, metadata=_col("JSON"))
     admitted: bool = field(default=False, metadata=_col("BOOLEAN NOT NULL DEFAULT false"))
-    origin: str = field(default="mined", metadata=_col("VARCHAR NOT NULL DEFAULT 'mined'"))  # mined | imported
+    origin: str = field(
+        default="mined", metadata=_col("VARCHAR NOT NULL DEFAULT 'mined'")
+    )  # mined | imported
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -50,7 +52,9 @@ class Skill:
         that is not a field is refused, naming it."""
         unknown = sorted(set(record) - set(SKILL_FIELDS))
         if unknown:
-            raise SkillFieldError(f"{where}: not skill fields: {', '.join(unknown)} (known: {', '.join(SKILL_FIELDS)})")
+            raise SkillFieldError(
+                f"{where}: not skill fields: {', '.join(unknown)} (known: {', '.join(SKILL_FIELDS)})"
+            )
         return cls(**{k: v for k, v in record.items() if v is not None})
 
 
@@ -63,5 +67,11 @@ JSON_COLUMNS: frozenset[str] = frozenset(f.name for f in fields(Skill) if f.meta
 def skills_table_ddl() -> str:
     """CREATE TABLE for `skills`: one column per field, then the store's own `updated_at`."""
     cols = [f"        {f.name} {f.metadata['sql']}," for f in fields(Skill)]
-    return "\n".join(["    CREATE TABLE IF NOT EXISTS skills (", *cols,
-                      "        updated_at TIMESTAMP DEFAULT current_timestamp", "    );"])
+    return "\n".join(
+        [
+            "    CREATE TABLE IF NOT EXISTS skills (",
+            *cols,
+            "        updated_at TIMESTAMP DEFAULT current_timestamp",
+            "    );",
+        ]
+    )

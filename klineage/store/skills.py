@@ -18,7 +18,9 @@ _STORE_ONLY = ("updated_at",)  # columns the store keeps beside a skill's own fi
 
 
 def _from_row(row: dict[str, Any]) -> Skill:
-    return Skill.from_dict({k: v for k, v in row.items() if k not in _STORE_ONLY}, f"skills row {row.get('skill_id')}")
+    return Skill.from_dict(
+        {k: v for k, v in row.items() if k not in _STORE_ONLY}, f"skills row {row.get('skill_id')}"
+    )
 
 
 def get_skill(store: Store, skill_id: str) -> Skill | None:
@@ -51,5 +53,7 @@ def put_skill(con: duckdb.DuckDBPyConnection, skill: Skill) -> None:
 def set_verification(store: Store, skill: Skill) -> None:
     """Store a skill's verification and admission (a materialization kept it)."""
     with store.transaction() as con:
-        con.execute("UPDATE skills SET verification = ?, admitted = ?, updated_at = current_timestamp WHERE skill_id = ?",
-                    [json.dumps(skill.verification, default=str), skill.admitted, skill.skill_id])
+        con.execute(
+            "UPDATE skills SET verification = ?, admitted = ?, updated_at = current_timestamp WHERE skill_id = ?",
+            [json.dumps(skill.verification, default=str), skill.admitted, skill.skill_id],
+        )

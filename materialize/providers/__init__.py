@@ -10,4 +10,12 @@ from klineage.materialize.providers.base import (
     register_provider,
 )
 
-__all__ = ["Move", "Proposal", "ProposalRequest", "Provider", "make_provider", "provider_names", "register_provider"]
+__all__ = [
+    "Move",
+    "Proposal",
+    "ProposalRequest",
+    "Provider",
+    "make_provider",
+    "provider_names",
+    "register_provider",
+]

@@ -52,8 +52,12 @@ class AnthropicProvider(Provider):
 
     def _ask(self, request: ProposalRequest, budget: int) -> tuple[Prompt, Completion]:
         prompt = fit_prompt(request, budget, self.llm.count_tokens)
-        c = self.llm.complete(prompt.system, prompt.messages, max_tokens=self.max_tokens,
-                              purpose=f"materialize:{request.move.label}")
+        c = self.llm.complete(
+            prompt.system,
+            prompt.messages,
+            max_tokens=self.max_tokens,
+            purpose=f"materialize:{request.move.label}",
+        )
         return prompt, c
 
     def propose(self, request: ProposalRequest) -> Proposal:
@@ -63,11 +67,18 @@ class AnthropicProvider(Provider):
             prompt, c = self._ask(request, self.prompt_budget)
         except ContextTooLong:
             prompt, c = self._ask(request, self.prompt_budget // 2)  # a second ContextTooLong ends the run
-        usage = {"input_tokens": c.usage.input_tokens, "output_tokens": c.usage.output_tokens,
-                 "cache_read_tokens": c.usage.cache_read_tokens, "cache_write_tokens": c.usage.cache_write_tokens,
-                 "prompt_tokens": prompt.tokens, "cards": len(prompt.cards)}
+        usage = {
+            "input_tokens": c.usage.input_tokens,
+            "output_tokens": c.usage.output_tokens,
+            "cache_read_tokens": c.usage.cache_read_tokens,
+            "cache_write_tokens": c.usage.cache_write_tokens,
+            "prompt_tokens": prompt.tokens,
+            "cards": len(prompt.cards),
+        }
         try:
             code = extract_kernel(c.text)
         except NoKernel as e:
             return Proposal(None, f"rejected reply: {e}", c.cost_usd, [c.exchange_id], usage)
-        return Proposal(code, f"{c.model}: {c.usage.output_tokens} output tokens", c.cost_usd, [c.exchange_id], usage)
+        return Proposal(
+            code, f"{c.model}: {c.usage.output_tokens} output tokens", c.cost_usd, [c.exchange_id], usage
+        )

@@ -67,7 +67,10 @@ class OfflineProvider(Provider):
             return Proposal(None, f"current kernel does not parse: {e}")
         after, done, refused = apply_everywhere(op, src)
         if not done:
-            return Proposal(None, f"{op.name}: no site could be applied" + (f" ({'; '.join(refused[:3])})" if refused else ""))
+            return Proposal(
+                None,
+                f"{op.name}: no site could be applied" + (f" ({'; '.join(refused[:3])})" if refused else ""),
+            )
         note = f"{op.name} applied at {len(done)} site(s): " + "; ".join(done[:4])
         if refused:
             note += f"; refused at {len(refused)}"

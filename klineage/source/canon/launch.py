@@ -76,7 +76,9 @@ class InlineDim3(Rule):
                     for u in uses
                 ):
                     continue
-                reads = {src.text_of(n) for n in S.walk(ds[0]) if n.type in ("identifier", "type_identifier")} - {name}
+                reads = {
+                    src.text_of(n) for n in S.walk(ds[0]) if n.type in ("identifier", "type_identifier")
+                } - {name}
                 between = src.text_bytes[decl.end_byte : max(u.start_byte for u in uses)].decode()
                 if any(
                     re.search(rf"(?<![\w.]){re.escape(r)}\s*(?:[-+*/%&|^]?=(?!=)|\+\+|--)", between)
