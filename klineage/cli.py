@@ -169,6 +169,13 @@ def _print_result(kernel: Path, r) -> None:  # noqa: ANN001 - GateResult, import
 DbOption = Annotated[
     Path | None, typer.Option("--db", help="Skill store (default: $KLINEAGE_DB or skills_db/skills.duckdb).")
 ]
+IncludeUnverifiedOption = Annotated[
+    bool,
+    typer.Option(
+        "--include-unverified",
+        help="Also offer skills whose every roundtrip failed (kept as evidence otherwise).",
+    ),
+]
 
 
 @app.command()
@@ -848,13 +855,7 @@ def materialize_cmd(
             "judge: faster by more than the spread, and alternative skills gated side by side.",
         ),
     ] = None,
-    include_unverified: Annotated[
-        bool,
-        typer.Option(
-            "--include-unverified",
-            help="Also offer skills whose every roundtrip failed (kept as evidence otherwise).",
-        ),
-    ] = False,
+    include_unverified: IncludeUnverifiedOption = False,
 ) -> None:
     """Apply mined skills to a workload's kernel in curriculum order, each candidate gated, within a budget."""
     from klineage.materialize.command import MaterializeArgs, run
@@ -917,13 +918,7 @@ def heldout_cmd(
             help="Instances materialized at once (builds run in parallel; GPU runs still take turns).",
         ),
     ] = 1,
-    include_unverified: Annotated[
-        bool,
-        typer.Option(
-            "--include-unverified",
-            help="Also offer skills whose every roundtrip failed (kept as evidence otherwise).",
-        ),
-    ] = False,
+    include_unverified: IncludeUnverifiedOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
 ) -> None:
     """Materialize every held-out instance with the shipped skills; gate, speedup and copy check (exit 1 below the bar)."""
