@@ -8,6 +8,7 @@ from klineage.deopt.block_per_row import BlockPerRow
 from klineage.deopt.cg_reduce import CgReduce
 from klineage.deopt.coarsening import Coarsening
 from klineage.deopt.fast_math import FastMath
+from klineage.deopt.gemm_tiling import GemmTiling
 from klineage.deopt.grid_reduce import GridReduce
 from klineage.deopt.grid_stride import GridStride
 from klineage.deopt.launch_bounds import LaunchBounds
@@ -54,6 +55,7 @@ _OPERATORS: list[Operator] = [
     OnlineSoftmax(),
     GridStride(),  # tiling
     Coarsening(),
+    GemmTiling(),
     RegisterBlocking(),
     WarpPerRow(),
     BlockPerRow(),

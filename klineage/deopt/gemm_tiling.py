@@ -1,0 +1,275 @@
+"""GEMM tiling: a naive one-output-per-thread GEMM becomes a shared-memory tiled kernel whose K loop
+is split into BK-wide tiles of A (BM x BK) and B (BK x BN) staged by the whole block, with each
+thread accumulating a TM x TN register micro-tile (`acc[TM][TN]`, 1 x 1 here).
+
+Forward (`apply`) on the structure read by gemm_loop.analyze (any author's spelling of the naive
+loop nest, on its canonical form): the kernel body is re-assembled from the loop's own parts. The
+factors are staged as written (`A[row * K + k]`, an accessor macro, a conversion such as
+`__bfloat162float(A[...])`) with `row` and `k` bound to the tile element each thread loads; a
+tile element outside the guard's extents or the loop's bound is staged as zero, so adding its
+product changes nothing and the sum keeps the naive loop's order. The epilogue runs once per micro
+-tile element with `row`, `col` and the accumulator re-declared. The block tile is written as
+`BM = (BM / TM) * TM` threads (sizes derived from the launch's thread count) and the launch's grid
+and block are rewritten from the guard's extents, which is the form register_blocking scales into
+a 2-D micro-tile. Refused, with the failing fact, on anything gemm_loop does not recognise.
+
+Backward (`find`): a K loop stepping by a tile width whose body synchronizes and accumulates
+products read from `__shared__` arrays (the experts' and this operator's tiled loops). Undoing it
+is left to smem_staging, register_blocking and tile_size, which take such a kernel apart step by
+step; `remove` refuses.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import tree_sitter as ts
+
+from klineage.deopt import _threads as T
+from klineage.deopt.base import Operator, Precondition, Refused, Site
+from klineage.deopt.gemm_loop import GemmLoop, gemm_loops
+from klineage.source import edit
+from klineage.source.canon import canonical_form
+from klineage.source.constructs import Function
+from klineage.source.model import CudaSource
+from klineage.source.syntax import eval_int, file_constants, squash
+
+#: thread count used when the launch's block cannot be evaluated
+DEFAULT_THREADS = 256
+
+
+class GemmTiling(Operator):
+    name = "gemm_tiling"
+    category = "tiling"
+    intent = (
+        "Tile a GEMM through shared memory: split the K loop into BK-wide steps, stage the BM x BK tile "
+        "of A and the BK x BN tile of B once per block (zero outside the matrix), synchronize, and "
+        "accumulate from the tiles into a per-thread TM x TN register micro-tile."
+    )
+    mechanical_apply = True
+
+    # ---- backward ----------------------------------------------------------------------------
+    def find(self, src: CudaSource) -> list[Site]:
+        sites = []
+        shared = {d.name for d in src.shared_decls}
+        if not shared:
+            return []
+        reads = re.compile(r"=[^;=]*(?<![\w.])(" + "|".join(re.escape(s) for s in shared) + r")\[")
+        for k in src.kernels:
+            taken: list[ts.Node] = []
+            for loop in (n for n in T.walk(src.node_for(k)) if n.type == "for_statement"):
+                if any(t.start_byte <= loop.start_byte < t.end_byte for t in taken):
+                    continue
+                cl = T.counting_loop(src, loop, any_step=True)
+                text = squash(src.text_of(loop))
+                if cl is None or "__syncthreads()" not in text or not reads.search(text):
+                    continue
+                if re.search(r"\+=[^;]*\*|fmaf?\(", text):
+                    taken.append(loop)
+                    sites.append(self.site(src, loop, f"K loop over shared tiles in {k.name}", kernel=k.name))
+        return sites
+
+    def _remove(self, src: CudaSource, site: Site) -> CudaSource:
+        raise Refused(f"{self.name}: untiling is left to smem_staging, register_blocking and tile_size")
+
+    # ---- forward -----------------------------------------------------------------------------
+    def find_forward(self, src: CudaSource) -> list[Site]:
+        """Kernels whose canonical form is a naive GEMM loop nest (gemm_loop.analyze)."""
+        canon = canonical_form(src).source
+        out = []
+        for k, g in gemm_loops(canon):
+            mine = next((f for f in src.kernels if f.name == k.name), None)
+            if mine is not None and not isinstance(g, str):
+                out.append(self.site(src, mine, f"naive GEMM loop nest in {k.name}", kernel=k.name))
+        return out
+
+    def _plan(self, src: CudaSource, site: Site) -> tuple[list[Precondition], CudaSource, GemmLoop | None]:
+        canon = canonical_form(src).source
+        kernel = next((k for k in canon.kernels if k.name == site.details.get("kernel")), None)
+        if kernel is None:
+            return (
+                [Precondition("kernel_found", False, f"no kernel {site.details.get('kernel')}")],
+                canon,
+                None,
+            )
+        found = dict((k.name, g) for k, g in gemm_loops(canon))
+        g = found.get(kernel.name, "no loop accumulating a product")
+        if isinstance(g, str):
+            return [Precondition("gemm_shaped", False, g, "Layout")], canon, None
+        facts = [
+            Precondition(
+                "gemm_shaped",
+                True,
+                f"{g.acc.name} accumulates {g.a.pointer}({g.row.name}, {g.k.name}) * "
+                f"{g.b.pointer}({g.k.name}, {g.col.name}), indices affine, bounded by the guard",
+                "Layout",
+            )
+        ]
+        launches = T.launches_of(canon, kernel.name)
+        ok = bool(launches) and all(self._extents(canon, kernel, g, ls) is not None for ls in launches)
+        facts.append(
+            Precondition(
+                "extents_at_launch",
+                ok,
+                "every launch passes the guard's extents"
+                if ok
+                else "a launch's extents cannot be read from its arguments",
+                "Layout",
+            )
+        )
+        return facts, canon, g
+
+    def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
+        return self._plan(src, site)[0]
+
+    def _extents(self, src: CudaSource, kernel: Function, g: GemmLoop, ls) -> tuple[str, str] | None:  # noqa: ANN001
+        fn = src.node_for(kernel)
+        m = T.kernel_expr_in_launcher(src, kernel, ls, g.m_extent, fn)
+        n = T.kernel_expr_in_launcher(src, kernel, ls, g.n_extent, fn)
+        return (m, n) if m is not None and n is not None else None
+
+    def _apply(self, src: CudaSource, site: Site) -> CudaSource:
+        facts, canon, g = self._plan(src, site)
+        self._check(facts)
+        assert g is not None
+        kernel = next(k for k in canon.kernels if k.name == g.kernel)
+        launches = T.launches_of(canon, kernel.name)
+        tx, ty = _layout(_threads(canon, launches))
+        p = _prefix(kernel.name)
+        edits = []
+        for ls in launches:
+            m, n = self._extents(canon, kernel, g, ls)  # type: ignore[misc]
+            cfg = T.config_nodes(canon, ls)
+            grid = f"dim3({T.ceil_div(n, p + 'BN')}, {T.ceil_div(m, p + 'BM')})"
+            edits.append(edit.replace(cfg[0], grid))
+            edits.append(edit.replace(cfg[1], f"dim3({p}BN / {p}TN, {p}BM / {p}TM)"))
+        edits.append(edit.Edit(g.body_start, g.body_end, _body(g, p)))
+        start = _decl_start(canon, kernel)
+        consts = (
+            f"// {kernel.name}: block tile {p}BM x {p}BN, K tile {p}BK, register micro-tile {p}TM x {p}TN\n"
+            f"constexpr int {p}BM = {ty};\nconstexpr int {p}BN = {tx};\nconstexpr int {p}BK = {min(tx, ty, 16)};\n"
+            f"constexpr int {p}TM = 1;\nconstexpr int {p}TN = 1;\n\n"
+        )
+        edits.append(edit.Edit(start, start, consts))
+        return edit.apply_edits(canon, edits)
+
+
+def _prefix(kernel: str) -> str:
+    return f"k{kernel[:1].upper()}{kernel[1:]}_"
+
+
+def _decl_start(src: CudaSource, kernel: Function) -> int:
+    node = src.node_for(kernel)
+    while node.parent is not None and node.parent.type == "template_declaration":
+        node = node.parent
+    return node.start_byte
+
+
+def _threads(src: CudaSource, launches: list) -> int:  # noqa: ANN001
+    """The launches' thread count per block when it evaluates to one value, else DEFAULT_THREADS."""
+    counts = set()
+    consts = file_constants(src)
+    for ls in launches:
+        block = ls.block.strip()
+        launcher = T.enclosing_launcher(src, ls)
+        m = re.fullmatch(r"\w+", block)
+        if m and launcher is not None:
+            decl = re.search(rf"\bdim3\s+{re.escape(block)}\s*[({{]([^;]*)[)}}]\s*;", src.text_of(launcher))
+            block = decl.group(1) if decl else block
+        block = re.sub(r"^dim3\s*[({](.*)[)}]$", r"\1", block)
+        dims = [eval_int(d, consts) for d in block.split(",")] if block else []
+        if not dims or any(d is None for d in dims):
+            return DEFAULT_THREADS
+        counts.add(math.prod(dims))  # type: ignore[arg-type]
+    n = counts.pop() if len(counts) == 1 else DEFAULT_THREADS
+    return n if n >= 32 and n & (n - 1) == 0 and n <= 1024 else DEFAULT_THREADS
+
+
+def _layout(threads: int) -> tuple[int, int]:
+    """A near-square (x, y) thread layout of `threads` (a power of two), x the wider."""
+    x = 1 << math.ceil(math.log2(threads) / 2)
+    return x, threads // x
+
+
+def _body(g: GemmLoop, p: str) -> str:
+    acc_t = g.acc.type.replace("const", "").strip()
+    row_t = g.row.type.replace("const", "").strip()
+    col_t = g.col.type.replace("const", "").strip()
+    k_t = g.k.type.replace("const", "").strip()
+    bm, bn, bk, tm, tn = (p + s for s in ("BM", "BN", "BK", "TM", "TN"))
+    nthreads = f"({bm} / {tm}) * ({bn} / {tn})"
+    row_ok = " && ".join(f"!({c})" for c in g.row_clauses)
+    col_ok = " && ".join(f"!({c})" for c in g.col_clauses)
+
+    def load(
+        tile: str, rows: str, cols: str, var_r: str, var_c: str, value: str, ok: str, contiguous_cols: bool
+    ) -> str:
+        # element kl_e of the tile: the contiguous dimension of the global index varies fastest
+        r, c = (
+            ("kl_e / " + cols, "kl_e % " + cols) if contiguous_cols else ("kl_e % " + rows, "kl_e / " + rows)
+        )
+        return (
+            f"        for (int kl_e = kl_tid; kl_e < {rows} * {cols}; kl_e += {nthreads}) {{\n"
+            f"            const int kl_r = {r}, kl_c = {c};\n"
+            f"            {var_r}\n"
+            f"            {var_c}\n"
+            f"            {tile}[kl_r][kl_c] = ({ok}) ? static_cast<{acc_t}>({value}) : static_cast<{acc_t}>(0);\n"
+            f"        }}\n"
+        )
+
+    uniform = "".join(f"    {u}\n" for u in g.uniform)
+    k_cond = g.k_cond
+    a_load = load(
+        "kl_As",
+        bm,
+        bk,
+        f"const {row_t} {g.row.name} = kl_row0 + kl_r;",
+        f"const {k_t} {g.k.name} = kl_k0 + kl_c;",
+        g.a.text,
+        f"{row_ok} && ({k_cond})",
+        g.a.k_contiguous,
+    )
+    b_load = load(
+        "kl_Bs",
+        bk,
+        bn,
+        f"const {k_t} {g.k.name} = kl_k0 + kl_r;",
+        f"const {col_t} {g.col.name} = kl_col0 + kl_c;",
+        g.b.text,
+        f"{col_ok} && ({k_cond})",
+        not g.b.k_contiguous,
+    )
+    mac = (
+        "kl_accum[kl_i][kl_j] += kl_a[kl_i] * kl_b[kl_j];"
+        if g.combine == "add"
+        else "kl_accum[kl_i][kl_j] = fmaf(kl_a[kl_i], kl_b[kl_j], kl_accum[kl_i][kl_j]);"
+    )
+    epilogue = "".join(f"            {s}\n" for s in g.epilogue)
+    return f"""{{
+{uniform}    __shared__ {acc_t} kl_As[{bm}][{bk}];
+    __shared__ {acc_t} kl_Bs[{bk}][{bn}];
+    const int kl_tx = threadIdx.x, kl_ty = threadIdx.y, kl_tid = kl_ty * ({bn} / {tn}) + kl_tx;
+    const int kl_row0 = blockIdx.y * {bm}, kl_col0 = blockIdx.x * {bn};
+    {acc_t} kl_accum[{tm}][{tn}];
+    for (int kl_i = 0; kl_i < {tm}; ++kl_i)
+        for (int kl_j = 0; kl_j < {tn}; ++kl_j) kl_accum[kl_i][kl_j] = {g.acc_init};
+    for (int kl_k0 = 0; kl_k0 < {g.k_extent}; kl_k0 += {bk}) {{
+{a_load}{b_load}        __syncthreads();
+        for (int kl_kk = 0; kl_kk < {bk}; ++kl_kk) {{
+            {acc_t} kl_a[{tm}], kl_b[{tn}];
+            for (int kl_i = 0; kl_i < {tm}; ++kl_i) kl_a[kl_i] = kl_As[kl_ty + kl_i * ({bm} / {tm})][kl_kk];
+            for (int kl_j = 0; kl_j < {tn}; ++kl_j) kl_b[kl_j] = kl_Bs[kl_kk][kl_tx + kl_j * ({bn} / {tn})];
+            for (int kl_i = 0; kl_i < {tm}; ++kl_i)
+                for (int kl_j = 0; kl_j < {tn}; ++kl_j) {mac}
+        }}
+        __syncthreads();
+    }}
+    for (int kl_i = 0; kl_i < {tm}; ++kl_i)
+        for (int kl_j = 0; kl_j < {tn}; ++kl_j) {{
+            const {row_t} {g.row.name} = kl_row0 + kl_ty + kl_i * ({bm} / {tm});
+            const {col_t} {g.col.name} = kl_col0 + kl_tx + kl_j * ({bn} / {tn});
+            if ({g.guard}) continue;
+            {g.acc.type} {g.acc.name} = kl_accum[kl_i][kl_j];
+{epilogue}        }}
+}}"""
