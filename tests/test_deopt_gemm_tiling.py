@@ -132,7 +132,9 @@ def test_the_plain_form_qualifies() -> None:
     swap_axes=st.booleans(),
     wrapped_guard=st.booleans(),
     update=st.sampled_from(["+=", "= acc +", "fmaf"]),
-    a_index=st.sampled_from(["A[row * K + k]", "A[k + K * row]", "A[(size_t)row * K + k]", "AT(row, k)"]),
+    a_index=st.sampled_from(
+        ["A[row * K + k]", "A[k + K * row]", "A[(size_t)row * K + k]", "AT(row, k)", "__ldg(&A[row * K + k])"]
+    ),
     b_index=st.sampled_from(["B[k * N + col]", "B[col + (size_t)k * N]", "BT(k, col)"]),
 )
 def test_spellings_of_the_same_loop_nest(

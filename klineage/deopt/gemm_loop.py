@@ -28,6 +28,8 @@ from klineage.source.syntax import eval_int, file_constants, paren, squash, subs
 
 #: conversion calls and the type they return (a factor `conv(P[i])` is staged converted)
 _CONVERSIONS = {"__bfloat162float": "float", "__half2float": "float", "float": "float", "double": "double"}
+#: read-only-path loads that return the element they point at (`__ldg(&P[i])` is `P[i]`)
+_LOADS = {"__ldg", "__ldca", "__ldcg", "__ldcs", "__ldlu", "__ldcv"}
 _TYPE_WORDS = {"size_t", "int", "long", "unsigned", "const", "float", "double", "static_cast", "int64_t"}
 _THREAD = ("threadIdx", "blockIdx", "blockDim", "gridDim")
 
@@ -313,7 +315,9 @@ def _update(src: CudaSource, stmt: ts.Node) -> tuple[str, str, str, str]:
 
 def _converts_to(prefix: str) -> str | None:
     """The type a factor's text before its load converts to: `(T)`, `static_cast<T>(`, `conv(`."""
-    p = squash(prefix)
+    p = re.sub(r"(?:" + "|".join(_LOADS) + r")\(&$", "", squash(prefix))
+    if not p:
+        return None
     m = re.fullmatch(r"\((\w+)\)|static_cast<(\w+)>\(|(\w+)\(", p)
     if m is None:
         return None
@@ -399,7 +403,7 @@ def analyze(src: CudaSource, kernel: Function) -> GemmLoop:
             raise NotGemm(f"the index of {pointer} reads {len(outs)} thread-index locals (one expected)")
         (out,) = outs
         others = (_names(text) - {out, kvar, pointer}) - set(consts) - set(macros)
-        stray = others - params - set(uniform) - _TYPE_WORDS - set(_CONVERSIONS)
+        stray = others - params - set(uniform) - _TYPE_WORDS - set(_CONVERSIONS) - _LOADS
         if stray:
             raise NotGemm(
                 f"the factor {factor} reads {', '.join(sorted(stray))} (not a parameter or uniform local)"
@@ -412,7 +416,11 @@ def analyze(src: CudaSource, kernel: Function) -> GemmLoop:
             raise NotGemm(f"the index of {pointer} is not affine in ({out}, {kvar})")
         elem = _pointer_elem(kernel, pointer)
         acc_t = acc_local.type.replace("const", "").strip()
-        if elem != acc_t and _converts_to(text[: text.find(pointer)]) != acc_t:
+        if (
+            elem != acc_t
+            and _converts_to(text[: re.search(rf"(?<![\w.]){re.escape(pointer)}\s*\[", text).start()])
+            != acc_t
+        ):
             raise NotGemm(
                 f"the factor {factor} is not of the accumulator's type {acc_t}: staging it would change the rounding"
             )
