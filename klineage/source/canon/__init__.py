@@ -13,6 +13,7 @@ from klineage.source.canon.initializers import BraceInitializer, FunctorCall
 from klineage.source.canon.launch import InlineDim3
 from klineage.source.canon.loops import InlineStride, WhileToFor
 from klineage.source.canon.shadow import HostShadowRename
+from klineage.source.canon.templates import TemplateArgsToConstexpr
 from klineage.source.canon.thread_index import ThreadIndexSpelling
 from klineage.source.model import CudaSource
 
@@ -28,6 +29,7 @@ RULES: tuple[Rule, ...] = (
     DefineToConstexpr(),
     EnumToConstexpr(),
     ConstToConstexpr(),
+    TemplateArgsToConstexpr(),
     BarrierSpelling(),
     ThreadIndexSpelling(),
     WhileToFor(),
