@@ -12,11 +12,11 @@ from klineage.source.model import CudaSource
 
 RULE = TemplateArgsToConstexpr()
 
-_K = """template <typename T, int BM, unsigned int TM = 4>
+_K = """constexpr int kTile = 32;
+template <typename T, int BM, unsigned int TM = 4>
 __global__ void k(T* x) {{ x[threadIdx.x] = BM * TM; }}
 {extra}
 extern "C" void launch(float* x, cudaStream_t s) {{
-    constexpr unsigned int kTile = 32U;
     {launches}
 }}
 """
@@ -35,6 +35,7 @@ def test_fixed_values_become_constexprs() -> None:
     out = _run("k<float, kTile, 8><<<1, 32, 0, s>>>(x);\n    k<float, 32, 8><<<2, 32, 0, s>>>(x);")
     assert out is not None
     assert "template <typename T>" in out
+    assert "constexpr int BM = kTile;" not in out  # launches disagree in spelling: the value is written
     assert "constexpr int BM = 32;" in out and "constexpr unsigned int TM = 8;" in out
     assert "k<float><<<1, 32, 0, s>>>(x);" in out and "k<float><<<2, 32, 0, s>>>(x);" in out
 
@@ -92,3 +93,16 @@ extern "C" void launch(const float* A, float* C, int M, int N, cudaStream_t s) {
     (site,) = rb.find(canon)
     facts = rb.removal_preconditions(canon, site)
     assert all("literal" not in f.reason for f in facts), [f.reason for f in facts]
+
+
+def test_a_file_constant_keeps_its_name_and_a_launcher_local_is_left() -> None:
+    out = _run("k<float, kTile, 4><<<1, 32, 0, s>>>(x);")
+    assert out is not None and "constexpr int BM = kTile;" in out
+    src = """template <int B>
+__global__ void z(float* x) { x[threadIdx.x] = B; }
+extern "C" void launch(float* x, cudaStream_t s) {
+    constexpr int kB = 64;
+    z<kB><<<1, kB, 0, s>>>(x);
+}
+"""
+    assert RULE.rewrite(CudaSource.from_text(src, "z.cu")) is None

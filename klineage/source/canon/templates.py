@@ -4,8 +4,9 @@ parameter and the launches' argument go (`template <int BM, int TM> __global__ v
 as `k<64, 4>` reads `constexpr int BM = 64; constexpr int TM = 4;`). Operators then read sizes
 as named constants of the kernel, whatever the author templated.
 
-The value is what the launch's argument evaluates to: a literal, a file constant, or a constant
-local of the launcher (`constexpr unsigned int BLOCK_TILE_SIZE_X = 128U;`). Left alone: type
+The value is the launch's argument when it is a literal or arithmetic over file constants (the
+constant's name is kept, so an edit of it still reaches the kernel). Left alone: a launcher's
+local constant (its grid and block read it too: a copy in the kernel could drift), type
 parameters, a parameter the kernel's signature or attributes read (the constant lives in the
 body), and a kernel the file names anywhere but its launches (a `cudaFuncSetAttribute(k<...>)`
 or a function pointer keeps the instantiation's name).
@@ -20,7 +21,7 @@ import tree_sitter as ts
 from klineage.source import nodes as N
 from klineage.source import syntax as S
 from klineage.source.canon.base import Rule
-from klineage.source.constructs import Function, LaunchSite
+from klineage.source.constructs import Function
 from klineage.source.edit import Edit
 from klineage.source.model import CudaSource
 
@@ -29,22 +30,19 @@ _INT_TYPES = re.compile(
 )
 
 
-def _value(src: CudaSource, ls: LaunchSite, text: str) -> int | None:
-    """The integer `text` (a launch's template argument) stands for, through the launcher's
-    constant locals and the file's constants."""
-    env = dict(S.file_constants(src))
-    launcher = N.enclosing_function(src.node_for(ls))
-    if launcher is not None:
-        for d in (n for n in S.walk(launcher) if n.type == "declaration"):
-            quals = S.squash(src.text_of(d)).split("=")[0]
-            if not re.match(r"(static)?(constexpr|const)", quals):
-                continue
-            name = S.decl_name(d)
-            init = S.init_text(src, launcher, name) if name else None
-            v = S.eval_int(re.sub(r"(?<=\d)[uUlL]+\b", "", init), env) if init else None
-            if name and v is not None:
-                env.setdefault(name, v)
-    return S.eval_int(re.sub(r"(?<=\d)[uUlL]+\b", "", text), env)
+def _value(src: CudaSource, text: str) -> int | None:
+    """The integer a launch's template argument fixes when it is a literal or arithmetic over file
+    constants; None for anything else. A launcher's local constant is refused: the launcher's
+    grid and block read it too, and a copy in the kernel would let an edit of one drift."""
+    top = {S.decl_name(n) for n in src.tree.root_node.named_children if n.type == "declaration"}
+    top |= {
+        src.text_of(n.child_by_field_name("name"))
+        for n in src.tree.root_node.named_children
+        if n.type == "preproc_def"
+    }
+    if set(re.findall(r"(?<!\w)[A-Za-z_]\w*", text)) - top:
+        return None
+    return S.eval_int(re.sub(r"(?<=\d)[uUlL]+\b", "", text), S.file_constants(src))
 
 
 class TemplateArgsToConstexpr(Rule):
@@ -73,18 +71,21 @@ class TemplateArgsToConstexpr(Rule):
         body = fn.child_by_field_name("body")
         head = src.text_of((tmpl.start_byte, body.start_byte))
         plist = [c for c in tmpl.child_by_field_name("parameters").named_children if c.type != "comment"]
-        fixed: list[tuple[int, str, str, int]] = []  # (position, name, type, value)
+        fixed: list[tuple[int, str, str, str]] = []  # (position, name, type, value)
         for i, tp in enumerate(k.template_params):
             if tp.kind != "value" or not _INT_TYPES.match(tp.type.strip()):
                 continue
             if len(re.findall(rf"(?<![\w.]){re.escape(tp.name)}(?!\w)", head)) != 1:
                 continue  # the signature or an attribute reads it
-            values = set()
-            for ls in launches:
-                arg = ls.template_args[i] if i < len(ls.template_args) else tp.default
-                values.add(_value(src, ls, arg) if arg is not None else None)
-            if len(values) == 1 and None not in values:
-                fixed.append((i, tp.name, tp.type.replace("const", "").strip(), values.pop()))
+            args = [ls.template_args[i] if i < len(ls.template_args) else tp.default for ls in launches]
+            values = {_value(src, a) if a is not None else None for a in args}
+            if len(values) != 1 or None in values:
+                continue
+            # one spelling at every launch is kept (an edit of a file constant still reaches the
+            # kernel); launches that spell the value differently get the number
+            spellings = {S.squash(a) for a in args if a is not None}
+            value = args[0].strip() if len(spellings) == 1 else str(values.pop())
+            fixed.append((i, tp.name, tp.type.replace("const", "").strip(), value))
         if not fixed:
             return []
         positions = {i for i, *_ in fixed}
