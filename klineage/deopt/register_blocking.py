@@ -83,10 +83,7 @@ class RegisterBlocking(Operator):
             fn = src.node_for(k)
             for acc in _accumulators(src, fn):
                 vals = [self._value(src, k, d) for d in acc.dims]
-                is_one = all(v == 1 for v in vals)
-                if forward != is_one:
-                    continue
-                if not forward and all(v is not None and v <= 1 for v in vals):
+                if not self._selects(vals, forward):
                     continue
                 sites.append(
                     self.site(
@@ -101,6 +98,12 @@ class RegisterBlocking(Operator):
                     )
                 )
         return sites
+
+    def _selects(self, vals: list[int | None], forward: bool) -> bool:
+        """Forward: a 1 x 1 micro-tile; backward: a micro-tile of more than one output."""
+        if forward:
+            return all(v == 1 for v in vals)
+        return not all(v == 1 for v in vals) and not all(v is not None and v <= 1 for v in vals)
 
     # ---- constants ---------------------------------------------------------------------------
     def _const(self, src: CudaSource, kernel: Function, name: str) -> tuple[IntConstant | None, str]:
@@ -159,7 +162,7 @@ class RegisterBlocking(Operator):
         text = T.squash(src.text)
         for dim, c in micro:
             old = c.value
-            new = old * factor if forward else 1
+            new = self._target(old, forward, factor)
             changes[c.name] = (c, new)
             nums = set(re.findall(rf"\(?(\w+)\)?/\(?{re.escape(dim)}\)?(?!\w)", text))
             nums |= set(re.findall(rf"(\w+)/{re.escape(c.name)}(?!\w)", text))
@@ -179,9 +182,7 @@ class RegisterBlocking(Operator):
                 if bc is None:
                     facts.append(Precondition("block_tile_constant", False, why, "Layout"))
                     continue
-                if bc.name in changes and changes[bc.name][1] != (
-                    bc.value * factor if forward else bc.value // old
-                ):
+                if bc.name in changes and changes[bc.name][1] != bc.value * new // old:
                     facts.append(
                         Precondition(
                             "consistent_block_tile",
@@ -191,7 +192,7 @@ class RegisterBlocking(Operator):
                         )
                     )
                     continue
-                ok = forward or bc.value % old == 0
+                ok = (bc.value * new) % old == 0
                 facts.append(
                     Precondition(
                         "block_tile_divisible",
@@ -202,7 +203,7 @@ class RegisterBlocking(Operator):
                         "Layout",
                     )
                 )
-                changes[bc.name] = (bc, bc.value * factor if forward else bc.value // old)
+                changes[bc.name] = (bc, bc.value * new // old)
         grids = [T.config_nodes(src, ls)[0] for ls in T.launches_of(src, kernel.name)]
         block_names = {c.name for c, _ in changes.values()} - {c.name for _, c in micro}
         in_grid = all(_grid_uses(src, g, block_names, kernel) for g in grids) and bool(grids)
@@ -217,6 +218,10 @@ class RegisterBlocking(Operator):
             )
         )
         return facts, list(changes.values())
+
+    def _target(self, old: int, forward: bool, factor: int) -> int:
+        """The micro-tile size a step sets (the block tile scales with it, threads kept)."""
+        return old * factor if forward else 1
 
     def removal_preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         return self._plan(src, site, forward=False)[0]

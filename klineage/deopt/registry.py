@@ -7,6 +7,7 @@ from klineage.deopt.block_atomic import BlockAtomic
 from klineage.deopt.block_per_row import BlockPerRow
 from klineage.deopt.cg_reduce import CgReduce
 from klineage.deopt.coarsening import Coarsening
+from klineage.deopt.deep_micro_tile import DeepMicroTile
 from klineage.deopt.fast_math import FastMath
 from klineage.deopt.gemm_tiling import GemmTiling
 from klineage.deopt.grid_reduce import GridReduce
@@ -56,6 +57,7 @@ _OPERATORS: list[Operator] = [
     GridStride(),  # tiling
     Coarsening(),
     GemmTiling(),
+    DeepMicroTile(),
     RegisterBlocking(),
     WarpPerRow(),
     BlockPerRow(),

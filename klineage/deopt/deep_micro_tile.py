@@ -1,0 +1,39 @@
+"""Deep register micro-tile: a thread's TM x TN accumulator tile grows from at most 4 x 4 to 8 x 8
+(64 accumulators), the block tile growing with it and the thread count kept.
+
+Why a step of its own: with TM = TN = 4 a thread issues 8 shared-memory loads per 16 FMAs, and an
+SM's shared-memory port (32 words a clock) then caps the FMA pipes (128 lanes) at half their rate;
+at 8 x 8 it is 16 loads per 64 FMAs, the ratio the pipes need. register_blocking takes a kernel
+from one output per thread to a micro-tile; this takes the micro-tile to the depth the hardware
+wants. Same reading and the same edits as register_blocking (named sizes, block tile written
+`BM / TM`, grid from the block tile): forward doubles every micro-tile size below 8, backward
+halves an 8 x 8 (or deeper) tile.
+"""
+
+from __future__ import annotations
+
+from klineage.deopt.register_blocking import RegisterBlocking
+
+#: the micro-tile size each dimension reaches (64 accumulators: what 255 registers hold with room)
+DEEP = 8
+
+
+class DeepMicroTile(RegisterBlocking):
+    name = "deep_micro_tile"
+    category = "tiling"
+    intent = (
+        "Deepen the register micro-tile to 8 x 8 (64 accumulators per thread, block tile scaled with it, "
+        "threads kept): each value loaded from shared memory feeds 8 FMAs, enough to keep the FMA pipes "
+        "ahead of the shared-memory port."
+    )
+    mechanical_apply = True
+
+    def _selects(self, vals: list[int | None], forward: bool) -> bool:
+        if any(v is None for v in vals):
+            return False
+        if forward:
+            return all(2 <= v < DEEP for v in vals)  # type: ignore[operator]
+        return all(v >= DEEP for v in vals)  # type: ignore[operator]
+
+    def _target(self, old: int, forward: bool, factor: int) -> int:
+        return old * 2 if forward else old // 2
