@@ -57,3 +57,32 @@ def test_deep_kernel_passes_the_emu_gate(tmp_path: Path) -> None:
     src = _four_by_four()
     deep = OP.apply(src, OP.find_forward(src)[0])
     assert_passes(deep.text, FIXTURE, tmp_path, "mm_macro_deep.cu")
+
+
+_WIDE = """constexpr int kBM = 128;
+constexpr int kBN = 128;
+constexpr int kTM = 4;
+constexpr int kTN = 4;
+__global__ void g(const float* A, float* C, int M, int N) {
+    float acc[kTM][kTN] = {};
+    const int ty = threadIdx.x / (kBN / kTN), tx = threadIdx.x % (kBN / kTN);
+    for (int i = 0; i < kTM; ++i) for (int j = 0; j < kTN; ++j) acc[i][j] += A[i] * A[j];
+    C[(blockIdx.y * kBM + ty * kTM) * N + blockIdx.x * kBN + tx * kTN] = acc[0][0];
+}
+extern "C" void launch(const float* A, float* C, int M, int N, cudaStream_t s) {
+    g<<<dim3((N + kBN - 1) / kBN, (M + kBM - 1) / kBM), (kBM / kTM) * (kBN / kTN), 0, s>>>(A, C, M, N);
+}
+"""
+
+
+def test_refused_past_the_register_file() -> None:
+    """1024 threads with 64 accumulators each would not launch: refused before the gate."""
+    src = CudaSource.from_text(_WIDE, "g.cu")
+    (site,) = OP.find_forward(src)
+    (fact,) = [f for f in OP.preconditions(src, site) if not f.holds]
+    assert fact.name == "register_budget" and "1024 threads" in fact.reason
+    small = CudaSource.from_text(
+        _WIDE.replace("kBM = 128", "kBM = 32").replace("kBN = 128", "kBN = 32"), "g.cu"
+    )
+    (site,) = OP.find_forward(small)
+    assert all(f.holds for f in OP.preconditions(small, site))

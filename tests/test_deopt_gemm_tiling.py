@@ -167,3 +167,18 @@ extern "C" void launch(const float* A, const float* B, float* C, int M, int N, i
     tiled, blocked = _tiled(src)
     assert len(OP.find(blocked)) == 1
     CudaSource.from_text(blocked.text, "blocked.cu")  # parses
+
+
+def test_thread_count_comes_from_the_launch_capped_for_the_register_file() -> None:
+    """128 threads give a 16 x 8 layout; 1024 (a `dim3 const` local) are capped at 256, so the
+    micro-tile can later grow to 8 x 8 within the register file."""
+    base = _NAIVE.format(**_OK)
+    few = base.replace("dim3(16, 16)", "dim3(32, 4)")
+    tiled = OP.apply(CudaSource.from_text(few, "g.cu"), OP.find_forward(CudaSource.from_text(few, "g.cu"))[0])
+    assert "constexpr int kG_BM = 8;" in tiled.text and "constexpr int kG_BN = 16;" in tiled.text
+    many = base.replace("    g<<<", "    dim3 const block{32U, 32U, 1U};\n    g<<<").replace(
+        "dim3(16, 16)", "block"
+    )
+    src = CudaSource.from_text(many, "g.cu")
+    tiled = OP.apply(src, OP.find_forward(src)[0])
+    assert "constexpr int kG_BM = 16;" in tiled.text and "constexpr int kG_BN = 16;" in tiled.text

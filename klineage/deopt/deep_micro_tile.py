@@ -12,10 +12,16 @@ halves an 8 x 8 (or deeper) tile.
 
 from __future__ import annotations
 
+from klineage.deopt import _threads as T
+from klineage.deopt.base import Precondition, Site
+from klineage.deopt.gemm_loop import block_threads
 from klineage.deopt.register_blocking import RegisterBlocking
+from klineage.source.model import CudaSource
 
 #: the micro-tile size each dimension reaches (64 accumulators: what 255 registers hold with room)
 DEEP = 8
+#: registers of an SM's file a block may take (64K on sm_80..sm_90), at about two per accumulator
+REGISTER_FILE = 65536
 
 
 class DeepMicroTile(RegisterBlocking):
@@ -37,3 +43,30 @@ class DeepMicroTile(RegisterBlocking):
 
     def _target(self, old: int, forward: bool, factor: int) -> int:
         return old * 2 if forward else old // 2
+
+    def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
+        facts = super().preconditions(src, site)
+        if site.details.get("factor"):
+            facts.append(self._register_budget(src, site))
+        return facts
+
+    def _register_budget(self, src: CudaSource, site: Site) -> Precondition:
+        """Threads per block x (two registers per accumulator after the step) within one SM's file."""
+        d = site.details
+        kernel = next((k for k in src.kernels if k.name == d.get("kernel")), None)
+        threads = block_threads(src, T.launches_of(src, kernel.name)) if kernel else None
+        tm, tn = (self._value(src, kernel, d[n]) if kernel else None for n in ("tm", "tn"))
+        if threads is None or tm is None or tn is None:
+            return Precondition(
+                "register_budget", False, "the block's thread count is not a constant", "Hardware"
+            )
+        need = threads * 2 * (tm * 2) * (tn * 2)
+        ok = need <= REGISTER_FILE
+        return Precondition(
+            "register_budget",
+            ok,
+            f"{threads} threads x {tm * 2 * tn * 2} accumulators x 2 registers = {need} "
+            + ("fits" if ok else "exceeds")
+            + f" {REGISTER_FILE}",
+            "Hardware",
+        )

@@ -15,6 +15,7 @@ size_t) and which thread index walks rows are free: each factor's index is check
 
 from __future__ import annotations
 
+import math
 import random
 import re
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 import tree_sitter as ts
 
 from klineage.deopt import _threads as T
-from klineage.source.constructs import Function
+from klineage.source.constructs import Function, LaunchSite
 from klineage.source.model import CudaSource
 from klineage.source.syntax import eval_int, file_constants, paren, squash, subst_idents
 
@@ -475,3 +476,26 @@ def analyze(src: CudaSource, kernel: Function) -> GemmLoop:
         body_start=body.start_byte,
         body_end=body.end_byte,
     )
+
+
+def block_threads(src: CudaSource, launches: list[LaunchSite]) -> int | None:
+    """Threads per block of `launches` when every one evaluates to the same count (a `dim3`
+    local of the launcher read through), else None."""
+    counts = set()
+    consts = file_constants(src)
+    for ls in launches:
+        block = ls.block.strip()
+        launcher = T.enclosing_launcher(src, ls)
+        if re.fullmatch(r"\w+", block) and launcher is not None:
+            decl = re.search(
+                rf"\bdim3\s+(?:const\s+)?{re.escape(block)}\s*[({{]([^;]*)[)}}]\s*;", src.text_of(launcher)
+            )
+            block = decl.group(1) if decl else block
+        block = re.sub(r"^dim3\s*[({](.*)[)}]$", r"\1", block)
+        dims = (
+            [eval_int(re.sub(r"(?<=\d)[uUlL]+\b", "", d), consts) for d in block.split(",")] if block else []
+        )
+        if not dims or any(d is None for d in dims):
+            return None
+        counts.add(math.prod(dims))  # type: ignore[arg-type]
+    return counts.pop() if len(counts) == 1 else None

@@ -28,15 +28,16 @@ import tree_sitter as ts
 
 from klineage.deopt import _threads as T
 from klineage.deopt.base import Operator, Precondition, Refused, Site
-from klineage.deopt.gemm_loop import GemmLoop, gemm_loops
+from klineage.deopt.gemm_loop import GemmLoop, block_threads, gemm_loops
 from klineage.source import edit
 from klineage.source.canon import canonical_form
-from klineage.source.constructs import Function
+from klineage.source.constructs import Function, LaunchSite
 from klineage.source.model import CudaSource
-from klineage.source.syntax import eval_int, file_constants, squash
+from klineage.source.syntax import squash
 
-#: thread count used when the launch's block cannot be evaluated
+#: thread count used when the launch's block cannot be evaluated, and the most the tiled kernel uses
 DEFAULT_THREADS = 256
+MAX_THREADS = 256
 
 
 class GemmTiling(Operator):
@@ -166,24 +167,13 @@ def _decl_start(src: CudaSource, kernel: Function) -> int:
     return node.start_byte
 
 
-def _threads(src: CudaSource, launches: list) -> int:  # noqa: ANN001
-    """The launches' thread count per block when it evaluates to one value, else DEFAULT_THREADS."""
-    counts = set()
-    consts = file_constants(src)
-    for ls in launches:
-        block = ls.block.strip()
-        launcher = T.enclosing_launcher(src, ls)
-        m = re.fullmatch(r"\w+", block)
-        if m and launcher is not None:
-            decl = re.search(rf"\bdim3\s+{re.escape(block)}\s*[({{]([^;]*)[)}}]\s*;", src.text_of(launcher))
-            block = decl.group(1) if decl else block
-        block = re.sub(r"^dim3\s*[({](.*)[)}]$", r"\1", block)
-        dims = [eval_int(d, consts) for d in block.split(",")] if block else []
-        if not dims or any(d is None for d in dims):
-            return DEFAULT_THREADS
-        counts.add(math.prod(dims))  # type: ignore[arg-type]
-    n = counts.pop() if len(counts) == 1 else DEFAULT_THREADS
-    return n if n >= 32 and n & (n - 1) == 0 and n <= 1024 else DEFAULT_THREADS
+def _threads(src: CudaSource, launches: list[LaunchSite]) -> int:
+    """The launches' thread count per block, at most MAX_THREADS (the 8 x 8 micro-tile that
+    deep_micro_tile grows keeps 64 accumulators a thread); DEFAULT_THREADS when it is unknown."""
+    n = block_threads(src, launches)
+    if n is None or n < 32 or n & (n - 1):
+        return DEFAULT_THREADS
+    return min(n, MAX_THREADS)
 
 
 def _layout(threads: int) -> tuple[int, int]:
