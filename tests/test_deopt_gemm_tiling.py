@@ -38,6 +38,7 @@ def _tiled(src: CudaSource) -> tuple[CudaSource, CudaSource]:
     [
         FIXTURES / "macro_swapped" / "naive.cu",
         FIXTURES / "transposed_a" / "naive.cu",
+        FIXTURES / "lambda_accessor" / "naive.cu",
         ROOT / "expert_kernels" / "sgemm" / "naive.cu",
         ROOT / "expert_kernels" / "gemm_bf16" / "naive.cu",
     ],
@@ -53,7 +54,7 @@ def test_tiles_every_idiom(path: Path) -> None:
     assert len(OP.find(blocked)) == 1
 
 
-@pytest.mark.parametrize("name", ["macro_swapped", "transposed_a"])
+@pytest.mark.parametrize("name", ["macro_swapped", "transposed_a", "lambda_accessor"])
 def test_tiled_and_blocked_pass_the_emu_gate(name: str, tmp_path: Path) -> None:
     tiled, blocked = _tiled(CudaSource.from_file(FIXTURES / name / "naive.cu"))
     assert_passes(blocked.text, FIXTURES / name, tmp_path, f"{name}_blocked.cu")
@@ -135,7 +136,7 @@ def test_the_plain_form_qualifies() -> None:
     a_index=st.sampled_from(
         ["A[row * K + k]", "A[k + K * row]", "A[(size_t)row * K + k]", "AT(row, k)", "__ldg(&A[row * K + k])"]
     ),
-    b_index=st.sampled_from(["B[k * N + col]", "B[col + (size_t)k * N]", "BT(k, col)"]),
+    b_index=st.sampled_from(["B[k * N + col]", "B[col + (size_t)k * N]", "BT(k, col)", "b_at(k, col)"]),
 )
 def test_spellings_of_the_same_loop_nest(
     swap_axes: bool, wrapped_guard: bool, update: str, a_index: str, b_index: str
@@ -157,6 +158,7 @@ def test_spellings_of_the_same_loop_nest(
 __global__ void g(const float* A, const float* B, float* C, int M, int N, int K) {{
     const int row = threadIdx.{ax_r} + blockIdx.{ax_r} * blockDim.{ax_r};
     const int col = blockDim.{ax_c} * blockIdx.{ax_c} + threadIdx.{ax_c};
+    auto b_at = [&](int kk, int j) {{ return B[kk * N + j]; }};
     {guarded}
 }}
 extern "C" void launch(const float* A, const float* B, float* C, int M, int N, int K, cudaStream_t s) {{

@@ -139,8 +139,20 @@ def _macros(src: CudaSource) -> dict[str, tuple[list[str], str]]:
     return out
 
 
+def _accessor_lambda(init: str) -> tuple[list[str], str] | None:
+    """(parameters, returned expression) of an accessor lambda `[&](int i, int j) { return E; }`."""
+    m = re.fullmatch(
+        r"\s*\[[^\]]*\]\s*\(([^)]*)\)\s*(?:->\s*[\w\s:<>*&]+)?\{\s*return\s+([^;{}]+);\s*\}\s*", init
+    )
+    if m is None:
+        return None
+    params = [re.findall(r"\w+", p)[-1] for p in m.group(1).split(",") if re.findall(r"\w+", p)]
+    return params, m.group(2).strip()
+
+
 def expand_macros(text: str, macros: dict[str, tuple[list[str], str]]) -> str:
-    """`text` with calls of function-like macros expanded (arguments parenthesized)."""
+    """`text` with calls of function-like macros (or accessor lambdas) expanded, arguments
+    parenthesized."""
     for _ in range(4):
         changed = False
         for name, (params, body) in macros.items():
@@ -392,6 +404,7 @@ def analyze(src: CudaSource, kernel: Function) -> GemmLoop:
     for n, (_l, init, _s) in uniform.items():
         if _names(init) & set(thread_locals):
             raise NotGemm(f"{n} depends on a thread index through another local")
+    macros |= {n: lam for n, (_l, init, _s) in uniform.items() if (lam := _accessor_lambda(init))}
     operands = []
     for factor in (x, y):
         text = expand_macros(factor, macros)
