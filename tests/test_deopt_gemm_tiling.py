@@ -39,6 +39,7 @@ def _tiled(src: CudaSource) -> tuple[CudaSource, CudaSource]:
         FIXTURES / "macro_swapped" / "naive.cu",
         FIXTURES / "transposed_a" / "naive.cu",
         FIXTURES / "lambda_accessor" / "naive.cu",
+        FIXTURES / "linear_index" / "naive.cu",
         ROOT / "expert_kernels" / "sgemm" / "naive.cu",
         ROOT / "expert_kernels" / "gemm_bf16" / "naive.cu",
     ],
@@ -54,7 +55,7 @@ def test_tiles_every_idiom(path: Path) -> None:
     assert len(OP.find(blocked)) == 1
 
 
-@pytest.mark.parametrize("name", ["macro_swapped", "transposed_a", "lambda_accessor"])
+@pytest.mark.parametrize("name", ["macro_swapped", "transposed_a", "lambda_accessor", "linear_index"])
 def test_tiled_and_blocked_pass_the_emu_gate(name: str, tmp_path: Path) -> None:
     tiled, blocked = _tiled(CudaSource.from_file(FIXTURES / name / "naive.cu"))
     assert_passes(blocked.text, FIXTURES / name, tmp_path, f"{name}_blocked.cu")
@@ -184,3 +185,11 @@ def test_thread_count_comes_from_the_launch_capped_for_the_register_file() -> No
     src = CudaSource.from_text(many, "g.cu")
     tiled = OP.apply(src, OP.find_forward(src)[0])
     assert "constexpr int kG_BM = 16;" in tiled.text and "constexpr int kG_BN = 16;" in tiled.text
+
+
+def test_linear_index_is_re_derived_and_bounded_on_both_extents() -> None:
+    """A 1-D grid's `idx / N`, `idx % N`: the tiled kernel has threads past N, so its epilogue
+    bounds col as well as the author's `idx >= M * N` before re-deriving idx."""
+    tiled, _ = _tiled(CudaSource.from_file(FIXTURES / "linear_index" / "naive.cu"))
+    assert "const int idx = row * N + col;" in tiled.text
+    assert "if (row >= M || col >= N || idx >= M * N) continue;" in tiled.text

@@ -75,6 +75,8 @@ class GemmLoop:
     epilogue: tuple[str, ...]  # statements after the loop, as written
     body_start: int  # the kernel body's byte range (the `{ ... }`)
     body_end: int
+    #: locals the guard or epilogue read besides row and col, re-derived from them (`i = row * E + col`)
+    derived: tuple[str, ...] = ()
 
 
 class NotGemm(Exception):
@@ -245,6 +247,35 @@ def _thread_axis(init: str, consts: dict[str, int]) -> str | None:
     return None
 
 
+def _linear_split(
+    thread_locals: dict[str, tuple[Local, str, ts.Node]], row: str, col: str, consts: dict[str, int]
+) -> tuple[str, str] | None:
+    """(i, E) when `row` is `i / E` and `col` is `i % E` for a global thread index `i` on one axis."""
+    r, c = (T.strip_casts(thread_locals[n][1]) for n in (row, col))
+    mr = re.fullmatch(r"\(?(\w+)\)?/(.+)", r)
+    mc = re.fullmatch(r"\(?(\w+)\)?%(.+)", c)
+    if not mr or not mc or mr.group(1) != mc.group(1) or mr.group(2) != mc.group(2):
+        return None
+    name, width = mr.group(1), mr.group(2)
+    if (
+        name not in thread_locals
+        or _thread_axis(thread_locals[name][1], consts) is None
+        or not _thread_free(width)
+    ):
+        return None
+    return name, width
+
+
+def _rows_of(extent: str | None, width: str) -> str | None:
+    """M when `extent` is `M * E` or `E * M` (a bound on the linear index)."""
+    if extent is None:
+        return None
+    parts = [p for p in re.split(r"\*", squash(extent)) if p]
+    if len(parts) == 2 and squash(width).strip("()") in (parts[0].strip("()"), parts[1].strip("()")):
+        return parts[1] if parts[0].strip("()") == squash(width).strip("()") else parts[0]
+    return None
+
+
 def _split_or(cond: str) -> list[str]:
     """Top-level `||` clauses of a condition (outer parentheses dropped)."""
     s = cond.strip()
@@ -400,10 +431,9 @@ def analyze(src: CudaSource, kernel: Function) -> GemmLoop:
     params = {p.name for p in kernel.params}
     macros = _macros(src)
     thread_locals = {n: v for n, v in decls.items() if not _thread_free(v[1])}
+    for _ in range(len(decls)):  # through other locals: `row = idx / N`
+        thread_locals |= {n: v for n, v in decls.items() if _names(v[1]) & set(thread_locals)}
     uniform = {n: v for n, v in decls.items() if n not in thread_locals}
-    for n, (_l, init, _s) in uniform.items():
-        if _names(init) & set(thread_locals):
-            raise NotGemm(f"{n} depends on a thread index through another local")
     macros |= {n: lam for n, (_l, init, _s) in uniform.items() if (lam := _accessor_lambda(init))}
     operands = []
     for factor in (x, y):
@@ -443,19 +473,37 @@ def analyze(src: CudaSource, kernel: Function) -> GemmLoop:
     if oa == ob:
         raise NotGemm(f"both factors read {oa}: not an outer-product loop nest")
     axes = {n: _thread_axis(thread_locals[n][1], consts) for n in (oa, ob)}
+    split = None
     if None in axes.values() or axes[oa] == axes[ob]:
-        raise NotGemm("the output indices are not blockIdx * blockDim + threadIdx on two different axes")
-    extra = set(thread_locals) - {oa, ob}
+        split = _linear_split(thread_locals, oa, ob, consts)
+        if split is None:
+            raise NotGemm(
+                "the output indices are neither blockIdx * blockDim + threadIdx on two different axes "
+                "nor `i / E` and `i % E` of one such index"
+            )
+    lin = {split[0]} if split else set()
+    extra = set(thread_locals) - {oa, ob} - lin
     if extra:
         raise NotGemm(f"other thread-dependent locals before the K loop: {', '.join(sorted(extra))}")
     clauses = [c for g in guards for c in _split_or(src.text_of(g.child_by_field_name("condition")))]
     cond = " || ".join(clauses)
-    rc = tuple(c for c in clauses if oa in _names(c))
+    rc = tuple(c for c in clauses if _names(c) & ({oa} | lin))
     cc = tuple(c for c in clauses if ob in _names(c))
-    if any(oa in _names(c) and ob in _names(c) for c in clauses) or len(rc) + len(cc) != len(clauses):
+    if any(_names(c) & ({oa} | lin) and ob in _names(c) for c in clauses) or len(rc) + len(cc) != len(
+        clauses
+    ):
         raise NotGemm("a guard clause is not a bound on one output index")
     m_ext = next((e for c in rc if (e := _extent(c, oa))), None)
     n_ext = next((e for c in cc if (e := _extent(c, ob))), None)
+    derived: tuple[str, ...] = ()
+    if split:
+        name, width = split
+        n_ext = n_ext or width  # `i % E` is below E
+        m_ext = m_ext or next((e for c in rc if (e := _rows_of(_extent(c, name), width))), None)
+        ltype = thread_locals[name][0].type.replace("const", "").strip()
+        derived = (f"const {ltype} {name} = {paren(oa)} * {paren(width)} + {ob};",)
+        rc, cc = (f"{oa} >= {paren(m_ext or '')}",), (f"{ob} >= {paren(n_ext)}",)
+        cond = " || ".join((*rc, *cc, *clauses))  # the tiled kernel also has threads past col's extent
     if m_ext is None or n_ext is None:
         raise NotGemm("the guard does not bound both output indices as `index >= extent`")
 
@@ -486,6 +534,7 @@ def analyze(src: CudaSource, kernel: Function) -> GemmLoop:
         guard=cond,
         uniform=tuple(src.text_of(v[2]) for v in uniform.values()),
         epilogue=tuple(src.text_of(s) for s in epilogue),
+        derived=derived,
         body_start=body.start_byte,
         body_end=body.end_byte,
     )

@@ -236,6 +236,7 @@ def _body(g: GemmLoop, p: str) -> str:
         else "kl_accum[kl_i][kl_j] = fmaf(kl_a[kl_i], kl_b[kl_j], kl_accum[kl_i][kl_j]);"
     )
     epilogue = "".join(f"            {s}\n" for s in g.epilogue)
+    derived = "".join(f"            {d}\n" for d in g.derived)
     return f"""{{
 {uniform}    __shared__ {acc_t} kl_As[{bm}][{bk}];
     __shared__ {acc_t} kl_Bs[{bk}][{bn}];
@@ -259,7 +260,7 @@ def _body(g: GemmLoop, p: str) -> str:
         for (int kl_j = 0; kl_j < {tn}; ++kl_j) {{
             const {row_t} {g.row.name} = kl_row0 + kl_ty + kl_i * ({bm} / {tm});
             const {col_t} {g.col.name} = kl_col0 + kl_tx + kl_j * ({bn} / {tn});
-            if ({g.guard}) continue;
+{derived}            if ({g.guard}) continue;
             {g.acc.type} {g.acc.name} = kl_accum[kl_i][kl_j];
 {epilogue}        }}
 }}"""
