@@ -15,10 +15,12 @@ import re
 import tree_sitter as ts
 
 from klineage.deopt import _cexpr as X
+from klineage.deopt import _threads as T
 from klineage.deopt.base import Operator, Precondition, Refused, Site
 from klineage.source import edit
 from klineage.source.constructs import SharedDecl
 from klineage.source.model import CudaSource
+from klineage.source.syntax import subst_idents
 
 _PADDED = re.compile(r"^(?P<base>.+?)\s*\+\s*(?P<pad>\d+|\w*[pP][aA][dD]\w*|\w*SKEW\w*|\w*[sS]kew\w*)$")
 _FOUR_BYTE = {"float", "int", "unsigned", "unsigned int", "uint32_t", "int32_t"}
@@ -46,6 +48,22 @@ def resolve_int(src: CudaSource, text: str) -> int | None:
         return int(eval(t.replace("/", "//"), {"__builtins__": {}}, {}))  # noqa: S307 - digits and operators only
     except Exception:  # noqa: BLE001 - not a constant expression
         return None
+
+
+def launch_fixed_int(src: CudaSource, function: str | None, text: str) -> int | None:
+    """`text`'s value, reading the function's template parameters from its launches when every
+    launch fixes them to the same value (`tile[TILE][TILE]` with `kernel<32, 8><<<...>>>`)."""
+    v = resolve_int(src, text)
+    kernel = src.function(function) if function else None
+    if v is not None or kernel is None or not kernel.template_params:
+        return v
+    values = {
+        resolve_int(
+            src, subst_idents(text, {k: f"({a})" for k, a in T.template_map(src, kernel, ls).items()})
+        )
+        for ls in T.launches_of(src, kernel.name)
+    }
+    return values.pop() if len(values) == 1 else None
 
 
 def _uses(src: CudaSource, decl: SharedDecl) -> list[ts.Node]:
@@ -285,7 +303,7 @@ class SmemPadding(Operator):
                     "Layout",
                 )
             ]
-        cols = resolve_int(src, site.details["base"])
+        cols = launch_fixed_int(src, d.function, site.details["base"])
         elem = " ".join(w for w in d.element_type.split() if w not in ("const", "volatile"))
         column_walk = [
             u
