@@ -74,3 +74,36 @@ def test_swizzle_key_on_either_side() -> None:
         "t[threadIdx.y][threadIdx.x] = 1.0f;" in out.text
         and "y[0] = t[threadIdx.x][threadIdx.y];" in out.text
     )
+
+
+TEMPLATE_TILE = """
+template <int TILE>
+__global__ void tr(const float* x, float* y, int n) {
+    __shared__ float tile[TILE][TILE];
+    tile[threadIdx.y][threadIdx.x] = x[threadIdx.y * n + threadIdx.x];
+    __syncthreads();
+    y[threadIdx.y * n + threadIdx.x] = tile[threadIdx.x][threadIdx.y];
+}
+extern "C" void launch(const float* x, float* y, int n) {
+    if (n > 100) tr<SIZE_A><<<1, dim3(32, 32)>>>(x, y, n);
+    else tr<SIZE_B><<<1, dim3(32, 32)>>>(x, y, n);
+}
+"""
+
+
+@pytest.mark.parametrize("a, b, holds", [("32", "32", True), ("64", "2 * 32", True), ("32", "16", False)])
+def test_template_tile_size_read_from_the_launches(a: str, b: str, holds: bool) -> None:
+    src = CudaSource.from_text(TEMPLATE_TILE.replace("SIZE_A", a).replace("SIZE_B", b))
+    (site,) = OP.find_forward(src)
+    facts = {f.name: f.holds for f in OP.preconditions(src, site)}
+    assert facts["row_multiple_of_32_words"] is holds
+
+
+def test_transpose_expert_padding_roundtrips() -> None:
+    """The shipped transpose expert pads `tile[TILE][TILE + 1]` with TILE a template parameter fixed
+    at its launches: removing the padding and applying it again gives the expert back."""
+    path = Path(__file__).resolve().parents[1] / "expert_kernels" / "transpose" / "expert.cu"
+    src = CudaSource.from_file(path)
+    out = OP.remove(src, one_site(OP, src, kind="padding"))
+    (fwd,) = OP.find_forward(out)
+    assert normalize(OP.apply(out, fwd).text) == normalize(src.text)

@@ -527,11 +527,11 @@ def _transpose_facts(src: CudaSource, site: Site) -> list[Precondition]:
         Precondition(
             "strided_pair",
             pair is not None,
-            f"the read is contiguous along {pair[0].symbol}, the write along {pair[1].symbol}: "
+            f"the read is contiguous along {pair[0].label}, the write along {pair[1].label}: "
             "one side is strided for consecutive threads"
             if pair is not None
             else "the read and the write are not contiguous along two different coordinates "
-            f"(read: {unit.get('read') and unit['read'].symbol}, write: {unit.get('write') and unit['write'].symbol})",
+            f"(read: {_label(unit.get('read'))}, write: {_label(unit.get('write'))})",
             "Layout",
         ),
         Precondition(
@@ -549,6 +549,10 @@ def _transpose_facts(src: CudaSource, site: Site) -> list[Precondition]:
             "Storage",
         ),
     ]
+
+
+def _label(c: SC.Coord | None) -> str:
+    return c.label if c is not None else "none contiguous"
 
 
 def _delete_with_comment(src: CudaSource, node: ts.Node) -> edit.Edit:

@@ -142,6 +142,7 @@ class Coord:
     """One coordinate of the copy: its extent and its strides in the read and the write."""
 
     symbol: str
+    label: str  # the kernel's name for it (a local), or "the x index"
     extent: Poly
     read_stride: Poly
     write_stride: Poly
@@ -252,19 +253,42 @@ class _Reader:
         raise self.fail(n, "an expression the stride analysis does not model")
 
     def _thread_index(self, n: ts.Node) -> str | None:
-        """`blockIdx.d * blockDim.d + threadIdx.d` in any order: the thread's whole index along d."""
+        """`blockIdx.d * blockDim.d + threadIdx.d` in any order, casts anywhere: the thread's whole
+        index along d."""
+        n = self._bare(n)
         if n.type != "binary_expression" or self.text(n.children[1]) != "+":
             return None
-        terms = [_unwrap(n.child_by_field_name("left")), _unwrap(n.child_by_field_name("right"))]  # type: ignore[arg-type]
-        flat = [re.sub(r"\s+|\(\w+\)", "", self.text(x)) for x in terms]
-        for a, b in (flat, flat[::-1]):
-            m = re.fullmatch(r"threadIdx\.([xyz])", a)
-            if m and b in (
-                f"blockIdx.{m.group(1)}*blockDim.{m.group(1)}",
-                f"blockDim.{m.group(1)}*blockIdx.{m.group(1)}",
+        terms = [self._bare(n.child_by_field_name(f)) for f in ("left", "right")]  # type: ignore[arg-type]
+        for a, b in (terms, terms[::-1]):
+            m = _THREAD.match(re.sub(r"\s+", "", self.text(a)))
+            if (
+                not m
+                or m.group(1) != "threadIdx"
+                or b.type != "binary_expression"
+                or self.text(b.children[1]) != "*"
             ):
-                return m.group(1)
+                continue
+            d = m.group(2)
+            factors = {
+                re.sub(r"\s+", "", self.text(self._bare(b.child_by_field_name(f)))) for f in ("left", "right")
+            }  # type: ignore[arg-type]
+            if factors == {f"blockIdx.{d}", f"blockDim.{d}"}:
+                return d
         return None
+
+    def _bare(self, n: ts.Node) -> ts.Node:
+        """`n` without parentheses, C casts and `static_cast<T>(...)`."""
+        while True:
+            n = _unwrap(n)
+            if n.type == "cast_expression" and n.child_by_field_name("value") is not None:
+                n = n.child_by_field_name("value")  # type: ignore[assignment]
+            elif n.type == "call_expression" and X.callee_name(n) == "static_cast":
+                args = n.child_by_field_name("arguments")
+                if args is None or len(args.named_children) != 1:
+                    return n
+                n = args.named_children[0]
+            else:
+                return n
 
     def poly(self, v: Value) -> Poly:
         if isinstance(v, Digit):
@@ -426,6 +450,10 @@ def analyze(src: CudaSource, kernel: Function) -> StridedCopy:
             w, rd = (_expand(p, whole.symbol, expansion) for p in (w, rd))
     read_strides, read_off = _strides(r, rd, [d.symbol for d, _ in coords], assign)
     write_strides, write_off = _strides(r, w, [d.symbol for d, _ in coords], assign)
+    labels: dict[str, str] = {}
+    for name, v in r.env.items():
+        if isinstance(v, Digit):
+            labels.setdefault(v.symbol, name)
     elem = next(p.type for p in kernel.params if p.name == dst)
     elem = " ".join(x for x in re.sub(r"\*|\b(const|__restrict__|__restrict|restrict)\b", " ", elem).split())
     return StridedCopy(
@@ -434,7 +462,14 @@ def analyze(src: CudaSource, kernel: Function) -> StridedCopy:
         dst=dst,
         elem=elem,
         coords=tuple(
-            Coord(d.symbol, ext, read_strides[d.symbol], write_strides[d.symbol]) for d, ext in coords
+            Coord(
+                d.symbol,
+                labels.get(d.symbol, f"the {d.base} index"),
+                ext,
+                read_strides[d.symbol],
+                write_strides[d.symbol],
+            )
+            for d, ext in coords
         ),
         read_offset=read_off,
         write_offset=write_off,
