@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,65 @@ def test_transpose_expert_padding_roundtrips() -> None:
     out = OP.remove(src, one_site(OP, src, kind="padding"))
     (fwd,) = OP.find_forward(out)
     assert normalize(OP.apply(out, fwd).text) == normalize(src.text)
+
+
+def test_flat_row_stride_padding_removed(tmp_path: Path) -> None:
+    src, wl = load("smem_padding", "transpose_flat")
+    site = one_site(OP, src, kind="flat")
+    assert all(f.holds for f in OP.removal_preconditions(src, site))
+    out = OP.remove(src, site)
+    assert "buf[TILE * TILE]" in out.text and "buf[j * TILE + threadIdx.x]" in out.text
+    assert "buf[threadIdx.x * TILE + j]" in out.text and out.text.count("TILE + 1") == 1  # the comment
+    passes_gate(out.text, wl, tmp_path)
+
+
+STRIDE_KERNEL = """
+#include <mma.h>
+#define TILE 32
+#define LDS STRIDE_VALUE
+__global__ void k(const float* in, float* out) {
+    __shared__ float buf[TILE * LDS];
+    for (int j = threadIdx.y; j < TILE; j += 8) buf[j * LDS + threadIdx.x] = in[j * TILE + threadIdx.x];
+    __syncthreads();
+    for (int j = threadIdx.y; j < TILE; j += 8) out[j * TILE + threadIdx.x] = buf[threadIdx.x * LDS + j];
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "value, base",
+    [
+        ("33", "32"),
+        ("(TILE + 1)", "TILE"),
+        ("40  // 32 + 8 halves of padding", "32"),
+        ("32", None),
+        ("48", None),
+    ],
+)
+def test_padded_stride_constant(value: str, base: str | None) -> None:
+    src = CudaSource.from_text(STRIDE_KERNEL.replace("STRIDE_VALUE", value))
+    sites = [s for s in OP.find(src) if s.details["kind"] == "stride"]
+    if base is None:
+        assert sites == []
+        return
+    (site,) = sites
+    out = OP.remove(src, site)
+    assert re.search(rf"#define LDS {re.escape(base)}(\s|$)", out.text), out.text
+
+
+def test_constant_that_bounds_a_loop_is_no_stride() -> None:
+    src = CudaSource.from_text(
+        STRIDE_KERNEL.replace("STRIDE_VALUE", "33").replace("j < TILE; j += 8) out", "j < LDS; j += 8) out")
+    )
+    assert [s for s in OP.find(src) if s.details["kind"] == "stride"] == []
+
+
+def test_wmma_leading_dimension_constant() -> None:
+    src = CudaSource.from_text(
+        "#include <mma.h>\nusing namespace nvcuda;\n#define C_LD 136\n"
+        "__global__ void k(float* out) {\n  extern __shared__ float smem[];\n"
+        "  wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;\n  wmma::fill_fragment(c, 0.0f);\n"
+        "  wmma::store_matrix_sync(smem + threadIdx.y * 16 * C_LD, c, C_LD, wmma::mem_row_major);\n}\n"
+    )
+    (site,) = [s for s in OP.find(src) if s.details["kind"] == "stride"]
+    assert site.details["constant"] == "C_LD" and "#define C_LD 128" in OP.remove(src, site).text
