@@ -25,7 +25,7 @@ def test_remove_padding_and_apply_roundtrip(tmp_path: Path) -> None:
     facts = {f.name: f.holds for f in OP.preconditions(out, fwd)}
     assert facts == {
         "row_multiple_of_32_words": True,
-        "four_byte_elements": True,
+        "bank_word_elements": True,
         "column_access_by_consecutive_threads": True,
         "indexed_only_as_array": True,
     }
@@ -170,3 +170,15 @@ def test_wmma_leading_dimension_constant() -> None:
     )
     (site,) = [s for s in OP.find(src) if s.details["kind"] == "stride"]
     assert site.details["constant"] == "C_LD" and "#define C_LD 128" in OP.remove(src, site).text
+
+
+def test_half_tile_is_padded_by_one_word() -> None:
+    """A 2-byte tile of 32 columns is 16 words a row: a column walk stays on two banks; padding by
+    two elements (one word) spreads it."""
+    src = CudaSource.from_text(
+        "#include <cuda_fp16.h>\n__global__ void k(const __half* x, __half* y) {\n  __shared__ __half t[32][32];\n"
+        "  t[threadIdx.y][threadIdx.x] = x[threadIdx.y * 32 + threadIdx.x];\n  __syncthreads();\n"
+        "  y[threadIdx.y * 32 + threadIdx.x] = t[threadIdx.x][threadIdx.y];\n}\n"
+    )
+    (site,) = OP.find_forward(src)
+    assert "__shared__ __half t[32][32 + 2];" in OP.apply(src, site).text

@@ -24,6 +24,23 @@ from klineage.source.syntax import paren, squash, subst_idents
 
 _PADDED = re.compile(r"^(?P<base>.+?)\s*\+\s*(?P<pad>\d+|\w*[pP][aA][dD]\w*|\w*SKEW\w*|\w*[sS]kew\w*)$")
 _FOUR_BYTE = {"float", "int", "unsigned", "unsigned int", "uint32_t", "int32_t"}
+_TWO_BYTE = {
+    "__half",
+    "half",
+    "__nv_bfloat16",
+    "nv_bfloat16",
+    "short",
+    "unsigned short",
+    "uint16_t",
+    "int16_t",
+}
+
+
+def _pad_elements(elem: str) -> int | None:
+    """Elements in one 4-byte bank word (the padding that shifts each row by one bank)."""
+    return 1 if elem in _FOUR_BYTE else 2 if elem in _TWO_BYTE else None
+
+
 _THREAD_X = re.compile(r"threadIdx\.x|\b(?:tx|lane|tid|lane_id|laneid|t)\b")
 
 
@@ -488,21 +505,24 @@ class SmemPadding(Operator):
             and _THREAD_X.search(src.text_of(i))
         ]
         flat = _flat_uses(src, d)
+        pad = _pad_elements(elem)
+        same_bank = cols is not None and pad is not None and cols % 32 == 0
         return [
             Precondition(
                 "row_multiple_of_32_words",
-                cols is not None and cols % 32 == 0,
-                f"rows of {d.name} are {cols} elements: a column walk hits one bank"
-                if cols is not None and cols % 32 == 0
-                else f"row length {site.details['base']} is not a known multiple of 32",
+                same_bank,
+                f"rows of {d.name} are {cols} elements ({cols // (pad or 1)} words): a column walk "
+                f"stays on {pad} bank(s)"
+                if same_bank
+                else f"row length {site.details['base']} is not a known multiple of 32 elements",
                 "Layout",
             ),
             Precondition(
-                "four_byte_elements",
-                elem in _FOUR_BYTE,
-                f"{elem} elements are one bank word each"
-                if elem in _FOUR_BYTE
-                else f"{elem} elements are not one 4-byte bank word",
+                "bank_word_elements",
+                pad is not None,
+                f"{elem} elements: {pad} per 4-byte bank word, the padding is {pad} element(s)"
+                if pad is not None
+                else f"{elem} elements are neither 4 nor 2 bytes",
                 "Data types",
             ),
             Precondition(
@@ -535,4 +555,6 @@ class SmemPadding(Operator):
         )
         size = outer.child_by_field_name("size")
         assert size is not None
-        return edit.apply_edits(src, [edit.replace(size, f"{src.text_of(size).strip()} + 1")])
+        elem = " ".join(w for w in d.element_type.split() if w not in ("const", "volatile"))
+        pad = _pad_elements(elem) or 1
+        return edit.apply_edits(src, [edit.replace(size, f"{src.text_of(size).strip()} + {pad}")])
