@@ -111,7 +111,7 @@ def test_transpose_expert_padding_roundtrips() -> None:
 
 
 def test_flat_row_stride_padding_removed(tmp_path: Path) -> None:
-    src, wl = load("smem_padding", "transpose_flat")
+    src, wl = load("smem_padding", "transpose_pad", "flat.cu")
     site = one_site(OP, src, kind="flat")
     assert all(f.holds for f in OP.removal_preconditions(src, site))
     out = OP.remove(src, site)

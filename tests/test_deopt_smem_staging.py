@@ -80,11 +80,16 @@ def test_reduction_scratch_is_not_a_staging_site() -> None:
 # ---- forward: a naive strided copy becomes a tiled transpose ------------------------------------
 
 
-@pytest.mark.parametrize("fixture", ["transpose_2d_grid", "nchw_to_nhwc"])
-def test_forward_tiles_a_naive_permute_then_padding_applies(fixture: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "fixture",
+    [("smem_padding", "transpose_pad", "naive_2d_grid.cu"), ("smem_staging", "nchw_to_nhwc", "naive.cu")],
+)
+def test_forward_tiles_a_naive_permute_then_padding_applies(
+    fixture: tuple[str, str, str], tmp_path: Path
+) -> None:
     from klineage.deopt.smem_padding import SmemPadding
 
-    src, wl = load("smem_staging", fixture, "naive.cu")
+    src, wl = load(*fixture)
     (site,) = OP.find_forward(src)
     assert all(f.holds for f in OP.preconditions(src, site)), OP.preconditions(src, site)
     tiled = OP.apply(src, site)
@@ -116,3 +121,18 @@ def test_no_forward_site_on_the_destaged_expert() -> None:
     )
     destaged = OP.remove(src, one_site(OP, src, array="tile"))
     assert OP.find_forward(destaged) == []
+
+
+@pytest.mark.parametrize(
+    "bounds, holds", [("", True), ("__launch_bounds__(256) ", True), ("__launch_bounds__(128) ", False)]
+)
+def test_forward_respects_launch_bounds(bounds: str, holds: bool) -> None:
+    src = CudaSource.from_text(
+        f"__global__ void {bounds}k(const float* x, float* y, int M, int N) {{\n"
+        "  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= (size_t)M * N) return;\n"
+        "  y[i] = x[(i % M) * N + i / M];\n}\n"
+        'extern "C" void launch(const float* x, float* y, int M, int N) { k<<<(M * N + 127) / 128, 128>>>(x, y, M, N); }\n'
+    )
+    (site,) = OP.find_forward(src)
+    facts = {f.name: f.holds for f in OP.preconditions(src, site)}
+    assert facts["launch_bounds_cover_block"] is holds and facts["strided_pair"]

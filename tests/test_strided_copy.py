@@ -39,7 +39,7 @@ def test_flat_index_split_by_div_and_mod() -> None:
 
 
 def test_two_dimensional_grid_with_wrapping_guard() -> None:
-    src, _ = load("smem_staging", "transpose_2d_grid", "naive.cu")
+    src, _ = load("smem_padding", "transpose_pad", "naive_2d_grid.cu")
     copy = SC.analyze(src, src.kernels[0])
     assert _strides(copy) == {
         "xIndex": ("(size_t)width", "(size_t)1", "(size_t)height"),

@@ -35,6 +35,7 @@ from klineage.deopt.base import Operator, Precondition, Refused, Site
 from klineage.source import edit
 from klineage.source.constructs import SharedDecl
 from klineage.source.model import CudaSource
+from klineage.source.syntax import eval_int, file_constants
 
 _THREAD = re.compile(r"^threadIdx\.([xyz])$")
 
@@ -514,7 +515,18 @@ def _transpose_facts(src: CudaSource, site: Site) -> list[Precondition]:
         len(T.config_nodes(src, ls)) >= 2 and len(ls.args) == n_args for ls in launches
     )
     unit = {"read": copy.unit("read"), "write": copy.unit("write")} if copy is not None else {}
+    bound = kernel.launch_bounds[0] if kernel is not None and kernel.launch_bounds else None
+    bound_value = eval_int(bound, file_constants(src)) if bound is not None else None
+    threads = SC.TILE * SC.ROWS
     return [
+        Precondition(
+            "launch_bounds_cover_block",
+            bound is None or (bound_value is not None and bound_value >= threads),
+            f"the kernel's __launch_bounds__ ({bound or 'none'}) allows the {threads}-thread tile block"
+            if bound is None or (bound_value is not None and bound_value >= threads)
+            else f"__launch_bounds__({bound}) is below the {threads} threads of the tile block",
+            "Layout",
+        ),
         Precondition(
             "copy_of_one_element",
             copy is not None,
