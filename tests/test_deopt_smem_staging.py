@@ -94,6 +94,7 @@ def test_forward_tiles_a_naive_permute_then_padding_applies(
     assert all(f.holds for f in OP.preconditions(src, site)), OP.preconditions(src, site)
     tiled = OP.apply(src, site)
     assert "__shared__ float tile[32][32];" in tiled.text and "dim3(32, 8)" in tiled.text
+    assert "shorter than a tile: one element per thread" in tiled.text  # the emu shapes run both paths
     assert [s.details["array"] for s in OP.find(tiled)] == ["tile"]  # the backward step sees it again
     pad = SmemPadding()
     (pad_site,) = pad.find_forward(tiled)

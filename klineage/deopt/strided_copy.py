@@ -537,18 +537,14 @@ def tiled_body(copy: StridedCopy, kernel: Function) -> str:
         f"    __shared__ {copy.elem} {n['tile']}[{TILE}][{TILE}];",
         f"    const int {n['tx']} = threadIdx.x, {n['ty']} = threadIdx.y;",
         f"    const size_t {n['nP']} = {c_text(p.extent)}, {n['nQ']} = {c_text(q.extent)};",
+        *_element_path(copy, n, bnames),
         f"    size_t {n['t']} = blockIdx.x;",
         f"    const size_t {n['p0']} = {n['t']} % (({n['nP']} + {TILE - 1}) / {TILE}) * {TILE};",
         f"    {n['t']} /= ({n['nP']} + {TILE - 1}) / {TILE};",
         f"    const size_t {n['q0']} = {n['t']} % (({n['nQ']} + {TILE - 1}) / {TILE}) * {TILE};",
         f"    {n['t']} /= ({n['nQ']} + {TILE - 1}) / {TILE};",
     ]
-    for i, (c, b) in enumerate(zip(batch, bnames, strict=True)):
-        if i == len(batch) - 1:
-            lines.append(f"    const size_t {b} = {n['t']};")
-        else:
-            lines.append(f"    const size_t {b} = {n['t']} % ({c_text(c.extent)});")
-            lines.append(f"    {n['t']} /= {c_text(c.extent)};")
+    lines += _split(n["t"], batch, bnames, "    ")
     names = {c.symbol: b for c, b in zip(batch, bnames, strict=True)}
 
     def base(side: str) -> str:
@@ -579,15 +575,63 @@ def tiled_body(copy: StridedCopy, kernel: Function) -> str:
     return "\n".join(lines)
 
 
+def _split(t: str, coords: list[Coord], names: list[str], indent: str) -> list[str]:
+    """Declarations that split the counter `t` into `coords` (the first fastest, the last the rest)."""
+    out = []
+    for i, (c, b) in enumerate(zip(coords, names, strict=True)):
+        if i == len(coords) - 1:
+            out.append(f"{indent}const size_t {b} = {t};")
+        else:
+            out.append(f"{indent}const size_t {b} = {t} % ({c_text(c.extent)});")
+            out.append(f"{indent}{t} /= {c_text(c.extent)};")
+    return out
+
+
+def _element_path(copy: StridedCopy, n: dict[str, str], bnames: list[str]) -> list[str]:
+    """Shape-aware: when either side is shorter than a tile, a tile would leave most of its
+    threads idle, so each thread copies one element in the write's order (uniform per launch)."""
+    p, q = copy.transposed  # type: ignore[misc]
+    batch = [c for c in copy.coords if c.symbol not in (p.symbol, q.symbol)]
+    order = [q, p, *batch]
+    names = [f"{n['q0']}_e", f"{n['p0']}_e", *bnames]
+    by = {c.symbol: nm for c, nm in zip(order, names, strict=True)}
+    total: Poly = _const(1)
+    for c in copy.coords:
+        total = _mul(total, c.extent)
+
+    def addr(side: str) -> str:
+        poly = dict(copy.read_offset if side == "read" else copy.write_offset)
+        for c in copy.coords:
+            poly = _add(poly, _mul({(c.symbol,): 1}, c.read_stride if side == "read" else c.write_stride))
+        return c_text(poly, by)
+
+    t = n["t"]
+    return [
+        f"    if ({n['nP']} < {TILE} || {n['nQ']} < {TILE}) {{  // shorter than a tile: one element per thread",
+        f"        size_t {t} = (size_t)blockIdx.x * {TILE * ROWS} + {n['ty']} * {TILE} + {n['tx']};",
+        f"        if ({t} >= {c_text(total)}) return;",
+        *_split(t, order, names, "        "),
+        f"        {copy.dst}[{addr('write')}] = {copy.src}[{addr('read')}];",
+        "        return;",
+        "    }",
+    ]
+
+
 def tiled_grid(copy: StridedCopy, args: dict[str, str]) -> str:
-    """The launch's grid for `tiled_body`, over the launcher's argument texts."""
+    """The launch's grid for `tiled_body`, over the launcher's argument texts: tiles, or one
+    thread per element when either side is shorter than a tile."""
     pq = copy.transposed
     assert pq is not None
     p, q = pq
     names = {k: paren(v) for k, v in args.items()}
     parts = [f"(({c_text(c.extent, names)} + {TILE - 1}) / {TILE})" for c in (p, q)]
     parts += [paren(c_text(c.extent, names)) for c in copy.coords if c.symbol not in (p.symbol, q.symbol)]
-    return f"(unsigned)({' * '.join(parts)})"
+    total: Poly = _const(1)
+    for c in copy.coords:
+        total = _mul(total, c.extent)
+    small = f"{paren(c_text(p.extent, names))} < {TILE} || {paren(c_text(q.extent, names))} < {TILE}"
+    per_element = f"({c_text(total, names)} + {TILE * ROWS - 1}) / {TILE * ROWS}"
+    return f"(unsigned)({small} ? {per_element} : {' * '.join(parts)})"
 
 
 def tiled_block() -> str:
