@@ -95,6 +95,7 @@ def test_forward_tiles_a_naive_permute_then_padding_applies(
     tiled = OP.apply(src, site)
     assert "__shared__ float tile[32][32];" in tiled.text and "dim3(32, 8)" in tiled.text
     assert "shorter than a tile: one element per thread" in tiled.text  # the emu shapes run both paths
+    assert "const int threads" not in tiled.text and "dim3 grid(" not in tiled.text  # dead launcher locals go
     assert [s.details["array"] for s in OP.find(tiled)] == ["tile"]  # the backward step sees it again
     pad = SmemPadding()
     (pad_site,) = pad.find_forward(tiled)

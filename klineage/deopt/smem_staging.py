@@ -35,7 +35,7 @@ from klineage.deopt.base import Operator, Precondition, Refused, Site
 from klineage.source import edit
 from klineage.source.constructs import SharedDecl
 from klineage.source.model import CudaSource
-from klineage.source.syntax import eval_int, file_constants
+from klineage.source.syntax import declarator_ident, eval_int, file_constants
 
 _THREAD = re.compile(r"^threadIdx\.([xyz])$")
 
@@ -490,14 +490,41 @@ class SmemStaging(Operator):
         except SC.NotACopy as e:
             raise Refused(f"{self.name}: {e}") from None
         edits = [edit.Edit(kernel.body_start, kernel.body_end, SC.tiled_body(copy, kernel))]
+        config_names: set[str] = set()
         for ls in T.launches_of(src, kernel.name):
             cfg = T.config_nodes(src, ls)
             args = T.param_map(kernel, ls)
+            config_names |= X.identifiers(cfg[0]) | X.identifiers(cfg[1])
             edits += [
                 edit.replace(cfg[0], SC.tiled_grid(copy, args)),
                 edit.replace(cfg[1], SC.tiled_block()),
             ]
-        return edit.apply_edits(src, edits)
+        return _drop_dead_locals(edit.apply_edits(src, edits), config_names)
+
+
+def _drop_dead_locals(src: CudaSource, names: set[str]) -> CudaSource:
+    """Delete host locals that only the replaced grid and block read (`const int threads = 256;`,
+    `dim3 grid(...)`), so that no later step tunes a value nothing uses any more."""
+    for _ in range(len(names) + 1):
+        dead = []
+        for fn in src.launchers:
+            body = src.node_for(fn).child_by_field_name("body")
+            for decl in body.named_children if body is not None else []:
+                ds = decl.children_by_field_name("declarator") if decl.type == "declaration" else []
+                name = declarator_ident(ds[0]) if len(ds) == 1 else None
+                if (
+                    name in names
+                    and not X.has_side_effects(decl)
+                    and not any(
+                        n.type == "identifier" and n.text == name.encode() and not _inside(n, decl)
+                        for n in X.walk(body)
+                    )
+                ):
+                    dead.append(decl)
+        if not dead:
+            return src
+        src = edit.apply_edits(src, [_delete_with_comment(src, d) for d in dead])
+    return src
 
 
 def _transpose_facts(src: CudaSource, site: Site) -> list[Precondition]:
