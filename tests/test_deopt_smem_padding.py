@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ def test_remove_padding_and_apply_roundtrip(tmp_path: Path) -> None:
     facts = {f.name: f.holds for f in OP.preconditions(out, fwd)}
     assert facts == {
         "row_multiple_of_32_words": True,
-        "four_byte_elements": True,
+        "bank_word_elements": True,
         "column_access_by_consecutive_threads": True,
         "indexed_only_as_array": True,
     }
@@ -74,3 +75,110 @@ def test_swizzle_key_on_either_side() -> None:
         "t[threadIdx.y][threadIdx.x] = 1.0f;" in out.text
         and "y[0] = t[threadIdx.x][threadIdx.y];" in out.text
     )
+
+
+TEMPLATE_TILE = """
+template <int TILE>
+__global__ void tr(const float* x, float* y, int n) {
+    __shared__ float tile[TILE][TILE];
+    tile[threadIdx.y][threadIdx.x] = x[threadIdx.y * n + threadIdx.x];
+    __syncthreads();
+    y[threadIdx.y * n + threadIdx.x] = tile[threadIdx.x][threadIdx.y];
+}
+extern "C" void launch(const float* x, float* y, int n) {
+    if (n > 100) tr<SIZE_A><<<1, dim3(32, 32)>>>(x, y, n);
+    else tr<SIZE_B><<<1, dim3(32, 32)>>>(x, y, n);
+}
+"""
+
+
+@pytest.mark.parametrize("a, b, holds", [("32", "32", True), ("64", "2 * 32", True), ("32", "16", False)])
+def test_template_tile_size_read_from_the_launches(a: str, b: str, holds: bool) -> None:
+    src = CudaSource.from_text(TEMPLATE_TILE.replace("SIZE_A", a).replace("SIZE_B", b))
+    (site,) = OP.find_forward(src)
+    facts = {f.name: f.holds for f in OP.preconditions(src, site)}
+    assert facts["row_multiple_of_32_words"] is holds
+
+
+def test_transpose_expert_padding_roundtrips() -> None:
+    """The shipped transpose expert pads `tile[TILE][TILE + 1]` with TILE a template parameter fixed
+    at its launches: removing the padding and applying it again gives the expert back."""
+    path = Path(__file__).resolve().parents[1] / "expert_kernels" / "transpose" / "expert.cu"
+    src = CudaSource.from_file(path)
+    out = OP.remove(src, one_site(OP, src, kind="padding"))
+    (fwd,) = OP.find_forward(out)
+    assert normalize(OP.apply(out, fwd).text) == normalize(src.text)
+
+
+def test_flat_row_stride_padding_removed(tmp_path: Path) -> None:
+    src, wl = load("smem_padding", "transpose_pad", "flat.cu")
+    site = one_site(OP, src, kind="flat")
+    assert all(f.holds for f in OP.removal_preconditions(src, site))
+    out = OP.remove(src, site)
+    assert "buf[TILE * TILE]" in out.text and "buf[j * TILE + threadIdx.x]" in out.text
+    assert "buf[threadIdx.x * TILE + j]" in out.text and out.text.count("TILE + 1") == 1  # the comment
+    passes_gate(out.text, wl, tmp_path)
+
+
+STRIDE_KERNEL = """
+#include <mma.h>
+#define TILE 32
+#define LDS STRIDE_VALUE
+__global__ void k(const float* in, float* out) {
+    __shared__ float buf[TILE * LDS];
+    for (int j = threadIdx.y; j < TILE; j += 8) buf[j * LDS + threadIdx.x] = in[j * TILE + threadIdx.x];
+    __syncthreads();
+    for (int j = threadIdx.y; j < TILE; j += 8) out[j * TILE + threadIdx.x] = buf[threadIdx.x * LDS + j];
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "value, base",
+    [
+        ("33", "32"),
+        ("(TILE + 1)", "TILE"),
+        ("40  // 32 + 8 halves of padding", "32"),
+        ("32", None),
+        ("48", None),
+    ],
+)
+def test_padded_stride_constant(value: str, base: str | None) -> None:
+    src = CudaSource.from_text(STRIDE_KERNEL.replace("STRIDE_VALUE", value))
+    sites = [s for s in OP.find(src) if s.details["kind"] == "stride"]
+    if base is None:
+        assert sites == []
+        return
+    (site,) = sites
+    out = OP.remove(src, site)
+    assert re.search(rf"#define LDS {re.escape(base)}(\s|$)", out.text), out.text
+
+
+def test_constant_that_bounds_a_loop_is_no_stride() -> None:
+    src = CudaSource.from_text(
+        STRIDE_KERNEL.replace("STRIDE_VALUE", "33").replace("j < TILE; j += 8) out", "j < LDS; j += 8) out")
+    )
+    assert [s for s in OP.find(src) if s.details["kind"] == "stride"] == []
+
+
+def test_wmma_leading_dimension_constant() -> None:
+    src = CudaSource.from_text(
+        "#include <mma.h>\nusing namespace nvcuda;\n#define C_LD 136\n"
+        "__global__ void k(float* out) {\n  extern __shared__ float smem[];\n"
+        "  wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;\n  wmma::fill_fragment(c, 0.0f);\n"
+        "  wmma::store_matrix_sync(smem + threadIdx.y * 16 * C_LD, c, C_LD, wmma::mem_row_major);\n}\n"
+    )
+    (site,) = [s for s in OP.find(src) if s.details["kind"] == "stride"]
+    assert site.details["constant"] == "C_LD" and "#define C_LD 128" in OP.remove(src, site).text
+
+
+def test_half_tile_is_padded_by_one_word() -> None:
+    """A 2-byte tile of 32 columns is 16 words a row: a column walk stays on two banks; padding by
+    two elements (one word) spreads it."""
+    src = CudaSource.from_text(
+        "#include <cuda_fp16.h>\n__global__ void k(const __half* x, __half* y) {\n  __shared__ __half t[32][32];\n"
+        "  t[threadIdx.y][threadIdx.x] = x[threadIdx.y * 32 + threadIdx.x];\n  __syncthreads();\n"
+        "  y[threadIdx.y * 32 + threadIdx.x] = t[threadIdx.x][threadIdx.y];\n}\n"
+    )
+    (site,) = OP.find_forward(src)
+    assert "__shared__ __half t[32][32 + 2];" in OP.apply(src, site).text

@@ -75,3 +75,66 @@ def test_reduction_scratch_is_not_a_staging_site() -> None:
         "  part[threadIdx.x % 32] = v;\n  __syncthreads();\n  if (threadIdx.x == 0) y[0] = part[0] + part[1];\n}\n"
     )
     assert OP.find(src) == []
+
+
+# ---- forward: a naive strided copy becomes a tiled transpose ------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fixture",
+    [("smem_padding", "transpose_pad", "naive_2d_grid.cu"), ("smem_staging", "nchw_to_nhwc", "naive.cu")],
+)
+def test_forward_tiles_a_naive_permute_then_padding_applies(
+    fixture: tuple[str, str, str], tmp_path: Path
+) -> None:
+    from klineage.deopt.smem_padding import SmemPadding
+
+    src, wl = load(*fixture)
+    (site,) = OP.find_forward(src)
+    assert all(f.holds for f in OP.preconditions(src, site)), OP.preconditions(src, site)
+    tiled = OP.apply(src, site)
+    assert "__shared__ float tile[32][32];" in tiled.text and "dim3(32, 8)" in tiled.text
+    assert "shorter than a tile: one element per thread" in tiled.text  # the emu shapes run both paths
+    assert "const int threads" not in tiled.text and "dim3 grid(" not in tiled.text  # dead launcher locals go
+    assert [s.details["array"] for s in OP.find(tiled)] == ["tile"]  # the backward step sees it again
+    pad = SmemPadding()
+    (pad_site,) = pad.find_forward(tiled)
+    padded = pad.apply(tiled, pad_site)
+    assert "tile[32][32 + 1]" in padded.text
+    passes_gate(padded.text, wl, tmp_path)
+
+
+def test_forward_refuses_a_copy_without_a_strided_side() -> None:
+    src = CudaSource.from_text(
+        "__global__ void k(const float* x, float* y, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (i < n) { y[i] = x[i]; }\n}\n"
+        'extern "C" void launch(const float* x, float* y, int n) { k<<<(n + 255) / 256, 256>>>(x, y, n); }\n'
+    )
+    (site,) = OP.find_forward(src)
+    with pytest.raises(Refused, match="strided_pair"):
+        OP.apply(src, site)
+
+
+def test_no_forward_site_on_the_destaged_expert() -> None:
+    """The transpose expert without its tile is a template with loops: not a one-element copy, so
+    the walker's roundtrip of this step stays 'no mechanical forward site', never a failure."""
+    src = CudaSource.from_file(
+        Path(__file__).resolve().parents[1] / "expert_kernels" / "transpose" / "expert.cu"
+    )
+    destaged = OP.remove(src, one_site(OP, src, array="tile"))
+    assert OP.find_forward(destaged) == []
+
+
+@pytest.mark.parametrize(
+    "bounds, holds", [("", True), ("__launch_bounds__(256) ", True), ("__launch_bounds__(128) ", False)]
+)
+def test_forward_respects_launch_bounds(bounds: str, holds: bool) -> None:
+    src = CudaSource.from_text(
+        f"__global__ void {bounds}k(const float* x, float* y, int M, int N) {{\n"
+        "  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= (size_t)M * N) return;\n"
+        "  y[i] = x[(i % M) * N + i / M];\n}\n"
+        'extern "C" void launch(const float* x, float* y, int M, int N) { k<<<(M * N + 127) / 128, 128>>>(x, y, M, N); }\n'
+    )
+    (site,) = OP.find_forward(src)
+    facts = {f.name: f.holds for f in OP.preconditions(src, site)}
+    assert facts["launch_bounds_cover_block"] is holds and facts["strided_pair"]

@@ -15,13 +15,32 @@ import re
 import tree_sitter as ts
 
 from klineage.deopt import _cexpr as X
+from klineage.deopt import _threads as T
 from klineage.deopt.base import Operator, Precondition, Refused, Site
 from klineage.source import edit
 from klineage.source.constructs import SharedDecl
 from klineage.source.model import CudaSource
+from klineage.source.syntax import paren, squash, subst_idents
 
 _PADDED = re.compile(r"^(?P<base>.+?)\s*\+\s*(?P<pad>\d+|\w*[pP][aA][dD]\w*|\w*SKEW\w*|\w*[sS]kew\w*)$")
 _FOUR_BYTE = {"float", "int", "unsigned", "unsigned int", "uint32_t", "int32_t"}
+_TWO_BYTE = {
+    "__half",
+    "half",
+    "__nv_bfloat16",
+    "nv_bfloat16",
+    "short",
+    "unsigned short",
+    "uint16_t",
+    "int16_t",
+}
+
+
+def _pad_elements(elem: str) -> int | None:
+    """Elements in one 4-byte bank word (the padding that shifts each row by one bank)."""
+    return 1 if elem in _FOUR_BYTE else 2 if elem in _TWO_BYTE else None
+
+
 _THREAD_X = re.compile(r"threadIdx\.x|\b(?:tx|lane|tid|lane_id|laneid|t)\b")
 
 
@@ -46,6 +65,22 @@ def resolve_int(src: CudaSource, text: str) -> int | None:
         return int(eval(t.replace("/", "//"), {"__builtins__": {}}, {}))  # noqa: S307 - digits and operators only
     except Exception:  # noqa: BLE001 - not a constant expression
         return None
+
+
+def launch_fixed_int(src: CudaSource, function: str | None, text: str) -> int | None:
+    """`text`'s value, reading the function's template parameters from its launches when every
+    launch fixes them to the same value (`tile[TILE][TILE]` with `kernel<32, 8><<<...>>>`)."""
+    v = resolve_int(src, text)
+    kernel = src.function(function) if function else None
+    if v is not None or kernel is None or not kernel.template_params:
+        return v
+    values = {
+        resolve_int(
+            src, subst_idents(text, {k: f"({a})" for k, a in T.template_map(src, kernel, ls).items()})
+        )
+        for ls in T.launches_of(src, kernel.name)
+    }
+    return values.pop() if len(values) == 1 else None
 
 
 def _uses(src: CudaSource, decl: SharedDecl) -> list[ts.Node]:
@@ -146,6 +181,91 @@ def _xors(src: CudaSource, decl: SharedDecl) -> tuple[list[ts.Node], list[ts.Nod
     return xors, plain
 
 
+def _strip_parens(t: str) -> str:
+    t = t.strip()
+    while t.startswith("(") and t.endswith(")") and paren(t[1:-1]) == t:
+        t = t[1:-1].strip()
+    return t
+
+
+def padded_constant(src: CudaSource, name: str) -> tuple[int, int, str, str] | None:
+    """(start, end, base, pad) of the one definition of a row-stride constant written padded:
+    `#define STRIDE (TILE + 1)`, `constexpr int kLd = kK + kPad;`, or a literal that is a power of
+    two of at least 16 elements plus a small pad (`#define AB_SMEM_STRIDE 40`: 32 + 8)."""
+    rx = [
+        re.compile(rf"^[ \t]*#[ \t]*define[ \t]+{re.escape(name)}[ \t]+([^\n]*?)[ \t]*(?://[^\n]*)?$", re.M),
+        re.compile(
+            rf"\b(?:constexpr|const)\s+(?:static\s+)?[\w:]+(?:\s+\w+)?\s+{re.escape(name)}\s*=\s*([^;{{}}]+);"
+        ),
+    ]
+    defs = [m for r in rx for m in r.finditer(src.text)]
+    if len(defs) != 1 or re.search(rf"#\s*(?:if|ifdef|ifndef|elif)\b[^\n]*\b{re.escape(name)}\b", src.text):
+        return None
+    m = defs[0]
+    text = m.group(1)
+    start = len(src.text[: m.start(1)].encode())
+    end = start + len(text.encode())
+    if (pm := _PADDED.match(_strip_parens(text))) is not None:
+        return start, end, pm.group("base"), pm.group("pad")
+    v = resolve_int(src, text)
+    if v is None or v < 17:
+        return None
+    base = 1 << (v.bit_length() - 1)
+    pad = v - base
+    return (start, end, str(base), str(pad)) if base >= 16 and 0 < pad <= base // 4 else None
+
+
+def _compared(src: CudaSource, name: str) -> bool:
+    """Whether `name` is ever compared (a loop bound or a guard): then it is a logical size, not
+    only the stride of a padded layout."""
+    return any(
+        n.type == "binary_expression"
+        and src.text_of(n.children[1]) in ("<", "<=", ">", ">=")
+        and name in X.identifiers(n)
+        for n in src.nodes_of_type("binary_expression")
+    )
+
+
+def _padded_factors(src: CudaSource, node: ts.Node) -> list[ts.Node]:
+    """Parenthesized `(B + P)` strides inside an index or a size (the padded row written inline)."""
+    return [
+        n
+        for n in X.walk(node)
+        if n.type == "parenthesized_expression"
+        and n.parent is not None
+        and n.parent.type == "binary_expression"
+        and src.text_of(n.parent.children[1]) == "*"
+        and _PADDED.match(_strip_parens(src.text_of(n)))
+    ]
+
+
+def _flat_padding(src: CudaSource, decl: SharedDecl) -> tuple[str, list[ts.Node], list[str]]:
+    """For a 1-D shared array sized `T * (T + 1)`: (the padded stride text, every `(T + 1)` node in
+    its size and indices, accesses that do not use that stride)."""
+    node = src.node_for(decl)
+    size = next(
+        (n.child_by_field_name("size") for n in X.walk(node) if n.type == "array_declarator"),
+        None,
+    )
+    found = _padded_factors(src, size) if size is not None else []
+    if len(decl.dims) != 1 or len(found) != 1:
+        return "", [], []
+    key = squash(_strip_parens(src.text_of(found[0])))
+    nodes, missing = list(found), []
+    for u in _uses(src, decl):
+        chain = _subscript_chain(u)
+        idx = _index(chain[0]) if chain else None
+        same = (
+            [n for n in _padded_factors(src, idx) if squash(_strip_parens(src.text_of(n))) == key]
+            if idx
+            else []
+        )
+        if not same:
+            missing.append(f"line {u.start_point.row + 1}")
+        nodes += same
+    return key, nodes, missing
+
+
 class SmemPadding(Operator):
     name = "smem_padding"
     category = "smem_layout"
@@ -173,6 +293,31 @@ class SmemPadding(Operator):
                         pad=m.group("pad"),
                     )
                 )
+            elif consts := self._stride_constants(src, d):
+                for name, (_, _, base, pad) in consts:
+                    sites.append(
+                        self.site(
+                            src,
+                            d,
+                            f"shared {d.name}{d.dims_text}: row stride {name} padded by {pad}",
+                            kind="stride",
+                            array=d.name,
+                            constant=name,
+                            base=base,
+                            pad=pad,
+                        )
+                    )
+            elif (flat := _flat_padding(src, d))[1]:
+                sites.append(
+                    self.site(
+                        src,
+                        d,
+                        f"shared {d.name}{d.dims_text}: flat rows of stride {flat[0]}",
+                        kind="flat",
+                        array=d.name,
+                        stride=flat[0],
+                    )
+                )
             xors, _ = _xors(src, d)
             if xors:
                 sites.append(
@@ -186,6 +331,36 @@ class SmemPadding(Operator):
                     )
                 )
         return sites
+
+    def _stride_constants(
+        self, src: CudaSource, d: SharedDecl
+    ) -> list[tuple[str, tuple[int, int, str, str]]]:
+        """The padded constants that set row strides in `d`: its last dimension of two, a factor of
+        the one size of a flat array (`tile[ROWS * STRIDE]`), or the leading dimension a matrix
+        load/store in its function passes (`wmma::store_matrix_sync(p, frag, C_STRIDE, ...)`)."""
+        last = d.dims[-1].strip() if d.dims else ""
+        if len(d.dims) >= 2:
+            names = [last] if last not in {x.strip() for x in d.dims[:-1]} else []
+        else:
+            names = re.findall(r"[A-Za-z_]\w*", last) if "*" in last else []
+        fn = src.function(d.function) if d.function else None
+        if fn is not None:
+            for call in X.calls_in(
+                src.node_for(fn), lambda n: n.endswith(("load_matrix_sync", "store_matrix_sync"))
+            ):
+                args = call.child_by_field_name("arguments")
+                ld = args.named_children[2] if args is not None and len(args.named_children) >= 3 else None
+                if ld is not None and ld.type == "identifier" and src.text_of(ld) not in names:
+                    names.append(src.text_of(ld))
+        out = []
+        for name in names:
+            if (
+                re.fullmatch(r"[A-Za-z_]\w*", name)
+                and not _compared(src, name)
+                and (c := padded_constant(src, name)) is not None
+            ):
+                out.append((name, c))
+        return out
 
     def _decl(self, src: CudaSource, site: Site) -> SharedDecl:
         node = src.node_at(site.anchor)
@@ -203,6 +378,31 @@ class SmemPadding(Operator):
 
     def removal_preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         d = self._decl(src, site)
+        if site.details["kind"] == "stride":
+            name = site.details["constant"]
+            ok = padded_constant(src, name) is not None
+            return [
+                Precondition(
+                    "stride_defined_once",
+                    ok,
+                    f"{name} is defined once, padded, and no preprocessor test reads it"
+                    if ok
+                    else f"{name} is not one padded definition",
+                    "Layout",
+                )
+            ]
+        if site.details["kind"] == "flat":
+            _, nodes, missing = _flat_padding(src, d)
+            return [
+                Precondition(
+                    "every_access_uses_the_stride",
+                    bool(nodes) and not missing,
+                    f"every access of {d.name} walks rows of {site.details['stride']}"
+                    if nodes and not missing
+                    else f"accesses of {d.name} without the padded stride ({', '.join(missing[:3])})",
+                    "Layout",
+                )
+            ]
         flat = _flat_uses(src, d)
         facts = [
             Precondition(
@@ -231,6 +431,16 @@ class SmemPadding(Operator):
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
         d = self._decl(src, site)
+        if site.details["kind"] == "stride":
+            c = padded_constant(src, site.details["constant"])
+            if c is None:
+                raise Refused(f"{self.name}: {site.details['constant']} is no longer one padded definition")
+            return edit.apply_edits(src, [edit.Edit(c[0], c[1], c[2])])
+        if site.details["kind"] == "flat":
+            base = _PADDED.match(site.details["stride"])
+            _, nodes, _ = _flat_padding(src, d)
+            assert base is not None
+            return edit.apply_edits(src, [edit.replace(n, paren(base.group("base"))) for n in nodes])
         if site.details["kind"] == "padding":
             node = src.node_for(d)
             last = next(
@@ -285,7 +495,7 @@ class SmemPadding(Operator):
                     "Layout",
                 )
             ]
-        cols = resolve_int(src, site.details["base"])
+        cols = launch_fixed_int(src, d.function, site.details["base"])
         elem = " ".join(w for w in d.element_type.split() if w not in ("const", "volatile"))
         column_walk = [
             u
@@ -295,21 +505,24 @@ class SmemPadding(Operator):
             and _THREAD_X.search(src.text_of(i))
         ]
         flat = _flat_uses(src, d)
+        pad = _pad_elements(elem)
+        same_bank = cols is not None and pad is not None and cols % 32 == 0
         return [
             Precondition(
                 "row_multiple_of_32_words",
-                cols is not None and cols % 32 == 0,
-                f"rows of {d.name} are {cols} elements: a column walk hits one bank"
-                if cols is not None and cols % 32 == 0
-                else f"row length {site.details['base']} is not a known multiple of 32",
+                same_bank,
+                f"rows of {d.name} are {cols} elements ({cols // (pad or 1)} words): a column walk "
+                f"stays on {pad} bank(s)"
+                if same_bank
+                else f"row length {site.details['base']} is not a known multiple of 32 elements",
                 "Layout",
             ),
             Precondition(
-                "four_byte_elements",
-                elem in _FOUR_BYTE,
-                f"{elem} elements are one bank word each"
-                if elem in _FOUR_BYTE
-                else f"{elem} elements are not one 4-byte bank word",
+                "bank_word_elements",
+                pad is not None,
+                f"{elem} elements: {pad} per 4-byte bank word, the padding is {pad} element(s)"
+                if pad is not None
+                else f"{elem} elements are neither 4 nor 2 bytes",
                 "Data types",
             ),
             Precondition(
@@ -342,4 +555,6 @@ class SmemPadding(Operator):
         )
         size = outer.child_by_field_name("size")
         assert size is not None
-        return edit.apply_edits(src, [edit.replace(size, f"{src.text_of(size).strip()} + 1")])
+        elem = " ".join(w for w in d.element_type.split() if w not in ("const", "volatile"))
+        pad = _pad_elements(elem) or 1
+        return edit.apply_edits(src, [edit.replace(size, f"{src.text_of(size).strip()} + {pad}")])

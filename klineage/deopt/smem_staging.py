@@ -14,6 +14,12 @@ store loop left empty), the declaration and, once no shared memory is left in th
 `__syncthreads()` go. Refused: tiles written more than once or by compute, reads before the
 barrier, indices that are not thread indices, reassigned thread-dependent locals, or loads with side
 effects.
+
+Forward (a naive transpose or permute by any author, `strided_copy.analyze`): a kernel whose one
+store copies an element `dst[W] = src[R]` with W and R affine in the thread's coordinates, read
+contiguous along one coordinate and written contiguous along another, is rewritten as a tiled
+transpose through a shared tile (coalesced on both sides, bounds-checked for odd sizes, other
+coordinates as a batch), and its launches get the tile grid and a 32 x 8 block.
 """
 
 from __future__ import annotations
@@ -23,10 +29,13 @@ import re
 import tree_sitter as ts
 
 from klineage.deopt import _cexpr as X
+from klineage.deopt import _threads as T
+from klineage.deopt import strided_copy as SC
 from klineage.deopt.base import Operator, Precondition, Refused, Site
 from klineage.source import edit
 from klineage.source.constructs import SharedDecl
 from klineage.source.model import CudaSource
+from klineage.source.syntax import declarator_ident, eval_int, file_constants
 
 _THREAD = re.compile(r"^threadIdx\.([xyz])$")
 
@@ -308,6 +317,7 @@ class SmemStaging(Operator):
         "Stage a tile that several threads reuse in shared memory: coalesced global loads once per block, "
         "a barrier, then every reuse reads shared memory instead of global memory."
     )
+    mechanical_apply = True  # forward: the tiled transpose of a strided copy (see the module doc)
 
     def _decls(self, src: CudaSource) -> list[SharedDecl]:
         return [d for d in src.shared_decls if d.function is not None and not d.is_extern and d.dims]
@@ -366,6 +376,8 @@ class SmemStaging(Operator):
         ]
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
+        if site.details.get("kind") == "transpose":
+            return _transpose_facts(src, site)
         d = self._decl(src, site)
         p = _plan(src, d)
         return [
@@ -448,6 +460,138 @@ class SmemStaging(Operator):
                 if b.parent is not None and b.parent.type == "expression_statement" and not _inside(b, gone):
                     edits.append(edit.delete(src, b.parent))
         return edit.apply_edits(src, edits)
+
+    # ---- forward: a strided copy becomes a tiled transpose ------------------------------------
+    def find_forward(self, src: CudaSource) -> list[Site]:
+        sites = []
+        for k in src.kernels:
+            try:
+                copy = SC.analyze(src, k)
+            except SC.NotACopy:
+                continue  # not a one-element copy: nothing this step could stage
+            store = src.tree.root_node.descendant_for_byte_range(copy.store_start, copy.store_end)
+            sites.append(
+                self.site(
+                    src,
+                    store,
+                    f"{k.name}: {copy.dst}[..] = {copy.src}[..] over {len(copy.coords)} coordinate(s)",
+                    kind="transpose",
+                    kernel=k.name,
+                )
+            )
+        return sites
+
+    def _apply(self, src: CudaSource, site: Site) -> CudaSource:
+        kernel = src.function(site.details.get("kernel", ""))
+        if site.details.get("kind") != "transpose" or kernel is None:
+            raise Refused(f"{self.name}: no forward step at this site")
+        try:
+            copy = SC.analyze(src, kernel)
+        except SC.NotACopy as e:
+            raise Refused(f"{self.name}: {e}") from None
+        edits = [edit.Edit(kernel.body_start, kernel.body_end, SC.tiled_body(copy, kernel))]
+        config_names: set[str] = set()
+        for ls in T.launches_of(src, kernel.name):
+            cfg = T.config_nodes(src, ls)
+            args = T.param_map(kernel, ls)
+            config_names |= X.identifiers(cfg[0]) | X.identifiers(cfg[1])
+            edits += [
+                edit.replace(cfg[0], SC.tiled_grid(copy, args)),
+                edit.replace(cfg[1], SC.tiled_block()),
+            ]
+        return _drop_dead_locals(edit.apply_edits(src, edits), config_names)
+
+
+def _drop_dead_locals(src: CudaSource, names: set[str]) -> CudaSource:
+    """Delete host locals that only the replaced grid and block read (`const int threads = 256;`,
+    `dim3 grid(...)`), so that no later step tunes a value nothing uses any more."""
+    for _ in range(len(names) + 1):
+        dead = []
+        for fn in src.launchers:
+            body = src.node_for(fn).child_by_field_name("body")
+            for decl in body.named_children if body is not None else []:
+                ds = decl.children_by_field_name("declarator") if decl.type == "declaration" else []
+                name = declarator_ident(ds[0]) if len(ds) == 1 else None
+                if (
+                    name in names
+                    and not X.has_side_effects(decl)
+                    and not any(
+                        n.type == "identifier" and n.text == name.encode() and not _inside(n, decl)
+                        for n in X.walk(body)
+                    )
+                ):
+                    dead.append(decl)
+        if not dead:
+            return src
+        src = edit.apply_edits(src, [_delete_with_comment(src, d) for d in dead])
+    return src
+
+
+def _transpose_facts(src: CudaSource, site: Site) -> list[Precondition]:
+    """The structural facts of the forward step: a one-element copy, a strided pair, launches here."""
+    kernel = src.function(site.details.get("kernel", ""))
+    try:
+        copy = SC.analyze(src, kernel) if kernel is not None else None
+        why = "" if copy is not None else "the kernel is gone"
+    except SC.NotACopy as e:
+        copy, why = None, str(e)
+    pair = copy.transposed if copy is not None else None
+    launches = T.launches_of(src, kernel.name) if kernel is not None else []
+    n_args = len(kernel.params) if kernel is not None else -1
+    launched = bool(launches) and all(
+        len(T.config_nodes(src, ls)) >= 2 and len(ls.args) == n_args for ls in launches
+    )
+    unit = {"read": copy.unit("read"), "write": copy.unit("write")} if copy is not None else {}
+    bound = kernel.launch_bounds[0] if kernel is not None and kernel.launch_bounds else None
+    bound_value = eval_int(bound, file_constants(src)) if bound is not None else None
+    threads = SC.TILE * SC.ROWS
+    return [
+        Precondition(
+            "launch_bounds_cover_block",
+            bound is None or (bound_value is not None and bound_value >= threads),
+            f"the kernel's __launch_bounds__ ({bound or 'none'}) allows the {threads}-thread tile block"
+            if bound is None or (bound_value is not None and bound_value >= threads)
+            else f"__launch_bounds__({bound}) is below the {threads} threads of the tile block",
+            "Layout",
+        ),
+        Precondition(
+            "copy_of_one_element",
+            copy is not None,
+            f"every thread copies one element {copy.src} -> {copy.dst}, indices affine in its "
+            f"{len(copy.coords)} coordinate(s)"
+            if copy is not None
+            else why,
+            "Layout",
+        ),
+        Precondition(
+            "strided_pair",
+            pair is not None,
+            f"the read is contiguous along {pair[0].label}, the write along {pair[1].label}: "
+            "one side is strided for consecutive threads"
+            if pair is not None
+            else "the read and the write are not contiguous along two different coordinates "
+            f"(read: {_label(unit.get('read'))}, write: {_label(unit.get('write'))})",
+            "Layout",
+        ),
+        Precondition(
+            "launched_here",
+            launched,
+            "every launch of the kernel is in this file, with a grid and block to replace"
+            if launched
+            else "the kernel has no launch in this file that passes all its arguments",
+            "Layout",
+        ),
+        Precondition(
+            "smem_budget",
+            True,
+            f"a {SC.TILE} x {SC.TILE} tile of {copy.elem if copy else '?'} fits the per-block shared memory",
+            "Storage",
+        ),
+    ]
+
+
+def _label(c: SC.Coord | None) -> str:
+    return c.label if c is not None else "none contiguous"
 
 
 def _delete_with_comment(src: CudaSource, node: ts.Node) -> edit.Edit:
