@@ -11,32 +11,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from rich.console import Console
 
-from klineage.gates.result import GateResult
 from klineage.materialize import MaterializeOptions, make_provider, materialize
-from klineage.materialize import loop as loop_module
 from klineage.materialize.command import _step_line, report
-from klineage.source.digest import source_hash
 from klineage.workload import load_workload
 from tests.conftest import REPO
 from tests.test_materialize_helpers import make_skill
 
 RMSNORM = REPO / "expert_kernels" / "rmsnorm"
 NAIVE = (RMSNORM / "naive.cu").read_text()
-
-
-@pytest.fixture()
-def cpu_gate(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    gated: list[str] = []
-
-    def fake_gate(text: str, workload, options, name: str = "") -> GateResult:  # noqa: ANN001
-        gated.append(name)
-        return GateResult(True, "done", "ok", backend="emu", artifact_id=source_hash(text))
-
-    monkeypatch.setattr(loop_module, "gate", fake_gate)
-    return gated
 
 
 def _run(tmp_path: Path, *, explore: bool, budget: int = 6, skills: tuple[str, ...] = ("restrict",)):  # noqa: ANN202
