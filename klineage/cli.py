@@ -856,6 +856,14 @@ def materialize_cmd(
         ),
     ] = None,
     include_unverified: IncludeUnverifiedOption = False,
+    explore: Annotated[
+        bool,
+        typer.Option(
+            "--explore",
+            help="After the skills run out, try every operator's forward step (no skill needed); "
+            "reported apart from the skills' steps.",
+        ),
+    ] = False,
 ) -> None:
     """Apply mined skills to a workload's kernel in curriculum order, each candidate gated, within a budget."""
     from klineage.materialize.command import MaterializeArgs, run
@@ -880,6 +888,7 @@ def materialize_cmd(
         measured or None,
         llm_timeout,
         include_unverified,
+        explore,
     )
     rc = run(args, out, err)
     if rc:

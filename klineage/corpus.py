@@ -20,6 +20,12 @@ MEMORY_BOUND = (
     "transpose",
     "transpose_batched",
     "topk",
+    # second lineages of the structural skills (issue 24): grid reduction, a warp or a block per
+    # row, online softmax, vectorized rows, a padded shared-memory transpose of another shape
+    "dot",
+    "row_max",
+    "log_softmax",
+    "permute_nhwc",
 )
 #: compute-bound workloads (issue 10): judged in TFLOP/s at every bench shape
 COMPUTE_BOUND = (

@@ -63,6 +63,7 @@ class MaterializeArgs:
         None  # seconds of silence allowed per LLM attempt (None: the client's default)
     )
     include_unverified: bool = False  # also offer skills whose every roundtrip failed
+    explore: bool = False  # after the skills run out, the operator library (reported apart)
 
 
 def _check(args: MaterializeArgs) -> None:
@@ -85,6 +86,11 @@ def _check(args: MaterializeArgs) -> None:
         raise KLineageError(
             "--model, --max-cost, --base-url and --llm-timeout apply to an LLM provider "
             "(--provider anthropic)"
+        )
+    if args.explore and args.skills != "all":
+        raise KLineageError(
+            "--explore goes on with the operator library after the skills run out; "
+            "--skills none tries the operators from the start"
         )
     if args.measured and args.backend != "emu":
         raise KLineageError(
@@ -165,8 +171,10 @@ def build_provider(args: MaterializeArgs) -> Provider:
 
 
 def _move_label(s: StepRecord) -> str:
-    """The move, and the step whose kernel its line began from when the loop went back to one."""
-    return s.move if s.line is None else f"{s.move} @{s.line}"
+    """The move (marked when it came from exploration, not a skill), and the step whose kernel its
+    line began from when the loop went back to one."""
+    move = f"{s.move} (explore)" if s.explored else s.move
+    return move if s.line is None else f"{move} @{s.line}"
 
 
 def _step_line(s: StepRecord) -> str:
@@ -210,6 +218,16 @@ def report(res: MaterializeResult, console: Console) -> None:
         console.print(f"speedup over the start kernel: {res.speedup:.2f}x{vs}", highlight=False)
     if res.applied:
         console.print(escape(f"skills applied: {', '.join(res.applied)}"), highlight=False)
+    if res.explore:
+        o = res.origins
+        found = f" ({', '.join(res.explored)} in the best kernel)" if res.explored else ""
+        console.print(
+            escape(
+                f"from skills: {o['skills']['kept']} kept of {o['skills']['gated']} gated; "
+                f"from exploration: {o['explore']['kept']} kept of {o['explore']['gated']} gated{found}"
+            ),
+            highlight=False,
+        )
     if res.timed_by:
         missing = (
             f"; {len(res.unmeasured)} correct kernel(s) had no time and were judged on the CPU rule"
@@ -265,6 +283,7 @@ def run(args: MaterializeArgs, out: Console, err: Console) -> int:
         start_name=start.name,
         measured=measured,
         include_unverified=args.include_unverified,
+        explore=args.explore,
     )
     try:
         if spinner is not None:

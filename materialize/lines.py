@@ -49,6 +49,7 @@ class Line:
     hints: dict[str, int] = field(
         default_factory=dict
     )  # the outcomes on the line this one was gone back from
+    explored: list[str] = field(default_factory=list)  # its kept steps that came from exploration
 
     def extend(self, step: StepRecord, cand: str, r: GateResult, *, structural: bool) -> Line:
         return dataclasses.replace(
@@ -59,6 +60,7 @@ class Line:
             step=step.index,
             applied=self.applied + ([step.skill_id] if step.skill_id else []),
             applied_ops=self.applied_ops + ([step.operator] if step.operator else []),
+            explored=self.explored + ([step.operator or step.move] if step.explored else []),
             epoch=source_hash(cand) if structural else self.epoch,
         )
 

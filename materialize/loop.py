@@ -17,6 +17,12 @@ alternatives that lost are parked as lines of their own; when the leading line r
 budget left, the loop goes back to the fastest parked line and continues it, moves that paid on the
 line it leaves first and moves that were slower there last. The best kernel over all lines is the
 answer (a later line's kernel has to beat it by more than the timing spread).
+
+With `explore`, once the curriculum's skills have run out on the current line, the loop goes on
+with the operator library itself: every operator's mechanical forward step that finds a site (an
+LLM provider: free attempts guided by gate feedback), as `--skills none` would. Those steps are
+marked `explored` and reported apart from the skills' steps, so the comparison with `none` says
+what the skills add and what exploration adds after them.
 """
 
 from __future__ import annotations
@@ -74,6 +80,7 @@ class MaterializeOptions:
     include_unverified: bool = (
         False  # also offer skills whose every roundtrip failed (klineage.skills.offered)
     )
+    explore: bool = False  # skills run out: go on with every operator's forward step (reported apart)
 
 
 @dataclass
@@ -107,6 +114,7 @@ class StepRecord:
     line: int | None = (
         None  # the step whose parked candidate this step's line continues (None: the first line)
     )
+    explored: bool = False  # the move came from exploration (no skill offered it), not from a skill
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -139,6 +147,19 @@ class MaterializeResult:
     elapsed_s: float
     timed_by: str | None = None  # where the judge's times came from: the gate, measured elsewhere, or None
     unmeasured: list[str] = field(default_factory=list)  # correct candidates judged without a time (hashes)
+    explore: bool = False  # the run went on with the operator library after the skills ran out
+    explored: list[str] = field(default_factory=list)  # the best kernel's steps that came from exploration
+
+    @property
+    def origins(self) -> dict[str, dict[str, int]]:
+        """Gated and kept candidates by where their move came from: `skills` (a matched skill, or
+        an operator under `--skills none`) and `explore` (after the skills ran out)."""
+        out = {k: {"gated": 0, "kept": 0} for k in ("skills", "explore")}
+        for s in self.steps:
+            tally = out["explore" if s.explored else "skills"]
+            tally["gated"] += int(s.gated)
+            tally["kept"] += int(s.kept)
+        return out
 
     @property
     def speedup(self) -> float | None:
@@ -158,6 +179,7 @@ class MaterializeResult:
         d.pop("best_source")
         d["speedup"] = self.speedup
         d["speedup_vs_torch"] = self.speedup_vs_torch
+        d["origins"] = self.origins
         return d
 
 
@@ -167,6 +189,27 @@ def _ms(r: GateResult) -> float | None:
 
 def _resources(r: GateResult) -> dict[str, Any]:
     return {k: asdict(v) for k, v in r.resources.items()}
+
+
+def _operator_moves(src: CudaSource, provider: Provider, order: str, rng: random.Random) -> list[Move]:
+    """The operator library as moves, no skill needed: every operator's mechanical forward step
+    that finds a site in the current kernel (registry order, or shuffled under `random`); an LLM
+    provider gets one free move instead (it is guided by gate feedback alone)."""
+    if not provider.mechanical:
+        return [Move("free")]
+    moves = []
+    for op in all_operators():
+        if not op.mechanical_apply:
+            continue
+        try:
+            sites, _bad = forward_sites(op, src)
+        except Exception:  # an operator bug: that operator offers no move here
+            continue
+        if sites:
+            moves.append(Move(f"op:{op.name}", None, op, tuple(sites)))
+    if order == "random":
+        rng.shuffle(moves)
+    return moves
 
 
 def _moves(
@@ -181,21 +224,7 @@ def _moves(
 ) -> tuple[list[Move], MatchReport]:
     """The ranked moves for the current kernel, and the matching report (skips with reasons)."""
     if mode == "none":
-        if not provider.mechanical:
-            return [Move("free")], MatchReport()
-        moves = []
-        for op in all_operators():
-            if not op.mechanical_apply:
-                continue
-            try:
-                sites, _bad = forward_sites(op, src)
-            except Exception:  # an operator bug: that operator offers no move here
-                continue
-            if sites:
-                moves.append(Move(f"op:{op.name}", None, op, tuple(sites)))
-        if order == "random":
-            rng.shuffle(moves)
-        return moves, MatchReport()
+        return _operator_moves(src, provider, order, rng), MatchReport()
     report = match_skills(src, skills, target, mechanical_only=provider.mechanical)
     ranked = rank(report.applicable, order, rng, applied_ops)
     return [Move(m.skill.skill_id, m.skill, m.operator, tuple(m.sites)) for m in ranked], report
@@ -352,18 +381,21 @@ class _Run:
         moves = self.moves
         if not self.steps:
             self.skipped_at_start = self.held_back + list(report.skipped)
-        open_moves = [m for m in moves if self.attempts[(self.line.epoch, self._memo(m))] < self._limit(m)]
-        if (
-            self.line.hints
-        ):  # a line gone back to: what paid on the line it came from first, what was slower last
-            open_moves.sort(key=lambda m: self.line.hints.get(self._memo(m), 1))
+        open_moves = self._open(moves)
+        explored = False
+        if not open_moves and self.opts.explore and self.opts.skills_mode == "all":
+            # the skills ran out on this line: the operator library, counted apart from the skills
+            moves = _operator_moves(src, self.provider, self.opts.order, self.rng)
+            open_moves, explored = self._open(moves), True
         if not open_moves:
             if self.parked:
                 self.line = go_back(self.parked, self.line)
                 self._say(f"going back to the line of step {self.line.origin}")
                 return True
             self.stop_reason = (
-                "no applicable skill left to try"
+                "no applicable skill or operator site left to try"
+                if explored
+                else "no applicable skill left to try"
                 if self.opts.skills_mode == "all"
                 else "no operator site left to try"
             )
@@ -371,13 +403,24 @@ class _Run:
         group = [open_moves[0]]
         if self.tournament:
             group += alternatives(src, open_moves[0], open_moves[1:])
-        tried, keys, ended = self._gate_group(group, [m.key for m in moves])
+        tried, keys, ended = self._gate_group(group, [m.key for m in moves], explored)
         self._settle(len(group) > 1, tried, keys)
         return not ended
 
-    def _gate_group(self, group: list[Move], ranked: list[str]) -> tuple[list[Tried], list[str], bool]:
+    def _open(self, moves: list[Move]) -> list[Move]:
+        """The moves not yet tried to their limit on this line since its last structural step; on
+        a line gone back to, what paid on the line it came from first and what was slower last."""
+        open_moves = [m for m in moves if self.attempts[(self.line.epoch, self._memo(m))] < self._limit(m)]
+        if self.line.hints:
+            open_moves.sort(key=lambda m: self.line.hints.get(self._memo(m), 1))
+        return open_moves
+
+    def _gate_group(
+        self, group: list[Move], ranked: list[str], explored: bool = False
+    ) -> tuple[list[Tried], list[str], bool]:
         """Ask for and gate a candidate of each move of the group (while budget lasts): the tried
-        ones, the keys their attempts count under, and whether the provider ended the run."""
+        ones, the keys their attempts count under, and whether the provider ended the run.
+        `explored`: the group came from the operator library, not from skills."""
         tried: list[Tried] = []
         keys: list[str] = []
         for move in group:
@@ -387,7 +430,7 @@ class _Run:
             self.attempts[(self.line.epoch, key)] += 1
             self.proposals += 1
             try:
-                tried.append(self._attempt(move, len(self.steps) + len(tried) + 1, ranked))
+                tried.append(self._attempt(move, len(self.steps) + len(tried) + 1, ranked, explored))
                 keys.append(key)
             except CostLimitReached as e:
                 self.stop_reason = str(e)
@@ -433,7 +476,7 @@ class _Run:
         self.rec.write_trace(self._result("running").to_dict())
 
     # ---- one candidate --------------------------------------------------------------------
-    def _attempt(self, move: Move, index: int, ranked: list[str]) -> Tried:
+    def _attempt(self, move: Move, index: int, ranked: list[str], explored: bool = False) -> Tried:
         """Ask for one candidate of `move` on the line's head, gate it and judge it against the
         head: (the step, the candidate, its gate result with any measured time)."""
         step = StepRecord(
@@ -444,6 +487,7 @@ class _Run:
             [f"line {s.line}: {s.summary}" for s in move.sites],
             ranked=ranked,
             line=self.line.origin,
+            explored=explored,
         )
         self.rec.step_index = step.index
         t_step = time.perf_counter()
@@ -542,6 +586,8 @@ class _Run:
             elapsed_s=time.perf_counter() - self.t0,
             timed_by=self.timed_by,
             unmeasured=list(self.unmeasured),
+            explore=self.opts.explore,
+            explored=list(best.explored),
         )
 
     def _save(self, status: str) -> MaterializeResult:

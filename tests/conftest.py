@@ -56,3 +56,21 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> list:
 
     monkeypatch.setattr("klineage.gates.gate.run_worker", wrapped)
     return seen
+
+
+@pytest.fixture()
+def cpu_gate(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The materializer's gate replaced by a stand-in that accepts every candidate without timing
+    (as the emulator would, with no build); the list collects the names gated, in order."""
+    from klineage.gates.result import GateResult
+    from klineage.materialize import loop as loop_module
+    from klineage.source.digest import source_hash
+
+    gated: list[str] = []
+
+    def fake_gate(text: str, workload, options, name: str = "") -> GateResult:  # noqa: ANN001
+        gated.append(name)
+        return GateResult(True, "done", "ok", backend="emu", artifact_id=source_hash(text))
+
+    monkeypatch.setattr(loop_module, "gate", fake_gate)
+    return gated

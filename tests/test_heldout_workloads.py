@@ -57,6 +57,10 @@ CORPUS = {
     "sgemm",
     "gemm_bf16",
     "attention_fwd",
+    "dot",
+    "row_max",
+    "log_softmax",
+    "permute_nhwc",
     "row_sum",
     "vector_add",
 }

@@ -258,3 +258,19 @@ def test_measured_curve_divides_the_naive_time_by_each_points(tmp_path: Path) ->
     assert "| layernorm | curriculum | 20.00 | - |" in text
     assert summary["memory-bound"][0]["curriculum"]["geomean"] == pytest.approx(20.0)
     assert summary["memory-bound"][1]["curriculum"]["n"] == 0
+
+
+def test_explore_mode_runs_the_curriculum_then_the_operator_library(
+    cpu_gate: list[str], tmp_path: Path
+) -> None:
+    """`--modes explore`: the curriculum's run with `explore` on, its rows counting the skills'
+    and the exploration's steps apart (the gate is the stand-in: no build)."""
+    import argparse
+
+    assert "explore" not in bench.DEFAULT_MODES and bench.MODES["explore"] == ("all", "curriculum")
+    args = argparse.Namespace(budget=3, backend="emu", timeout=10.0, out=tmp_path)
+    skills = [make_skill("restrict", 1, workload="other", dtypes=["bfloat16"])]
+    row = bench.run_one(REPO / "expert_kernels" / "rmsnorm", skills, "explore", "explore", 0, args, None)
+    assert row["origins"]["skills"] == {"gated": 1, "kept": 1}
+    assert row["origins"]["explore"]["gated"] == 2 and row["gated"] == 3
+    assert row["applied"] == ["restrict-other", *row["explored"]] and row["explored"]

@@ -55,6 +55,7 @@ def _run(**kw: object) -> int:
         ({"provider": "anthropic", "max_cost": -1.0}, "--max-cost must be a positive"),
         ({"model": "claude-sonnet-4-5"}, "apply to an LLM provider"),
         ({"measured": [Path("t.json")], "backend": "cuda"}, "with --backend cuda the gate times"),
+        ({"explore": True, "skills": "none"}, "--skills none tries the operators from the start"),
     ],
 )
 def test_bad_options(kw: dict, message: str, db: Path) -> None:

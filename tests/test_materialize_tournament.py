@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 from klineage.deopt.registry import get_operator
-from klineage.gates.result import GateResult, Timing
+from klineage.gates.result import Timing
 from klineage.materialize import MaterializeOptions, Move, make_provider, materialize
-from klineage.materialize import loop as loop_module
 from klineage.materialize.alternatives import alternatives
 from klineage.materialize.command import _step_line
 from klineage.materialize.judge import spread_ms
@@ -62,18 +61,6 @@ class ByCode(MeasuredTimes):
             reference_median_ms=0.5,
             extra={"trial_medians_ms": [ms * 0.995, ms, ms * 1.005], "measured": "stand-in.json"},
         )
-
-
-@pytest.fixture()
-def cpu_gate(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    gated: list[str] = []
-
-    def fake_gate(text: str, workload, options, name: str = "") -> GateResult:  # noqa: ANN001
-        gated.append(name)
-        return GateResult(True, "done", "ok", backend="emu", artifact_id=source_hash(text))
-
-    monkeypatch.setattr(loop_module, "gate", fake_gate)
-    return gated
 
 
 def test_a_warp_and_a_block_per_row_exclude_each_other() -> None:
