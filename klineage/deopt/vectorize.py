@@ -21,6 +21,7 @@ import re
 import tree_sitter as ts
 
 from klineage.deopt import _cexpr as X
+from klineage.deopt import elementwise_pack as pack
 from klineage.deopt.base import Operator, Precondition, Refused, Site
 from klineage.source import edit
 from klineage.source.model import CudaSource
@@ -500,7 +501,19 @@ class Vectorize(Operator):
 
     # ---- forward ----------------------------------------------------------------------------
     def find_forward(self, src: CudaSource) -> list[Site]:
-        sites = []
+        sites = [
+            self.site(
+                src,
+                k.guard,
+                f"one element per thread in {X.N.func_name(k.fn)}: {k.width or '-'} per thread in "
+                f"{pack.PACK_BYTES}-byte packs ({', '.join(a.name for a in k.arrays) or 'no array at [i]'})",
+                kind="pack_per_thread",
+                function=X.N.func_name(k.fn),
+                index=k.index,
+                width=str(k.width),
+            )
+            for k in pack.elementwise_kernels(src)
+        ]
         for fn in X.code_functions(src):
             for loop, i, n, arrays, y in _elementwise_loops(src, fn):
                 sites.append(
@@ -519,6 +532,13 @@ class Vectorize(Operator):
         return sites
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
+        if site.details.get("kind") == "pack_per_thread":
+            kern = self._packable(src, site)
+            return (
+                pack.facts(kern)
+                if kern is not None
+                else [Precondition("independent_lanes", False, "the bound check is gone", "Layout")]
+            )
         if site.details.get("kind") == "scalarize":
             return [
                 Precondition(
@@ -574,7 +594,17 @@ class Vectorize(Operator):
             ),
         ]
 
+    @staticmethod
+    def _packable(src: CudaSource, site: Site) -> pack.ElementwiseKernel | None:
+        node = src.node_at(site.anchor)
+        return next((k for k in pack.elementwise_kernels(src) if k.guard == node), None)
+
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
+        if site.details.get("kind") == "pack_per_thread":
+            kern = self._packable(src, site)
+            if kern is None:
+                raise Refused(f"{self.name}: the bound check is gone")
+            return pack.apply(src, kern)
         node = src.node_at(site.anchor)
         fn = X.enclosing_function(node) if node is not None else None
         found = (
