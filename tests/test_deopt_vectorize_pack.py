@@ -99,6 +99,7 @@ REFUSED = [
     ("if (i < n) { y[i] = x[i]; y[i] = 2.0f; }", "not written exactly once"),
     ("if (i < n) y[i] += x[i];", "compound assignment"),
     ("if (i < n) { if (x[i] > 9.0f) return; y[i] = x[i]; }", "leaves the kernel early"),
+    ("if (i < n) { float s = 0.0f; for (int j = 0; j < n; ++j) s += x[j]; y[i] = s; }", "the body loops"),
     ("if (i < n - (int)(threadIdx.x % 2)) y[i] = x[i];", "varies across threads"),
 ]
 

@@ -12,8 +12,9 @@ The launch is left alone: threads past the packed range return at once.
 
 The preconditions are read on structure, not spelling: the index is the global thread index in
 any order or cast, the bound check is an upper bound on it in either spelling, the lanes are
-independent (no barrier, warp collective, thread-position read or pointer escaping), and an array
-written at `[i]` is touched nowhere else.
+independent (no barrier, warp collective, thread-position read or pointer escaping), the work per
+element is constant (no loop: a thread per row is the row operators' case), and an array written
+at `[i]` is touched nowhere else.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from klineage.deopt import _cexpr as X
 from klineage.deopt import _threads as T
 from klineage.deopt.base import Precondition
 from klineage.deopt.rows import COLLECTIVE
+from klineage.deopt.rows import LOOPS as ROW_LOOPS
 from klineage.source import edit
 from klineage.source.model import CudaSource
 from klineage.source.syntax import squash
@@ -202,6 +204,12 @@ def _with_arrays(src: CudaSource, f, kern: ElementwiseKernel) -> ElementwiseKern
         refusals.append(f"the body reads the thread's position or shared state ({m.group(0)})")
     if T.thread_dependence(src, kern.fn, kern.bound) != "none":
         refusals.append(f"the bound {squash(kern.bound)} varies across threads")
+    loops = [n for s in kern.body for n in X.walk(s) if n.type in ROW_LOOPS]
+    if loops:
+        refusals.append(
+            f"the body loops (line {loops[0].start_point.row + 1}): a row or more per thread, which packing "
+            "would serialize further (the row operators' case), not constant work per element"
+        )
     for s in kern.body:
         for n in X.walk(s):
             if n.type in ("return_statement", "goto_statement"):
