@@ -1,5 +1,5 @@
 """vectorize, forward on one-thread-per-element kernels written in other idioms: 16-byte packs per
-thread, an alignment dispatch and a scalar tail (klineage/deopt/elementwise_pack.py)."""
+thread, an alignment dispatch and a scalar tail (klineage/deopt/packs.py)."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def test_an_array_read_and_written_in_place_is_loaded_then_stored() -> None:
 
 
 REFUSED = [
-    ("if (i < n) y[i + 1] = x[i];", "written at an index other than i"),
+    ("if (i < n) y[2 * i] = x[i];", "written at an index other than i"),
     ("if (i < n) { y[i] = x[i]; y[0] = 1.0f; }", "written at an index other than i"),
     ("if (i < n) { __syncthreads(); y[i] = x[i]; }", "synchronizes"),
     ("if (i < n) y[i] = x[i] + __shfl_down_sync(0xffffffffu, x[i], 1);", "synchronizes"),
@@ -98,7 +98,7 @@ REFUSED = [
     ("if (i < n) y[i] = helper(x, i);", "other than by subscript"),
     ("if (i < n) { y[i] = x[i]; y[i] = 2.0f; }", "not written exactly once"),
     ("if (i < n) y[i] += x[i];", "compound assignment"),
-    ("if (i < n) { if (x[i] > 9.0f) return; y[i] = x[i]; }", "leaves the kernel early"),
+    ("if (i < n) { if (x[i] > 9.0f) return; y[i] = x[i]; }", "leaves early"),
     ("if (i < n) { float s = 0.0f; for (int j = 0; j < n; ++j) s += x[j]; y[i] = s; }", "the body loops"),
     ("if (i < n - (int)(threadIdx.x % 2)) y[i] = x[i];", "varies across threads"),
 ]
@@ -155,3 +155,97 @@ def test_the_tail_stays_inside_the_tensors_under_the_sanitizer() -> None:
     out = OP.apply(src, packed_site(src))
     r = gate(out.text, wl, GateOptions(backend="emu", sanitize=True, seeds=(0,)), name="packed.cu")
     assert r.accepted, f"{r.category}: {r.message}\n{out.text}"
+
+
+# ---- row loops ----------------------------------------------------------------------------------
+
+
+def row_site(src: CudaSource, line: int | None = None):  # noqa: ANN201 - a Site
+    sites = [s for s in OP.find_forward(src) if s.details["kind"] == "row_loop_pack"]
+    sites = [s for s in sites if line is None or s.line == line]
+    assert len(sites) == 1, [s.summary for s in OP.find_forward(src)]
+    return sites[0]
+
+
+def row_kernel(head: str, loop: str, tail: str = "") -> CudaSource:
+    return CudaSource.from_text(
+        "#define WARP 32\n__global__ void k(const float* x, float* y, int m, int n) {\n"
+        f"  const int row = blockIdx.x;\n  {head}\n  float s = 0.0f;\n  {loop}\n  {tail}\n}}\n"
+    )
+
+
+PARTITIONS = [
+    ("", "for (int j = 0; j < n; ++j) s += x[row * n + j];", "kl_first += 4"),
+    (
+        "",
+        "for (int j = threadIdx.x; j < n; j += blockDim.x) s += x[row * n + j];",
+        "static_cast<long long>(blockDim.x) * 4",
+    ),
+    (
+        "const int lane = threadIdx.x & 31;",
+        "for (int j = lane; j < n; j += 32) s += x[(size_t)row * n + j];",
+        "static_cast<long long>(32) * 4",
+    ),
+    (
+        "const int lane = threadIdx.x % WARP;",
+        "for (int j = lane; j < n; j += WARP) s = fmaxf(s, x[j + row * n]);",
+        "static_cast<long long>(WARP) * 4",
+    ),
+    (
+        "const int lane = threadIdx.x & (WARP - 1);",
+        "for (int j = lane; j < n; j += WARP) { float v = x[row * n + j]; s += v * v; }",
+        "(WARP)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("head", "loop", "stride"), PARTITIONS)
+def test_row_loops_partitioned_among_threads_take_packs(head: str, loop: str, stride: str) -> None:
+    src = row_kernel(head, loop)
+    site = row_site(src)
+    assert all(f.holds for f in OP.preconditions(src, site)), OP.preconditions(src, site)
+    out = OP.apply(src, site).text
+    assert stride in out
+    assert "% 16u) == 0)" in out and "*reinterpret_cast<const float4*>(x + " in out
+    assert "n / 4 * 4" in out  # the scalar loop after the last full pack
+    assert not [s for s in OP.find_forward(CudaSource.from_text(out)) if s.details["kind"] == "row_loop_pack"]
+
+
+ROW_REFUSED = [
+    ("for (int j = threadIdx.x + 1; j < n; j += blockDim.x) s += x[row * n + j];", "not a partition"),
+    ("for (int j = threadIdx.x; j < n; j += 2 * blockDim.x) s += x[row * n + j];", "not a partition"),
+    (
+        "int arg = 0;\n  for (int j = 0; j < n; ++j) { if (x[row * n + j] > s) { s = x[row * n + j]; arg = j; } }",
+        "carried",
+    ),
+    ("for (int j = 0; j < n; ++j) { s += x[row * n + j]; y[row * n + j] = s; }", "carried"),
+    ("for (int j = 0; j < n; ++j) s = s * 0.5f + x[row * n + j];", "carried"),
+    ("for (int j = 0; j < n; ++j) { s += x[row * n + j]; __syncwarp(); }", "synchronizes"),
+]
+
+
+@pytest.mark.parametrize(("loop", "why"), ROW_REFUSED)
+def test_row_loops_that_depend_on_order_or_partition_refuse(loop: str, why: str) -> None:
+    src = row_kernel("", loop)
+    site = row_site(src)
+    with pytest.raises(Refused, match=why):
+        OP.apply(src, site)
+
+
+def test_an_elementwise_kernel_is_packed_once() -> None:
+    src = kernel("int i = blockIdx.x * blockDim.x + threadIdx.x;\nif (i < n) y[i] = x[i];")
+    out = OP.apply(src, packed_site(src))
+    assert not [s for s in OP.find_forward(out) if s.details["kind"] == "pack_per_thread"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["l1_normalize_rows", "rms_rows_bf16"])
+def test_packed_row_loops_pass_the_emu_gate(name: str, tmp_path: Path) -> None:
+    src, wl = load("vectorize", name, "naive.cu")
+    for _ in range(3):
+        sites = [s for s in OP.find_forward(src) if s.details["kind"] == "row_loop_pack"]
+        if not sites:
+            break
+        src = OP.apply(src, sites[0])
+    assert "reinterpret_cast<unsigned long long>" in src.text
+    passes_gate(src.text, wl, tmp_path)

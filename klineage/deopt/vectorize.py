@@ -21,7 +21,7 @@ import re
 import tree_sitter as ts
 
 from klineage.deopt import _cexpr as X
-from klineage.deopt import elementwise_pack as pack
+from klineage.deopt import packs as pack
 from klineage.deopt.base import Operator, Precondition, Refused, Site
 from klineage.source import edit
 from klineage.source.model import CudaSource
@@ -505,14 +505,30 @@ class Vectorize(Operator):
             self.site(
                 src,
                 k.guard,
-                f"one element per thread in {X.N.func_name(k.fn)}: {k.width or '-'} per thread in "
-                f"{pack.PACK_BYTES}-byte packs ({', '.join(a.name for a in k.arrays) or 'no array at [i]'})",
+                f"one element per thread in {X.N.func_name(k.lanes.fn)}: {k.lanes.width or '-'} per thread in "
+                f"{pack.PACK_BYTES}-byte packs ({', '.join(a.name for a in k.lanes.arrays) or 'no array at [i]'})",
                 kind="pack_per_thread",
-                function=X.N.func_name(k.fn),
-                index=k.index,
-                width=str(k.width),
+                function=X.N.func_name(k.lanes.fn),
+                index=k.lanes.index,
+                width=str(k.lanes.width),
             )
             for k in pack.elementwise_kernels(src)
+        ]
+        scalar_loops = {e[0] for fn in X.code_functions(src) for e in _elementwise_loops(src, fn)}
+        sites += [
+            self.site(
+                src,
+                r.loop,
+                f"row loop over {r.lanes.index} at line {r.loop.start_point.row + 1} in "
+                f"{X.N.func_name(r.lanes.fn)}: packs of {r.lanes.width} "
+                f"({', '.join(a.name for a in r.lanes.arrays)})",
+                kind="row_loop_pack",
+                function=X.N.func_name(r.lanes.fn),
+                index=r.lanes.index,
+                width=str(r.lanes.width),
+            )
+            for r in pack.row_loops(src)
+            if r.loop not in scalar_loops
         ]
         for fn in X.code_functions(src):
             for loop, i, n, arrays, y in _elementwise_loops(src, fn):
@@ -532,13 +548,16 @@ class Vectorize(Operator):
         return sites
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
-        if site.details.get("kind") == "pack_per_thread":
-            kern = self._packable(src, site)
-            return (
-                pack.facts(kern)
-                if kern is not None
-                else [Precondition("independent_lanes", False, "the bound check is gone", "Layout")]
+        if site.details.get("kind") in ("pack_per_thread", "row_loop_pack"):
+            found = self._packable(src, site)
+            if found is None:
+                return [Precondition("independent_lanes", False, "the packed site is gone", "Layout")]
+            shape = (
+                f"one element per thread at {found.lanes.index}"
+                if isinstance(found, pack.ElementwiseKernel)
+                else f"the loop partitions its range among threads ({found.start} by {found.step})"
             )
+            return pack.facts(found.lanes, shape)
         if site.details.get("kind") == "scalarize":
             return [
                 Precondition(
@@ -595,16 +614,20 @@ class Vectorize(Operator):
         ]
 
     @staticmethod
-    def _packable(src: CudaSource, site: Site) -> pack.ElementwiseKernel | None:
+    def _packable(src: CudaSource, site: Site) -> pack.ElementwiseKernel | pack.RowLoop | None:
         node = src.node_at(site.anchor)
-        return next((k for k in pack.elementwise_kernels(src) if k.guard == node), None)
+        if site.details.get("kind") == "pack_per_thread":
+            return next((k for k in pack.elementwise_kernels(src) if k.guard == node), None)
+        return next((r for r in pack.row_loops(src) if r.loop == node), None)
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
-        if site.details.get("kind") == "pack_per_thread":
-            kern = self._packable(src, site)
-            if kern is None:
-                raise Refused(f"{self.name}: the bound check is gone")
-            return pack.apply(src, kern)
+        if site.details.get("kind") in ("pack_per_thread", "row_loop_pack"):
+            packed = self._packable(src, site)
+            if packed is None:
+                raise Refused(f"{self.name}: the packed site is gone")
+            if isinstance(packed, pack.ElementwiseKernel):
+                return pack.apply_elementwise(src, packed)
+            return pack.apply_row_loop(src, packed)
         node = src.node_at(site.anchor)
         fn = X.enclosing_function(node) if node is not None else None
         found = (
