@@ -76,8 +76,11 @@ _BARRIER = re.compile(r"__syncthreads\w*|__threadfence\w*")
 _UPPER = {"<": "<", "<=": "<=", ">=": "<", ">": "<="}
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _COMMUTATIVE_CALLS = re.compile(r"fmaxf|fminf|fmax|fmin|max|min|::max|::min")
-#: the alignment test this module writes; code under it is already packed
-_DISPATCH = re.compile(r"reinterpret_cast<unsignedlonglong>\(.*%16u?\)==0")
+#: an alignment test on pointers (squashed text): a pointer cast to an integer, `% 16` / `& 15` == 0
+_INT_CAST = re.compile(
+    r"reinterpret_cast<(?:unsigned(?:long)*|uintptr_t|size_t|u?int64_t)>\(|\((?:uintptr_t|size_t|unsignedlonglong|u?int64_t)\)"
+)
+_MODULO_ZERO = re.compile(r"(?:%(?:16u?|sizeof\(\w+\))|&(?:15u?|0xf))\)*==0")
 
 
 @dataclass(frozen=True)
@@ -282,8 +285,51 @@ def _lanes(
 
 
 def _is_dispatch(src: CudaSource, node: ts.Node) -> bool:
+    """An `if` testing that pointers are 16-byte aligned (code under it is already packed)."""
     cond = node.child_by_field_name("condition") if node.type == "if_statement" else None
-    return cond is not None and bool(_DISPATCH.search(squash(src.text_of(cond))))
+    t = squash(src.text_of(cond)) if cond is not None else ""
+    return bool(_INT_CAST.search(t) and _MODULO_ZERO.search(t))
+
+
+def dispatch_fallback(src: CudaSource, node: ts.Node) -> ts.Node | None:
+    """For an alignment dispatch, the code that runs on unaligned pointers: its `else` statement,
+    or the dispatch itself when its branch ends in `return` (the fallback is what follows it)."""
+    if not _is_dispatch(src, node):
+        return None
+    alt = node.child_by_field_name("alternative")
+    if alt is not None:
+        return alt.named_children[-1] if alt.type == "else_clause" and alt.named_children else alt
+    then = node.child_by_field_name("consequence")
+    stmts = _statements(then) if then is not None else []
+    return node if stmts and stmts[-1].type == "return_statement" else None
+
+
+def remove_dispatch(src: CudaSource, node: ts.Node) -> CudaSource:
+    """The alignment dispatch replaced by its fallback (the code every alignment can run)."""
+    fallback = dispatch_fallback(src, node)
+    if fallback is None:
+        raise ValueError("not an alignment dispatch with a fallback")
+    edits = []
+    comment = node.prev_sibling
+    while comment is not None and comment.type == "comment" and src.text_of(comment).startswith("//"):
+        if src.text_of(comment).startswith("// KLineage vectorize:"):
+            c: ts.Node | None = comment
+            while c is not None and c != node:
+                edits.append(edit.delete(src, c))
+                c = c.next_sibling
+            break
+        comment = comment.prev_sibling
+    if fallback == node:
+        return edit.apply_edits(src, [*edits, edit.delete(src, node)])
+    inner = _statements(fallback)
+    if fallback.type == "compound_statement" and len(inner) == 1:
+        fallback = inner[0]
+    ind_from, ind_to = edit.indent_of(src, fallback), edit.indent_of(src, node)
+    lines = src.text_of(fallback).splitlines()
+    text = "\n".join(
+        [lines[0]] + [ind_to + ln[len(ind_from) :] if ln.startswith(ind_from) else ln for ln in lines[1:]]
+    )
+    return edit.apply_edits(src, [*edits, edit.replace(node, text)])
 
 
 def _dispatched(src: CudaSource, node: ts.Node, stop: ts.Node, *, after: bool = False) -> bool:

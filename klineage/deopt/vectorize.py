@@ -1,7 +1,7 @@
 """Vectorized global loads and stores: one 64/128-bit access (float4, uint4, float2, int4, ...)
 through a `reinterpret_cast` view instead of several scalar accesses to the same elements.
 
-Two site kinds:
+Three site kinds:
 - `loop_with_tail` (the elementwise idiom): a loop over `i < n4` through vector views, followed by a
   scalar tail loop starting at `4 * n4 + s` over the same arrays. Removal deletes the vector loop and
   starts the tail loop at `s`, so the scalar loop covers every element. The forward step writes
@@ -10,6 +10,10 @@ Two site kinds:
   same elements through two small helpers inserted once at the top of the file
   (`kl_scalar_load<V>(p, i)` / `kl_scalar_store<V>(p, i, v)`), so the surrounding code is untouched.
   A view that is itself advanced (`x4 += k`) or whose origin pointer is not a plain name refuses.
+- `aligned_dispatch`: an `if` testing that pointers are 16-byte aligned whose branch moves vectors,
+  with a scalar fallback (its `else`, or the code after a branch that returns). Removal keeps the
+  fallback. The forward steps of packs.py write this form: a one-thread-per-element kernel
+  (`pack_per_thread`) or a row loop partitioned among threads (`row_loop_pack`) in 16-byte packs.
 Reinterpretations of registers (`reinterpret_cast<const __half2*>(&raw)`) are not memory
 vectorization and are left alone.
 """
@@ -430,7 +434,29 @@ class Vectorize(Operator):
                         start=start,
                     )
                 )
-            in_pairs = {(d.start_byte, d.end_byte) for vec, *_ in pairs for d in X.walk(vec)}
+            dispatches = [
+                n
+                for n in X.walk(fn)
+                if n.type == "if_statement"
+                and pack.dispatch_fallback(src, n) is not None
+                and any(
+                    m.group("v") in VECTOR_TYPES
+                    for m in _CAST_TYPE.finditer(src.text_of(n.child_by_field_name("consequence") or n))
+                )
+            ]
+            for d in dispatches:
+                sites.append(
+                    self.site(
+                        src,
+                        d,
+                        f"alignment dispatch at line {d.start_point.row + 1} in {fname}: packed path, scalar fallback",
+                        kind="aligned_dispatch",
+                        function=fname,
+                    )
+                )
+            in_pairs = {(d.start_byte, d.end_byte) for vec, *_ in pairs for d in X.walk(vec)} | {
+                (n.start_byte, n.end_byte) for d in dispatches for n in X.walk(d)
+            }
             acc, refused = _accesses(src, fn)
             acc = [a for a in acc if (a.node.start_byte, a.node.end_byte) not in in_pairs]
             if acc or refused:
@@ -472,6 +498,10 @@ class Vectorize(Operator):
         fn = src.node_at(site.anchor)
         if fn is None:
             raise Refused(f"{self.name}: the site is gone")
+        if site.details["kind"] == "aligned_dispatch":
+            if pack.dispatch_fallback(src, fn) is None:
+                raise Refused(f"{self.name}: the alignment dispatch is gone")
+            return pack.remove_dispatch(src, fn)
         if site.details["kind"] == "loop_with_tail":
             fn_node = X.enclosing_function(fn)
             pair = (
