@@ -38,7 +38,7 @@ from klineage.deopt.rows import COLLECTIVE
 from klineage.deopt.rows import LOOPS as ROW_LOOPS
 from klineage.source import edit
 from klineage.source.model import CudaSource
-from klineage.source.syntax import eval_int, file_constants, squash, written_names
+from klineage.source.syntax import eval_int, file_constants, squash, writes_to, written_names
 
 PACK_BYTES = 16
 #: element sizes of the scalar types a pack can carry
@@ -517,16 +517,7 @@ def _carried_updates(src: CudaSource, loop: ts.Node, body: list[ts.Node]) -> lis
     carried = set().union(*(written_names(s) for s in body)) - inner if body else set()
     out = []
     for v in sorted(carried):
-        updates = []
-        for s in body:
-            for n in X.walk(s):
-                target = None
-                if n.type == "assignment_expression":
-                    target = n.child_by_field_name("left")
-                elif n.type == "update_expression":
-                    target = n.child_by_field_name("argument")
-                if target is not None and target.type == "identifier" and src.text_of(target) == v:
-                    updates.append(n)
+        updates = [n for s in body for n in writes_to(s, v)]
         ok = bool(updates) and all(_commutative(src, u, v) for u in updates)
         reads = [
             n
