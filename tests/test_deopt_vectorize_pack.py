@@ -98,7 +98,6 @@ REFUSED = [
     ("if (i < n) { if (x[i] > 0.0f) y[i] = x[i]; }", "not written exactly once"),
     ("if (i < n) y[i] = helper(x, i);", "other than by subscript"),
     ("if (i < n) { y[i] = x[i]; y[i] = 2.0f; }", "not written exactly once"),
-    ("if (i < n) y[i] += x[i];", "compound assignment"),
     ("if (i < n) { if (x[i] > 9.0f) return; y[i] = x[i]; }", "leaves early"),
     ("if (i < n) { float s = 0.0f; for (int j = 0; j < n; ++j) s += x[j]; y[i] = s; }", "the body loops"),
     ("if (i < n - (int)(threadIdx.x % 2)) y[i] = x[i];", "varies across threads"),
@@ -212,6 +211,22 @@ def test_row_loops_partitioned_among_threads_take_packs(head: str, loop: str, st
     assert not [s for s in OP.find_forward(CudaSource.from_text(out)) if s.details["kind"] == "row_loop_pack"]
 
 
+def test_branch_extrema_compound_updates_and_written_then_read_outputs() -> None:
+    """llm.c's idioms: `if (x > m) m = x;`, `out[j] /= s;`, and `out[j] = e; sum += out[j];`
+    (the pack is stored, never loaded, since every read follows the write)."""
+    src = row_kernel("", "for (int j = 0; j < n; j++) { if (x[row * n + j] > s) { s = x[row * n + j]; } }")
+    assert "if (kl_x_lane[kl_k] > s) {" in OP.apply(src, row_site(src)).text
+    src = row_kernel("", "for (int j = 0; j < n; j++) y[row * n + j] /= 3.0f;")
+    out = OP.apply(src, row_site(src)).text
+    assert "float4 kl_y = *reinterpret_cast<const float4*>(y + (row * n) + kl_first);" in out
+    assert "kl_y_lane[kl_k] /= 3.0f;" in out
+    src = row_kernel(
+        "", "for (int j = 0; j < n; j++) { y[row * n + j] = x[row * n + j] * 2.0f; s += y[row * n + j]; }"
+    )
+    out = OP.apply(src, row_site(src)).text
+    assert "float4 kl_y;" in out and "s += kl_y_lane[kl_k];" in out
+
+
 ROW_REFUSED = [
     ("for (int j = threadIdx.x + 1; j < n; j += blockDim.x) s += x[row * n + j];", "not a partition"),
     ("for (int j = threadIdx.x; j < n; j += 2 * blockDim.x) s += x[row * n + j];", "not a partition"),
@@ -221,6 +236,8 @@ ROW_REFUSED = [
     ),
     ("for (int j = 0; j < n; ++j) { s += x[row * n + j]; y[row * n + j] = s; }", "carried"),
     ("for (int j = 0; j < n; ++j) s = s * 0.5f + x[row * n + j];", "carried"),
+    ("for (int j = 0; j < n; ++j) { if (x[row * n + j] > s) s = x[row * n + j] + 1.0f; }", "carried"),
+    ("for (int j = 0; j < n; ++j) { if (x[row * n + j] > s) s = x[row * n + j]; y[j] = s; }", "carried"),
     ("for (int j = 0; j < n; ++j) { s += x[row * n + j]; __syncwarp(); }", "synchronizes"),
 ]
 

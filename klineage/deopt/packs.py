@@ -194,6 +194,35 @@ def _write_of(sub: ts.Node) -> ts.Node | None:
     return None
 
 
+def _plain(src: CudaSource, write: ts.Node) -> bool:
+    return write.type == "assignment_expression" and src.text_of(write.children[1]) == "="
+
+
+def _statement_of(n: ts.Node, body: list[ts.Node]) -> int | None:
+    """The position in `body` of the top-level statement holding `n`."""
+    return next(
+        (k for k, b in enumerate(body) if b.start_byte <= n.start_byte and n.end_byte <= b.end_byte), None
+    )
+
+
+def _needs_load(src: CudaSource, reads: list[ts.Node], writes: list[ts.Node], body: list[ts.Node]) -> bool:
+    """Whether the pack must be read from memory: some read may see the old element (a read with no
+    plain top-level write of the element in an earlier statement, e.g. `y[i] = e; s += y[i];` needs none)."""
+    if not reads:
+        return False
+    first = [
+        k
+        for w in writes
+        if _plain(src, _write_of(w))
+        and _top_level_once([w], body)
+        and (k := _statement_of(w, body)) is not None
+    ]
+    if not first:
+        return True
+    at = min(first)
+    return any((k := _statement_of(r, body)) is None or k <= at for r in reads)
+
+
 def _top_level_once(writes: list[ts.Node], body: list[ts.Node]) -> bool:
     """One write, as a statement of the body's top level (so every lane of a pack is stored)."""
     if len(writes) != 1:
@@ -264,18 +293,17 @@ def _lanes(
             continue
         if len(bases) > 1:
             continue  # read at two offsets: scalar reads
-        if any(src.text_of(_write_of(w).children[1]) != "=" for w in writes):  # type: ignore[union-attr]
-            refusals.append(f"{name} takes a compound assignment at its element")
-            continue
-        reads = [u for u in subs if _write_of(u) is None]
-        if writes and not reads and not _top_level_once(writes, body):
+        # a compound update (`y[i] /= s`, `y[i]++`) reads the element too
+        reads = [u for u in subs if (w := _write_of(u)) is None or not _plain(src, w)]
+        if writes and not _needs_load(src, reads, writes, body) and not _top_level_once(writes, body):
             refusals.append(f"{name} is not written exactly once on every path of the body")
             continue
         if pointers[name] not in ELEMENT_BYTES:
             if writes:
                 refusals.append(f"{name} has an element type ({pointers[name]}) no pack carries")
             continue  # read-only arrays of other types stay scalar reads
-        arrays.append(PackedArray(name, pointers[name], uses[0][1], bool(reads), bool(writes)))
+        loaded = _needs_load(src, reads, writes, body)
+        arrays.append(PackedArray(name, pointers[name], uses[0][1], loaded, bool(writes)))
     for name, subs in elsewhere.items():
         if any(_write_of(u) is not None for u in subs):
             refusals.append(f"{name} is written at an index other than {index}")
@@ -518,14 +546,17 @@ def _carried_updates(src: CudaSource, loop: ts.Node, body: list[ts.Node]) -> lis
     out = []
     for v in sorted(carried):
         updates = [n for s in body for n in writes_to(s, v)]
-        ok = bool(updates) and all(_commutative(src, u, v) for u in updates)
+        spans = [_branch_extremum(src, u, v) or u for u in updates]
+        ok = bool(updates) and all(
+            _commutative(src, u, v) or sp != u for u, sp in zip(updates, spans, strict=True)
+        )
         reads = [
             n
             for s in body
             for n in X.walk(s)
             if n.type == "identifier"
             and n.text == v.encode()
-            and not any(u.start_byte <= n.start_byte and n.end_byte <= u.end_byte for u in updates)
+            and not any(u.start_byte <= n.start_byte and n.end_byte <= u.end_byte for u in spans)
         ]
         if not ok or reads:
             out.append(
@@ -533,6 +564,34 @@ def _carried_updates(src: CudaSource, loop: ts.Node, body: list[ts.Node]) -> lis
                 "that nothing else reads: the packed loop changes which thread sees which element"
             )
     return out
+
+
+def _branch_extremum(src: CudaSource, n: ts.Node, v: str) -> ts.Node | None:
+    """The `if` of a max or min written as a branch (`if (e > v) v = e;`, `if (v < e) { v = e; }`)."""
+    right = n.child_by_field_name("right")
+    if not _plain(src, n) or right is None or v in X.identifiers(right) or X.has_side_effects(right):
+        return None
+    stmt = n.parent
+    p = stmt.parent if stmt is not None else None
+    if p is not None and p.type == "compound_statement" and len(_statements(p)) == 1:
+        p = p.parent
+    if p is None or p.type != "if_statement" or p.child_by_field_name("alternative") is not None:
+        return None
+    cond = p.child_by_field_name("condition")
+    while (
+        cond is not None
+        and cond.type in ("parenthesized_expression", "condition_clause")
+        and cond.named_children
+    ):
+        cond = cond.named_children[-1]
+    if cond is None or cond.type != "binary_expression":
+        return None
+    a, b = cond.child_by_field_name("left"), cond.child_by_field_name("right")
+    op, e = src.text_of(cond.children[1]), squash(src.text_of(right))
+    if a is None or b is None or op not in _FLIP:
+        return None
+    sides = (squash(src.text_of(a)), squash(src.text_of(b)))
+    return p if sides in ((e, v), (v, e)) else None
 
 
 def _commutative(src: CudaSource, n: ts.Node, v: str) -> bool:
