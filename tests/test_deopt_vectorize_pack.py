@@ -239,13 +239,18 @@ ROW_REFUSED = [
     ("for (int j = 0; j < n; ++j) { if (x[row * n + j] > s) s = x[row * n + j] + 1.0f; }", "carried"),
     ("for (int j = 0; j < n; ++j) { if (x[row * n + j] > s) s = x[row * n + j]; y[j] = s; }", "carried"),
     ("for (int j = 0; j < n; ++j) { s += x[row * n + j]; __syncwarp(); }", "synchronizes"),
+    (
+        "for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < m; r += gridDim.x * blockDim.x) {"
+        " float a = 0.0f; for (int c = 0; c < n; ++c) a += x[r * n + c]; y[r] = a; }",
+        "outer loop",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("loop", "why"), ROW_REFUSED)
 def test_row_loops_that_depend_on_order_or_partition_refuse(loop: str, why: str) -> None:
     src = row_kernel("", loop)
-    site = row_site(src)
+    site = next(s for s in OP.find_forward(src) if s.details["kind"] == "row_loop_pack")  # the outermost
     with pytest.raises(Refused, match=why):
         OP.apply(src, site)
 

@@ -644,6 +644,12 @@ def row_loops(src: CudaSource) -> list[RowLoop]:
                 refusals.append("the body writes the loop's bound")
             if re.search(r"threadIdx|blockIdx", squash(bound)):
                 refusals.append(f"the bound {squash(bound)} varies across threads")
+            inner = [n for b in body for n in X.walk(b) if n.type in ROW_LOOPS]
+            if inner:
+                refusals.append(
+                    f"the body loops (line {inner[0].start_point.row + 1}): an outer loop (rows per thread), "
+                    "where packs would hand each thread several whole rows"
+                )
             refusals += _carried_updates(src, loop, body)
             lanes = _lanes(src, fn, j, jt, body, refusals)
             if lanes.arrays:
