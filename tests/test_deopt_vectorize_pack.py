@@ -101,6 +101,7 @@ REFUSED = [
     ("if (i < n) { if (x[i] > 9.0f) return; y[i] = x[i]; }", "leaves early"),
     ("if (i < n) { float s = 0.0f; for (int j = 0; j < n; ++j) s += x[j]; y[i] = s; }", "the body loops"),
     ("if (i < n - (int)(threadIdx.x % 2)) y[i] = x[i];", "varies across threads"),
+    ("if (i < n) { y[i] = x[i]; n = 0; }", "writes the bound"),
 ]
 
 
@@ -239,6 +240,7 @@ ROW_REFUSED = [
     ("for (int j = 0; j < n; ++j) { if (x[row * n + j] > s) s = x[row * n + j] + 1.0f; }", "carried"),
     ("for (int j = 0; j < n; ++j) { if (x[row * n + j] > s) s = x[row * n + j]; y[j] = s; }", "carried"),
     ("for (int j = 0; j < n; ++j) { s += x[row * n + j]; __syncwarp(); }", "synchronizes"),
+    ("for (int j = 0; j < n; ++j) { s += x[row * 4 + j]; n -= 1; }", "writes the bound"),
     (
         "for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < m; r += gridDim.x * blockDim.x) {"
         " float a = 0.0f; for (int c = 0; c < n; ++c) a += x[r * n + c]; y[r] = a; }",

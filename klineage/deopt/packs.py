@@ -395,6 +395,23 @@ def _register_arrays(fn: ts.Node) -> set[str]:
     return out
 
 
+def _bound_and_loop_refusals(
+    src: CudaSource, fn: ts.Node, body: list[ts.Node], bound: str, why_loops: str
+) -> list[str]:
+    """Both shapes need a bound that every thread sees alike and the body leaves alone, and constant
+    work per element (a loop in the body means more than an element per lane)."""
+    out = []
+    if T.thread_dependence(src, fn, bound) != "none":
+        out.append(f"the bound {squash(bound)} varies across threads")
+    written = set().union(*(X.assigned_names(b) for b in body)) if body else set()
+    if written & set(re.findall(r"[A-Za-z_]\w*", bound)):
+        out.append(f"the body writes the bound {squash(bound)}")
+    loops = [n for b in body for n in X.walk(b) if n.type in ROW_LOOPS]
+    if loops:
+        out.append(f"the body loops (line {loops[0].start_point.row + 1}): {why_loops}")
+    return out
+
+
 # ---- one element per thread -------------------------------------------------------------------
 
 
@@ -470,16 +487,14 @@ def elementwise_kernels(src: CudaSource) -> list[ElementwiseKernel]:
                 refusals.append(
                     "a statement between the index and its bound check is not a uniform declaration"
                 )
-            if T.thread_dependence(src, fn, bound) != "none":
-                refusals.append(f"the bound {squash(bound)} varies across threads")
-            loops = [n for b in lane_body for n in X.walk(b) if n.type in ROW_LOOPS]
-            if loops:
-                refusals.append(
-                    f"the body loops (line {loops[0].start_point.row + 1}): a row or more per thread, which "
-                    "packing would serialize further (the row operators' case), not constant work per element"
-                )
-            if squash(bound) in set().union(*(X.assigned_names(b) for b in lane_body)):
-                refusals.append(f"the body writes the bound {squash(bound)}")
+            refusals += _bound_and_loop_refusals(
+                src,
+                fn,
+                lane_body,
+                bound,
+                "a row or more per thread, which packing would serialize further (the row operators' case), "
+                "not constant work per element",
+            )
             lanes = _lanes(src, fn, index, index_type, lane_body, refusals)
             out.append(ElementwiseKernel(lanes, s, _UPPER[op], bound))
             break
@@ -639,17 +654,13 @@ def row_loops(src: CudaSource) -> list[RowLoop]:
                     f"the threads' starts ({squash(src.text_of(start))}, step {squash(step)}) are not a partition "
                     "of the range (0, threadIdx.x by blockDim.x, a lane by the warp, or a grid stride)"
                 )
-            written = set().union(*(X.assigned_names(s) for s in body))
-            if written & (X.identifiers(loop.child_by_field_name("condition") or loop) - {j}):
-                refusals.append("the body writes the loop's bound")
-            if re.search(r"threadIdx|blockIdx", squash(bound)):
-                refusals.append(f"the bound {squash(bound)} varies across threads")
-            inner = [n for b in body for n in X.walk(b) if n.type in ROW_LOOPS]
-            if inner:
-                refusals.append(
-                    f"the body loops (line {inner[0].start_point.row + 1}): an outer loop (rows per thread), "
-                    "where packs would hand each thread several whole rows"
-                )
+            refusals += _bound_and_loop_refusals(
+                src,
+                fn,
+                body,
+                bound,
+                "an outer loop (rows per thread), where packs would hand each thread whole rows",
+            )
             refusals += _carried_updates(src, loop, body)
             lanes = _lanes(src, fn, j, jt, body, refusals)
             if lanes.arrays:
