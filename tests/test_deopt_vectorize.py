@@ -70,9 +70,13 @@ def test_apply_refused_when_a_launch_passes_an_offset_pointer() -> None:
         OP.apply(src, fwd)
 
 
-def test_no_forward_site_for_a_cross_element_loop() -> None:
+def test_no_vector_loop_for_a_cross_element_loop() -> None:
+    """`a` is read at two offsets, so only the store can be packed (packs.py), not the whole loop."""
     src = CudaSource.from_text(
         "__global__ void k(const float* __restrict__ a, float* __restrict__ y, int n) {\n"
         "  for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = a[i] + a[i + 1];\n}\n"
     )
-    assert OP.find_forward(src) == []
+    sites = OP.find_forward(src)
+    assert [s.details["kind"] for s in sites] == ["row_loop_pack"]
+    out = OP.apply(src, sites[0]).text
+    assert "kl_y_lane[kl_k] = a[i] + a[i + 1];" in out and "kl_a" not in out

@@ -1,7 +1,7 @@
 """Vectorized global loads and stores: one 64/128-bit access (float4, uint4, float2, int4, ...)
 through a `reinterpret_cast` view instead of several scalar accesses to the same elements.
 
-Two site kinds:
+Three site kinds:
 - `loop_with_tail` (the elementwise idiom): a loop over `i < n4` through vector views, followed by a
   scalar tail loop starting at `4 * n4 + s` over the same arrays. Removal deletes the vector loop and
   starts the tail loop at `s`, so the scalar loop covers every element. The forward step writes
@@ -10,6 +10,10 @@ Two site kinds:
   same elements through two small helpers inserted once at the top of the file
   (`kl_scalar_load<V>(p, i)` / `kl_scalar_store<V>(p, i, v)`), so the surrounding code is untouched.
   A view that is itself advanced (`x4 += k`) or whose origin pointer is not a plain name refuses.
+- `aligned_dispatch`: an `if` testing that pointers are 16-byte aligned whose branch moves vectors,
+  with a scalar fallback (its `else`, or the code after a branch that returns). Removal keeps the
+  fallback. The forward steps of packs.py write this form: a one-thread-per-element kernel
+  (`pack_per_thread`) or a row loop partitioned among threads (`row_loop_pack`) in 16-byte packs.
 Reinterpretations of registers (`reinterpret_cast<const __half2*>(&raw)`) are not memory
 vectorization and are left alone.
 """
@@ -21,6 +25,7 @@ import re
 import tree_sitter as ts
 
 from klineage.deopt import _cexpr as X
+from klineage.deopt import packs as pack
 from klineage.deopt.base import Operator, Precondition, Refused, Site
 from klineage.source import edit
 from klineage.source.model import CudaSource
@@ -429,7 +434,29 @@ class Vectorize(Operator):
                         start=start,
                     )
                 )
-            in_pairs = {(d.start_byte, d.end_byte) for vec, *_ in pairs for d in X.walk(vec)}
+            dispatches = [
+                n
+                for n in X.walk(fn)
+                if n.type == "if_statement"
+                and pack.dispatch_fallback(src, n) is not None
+                and any(
+                    m.group("v") in VECTOR_TYPES
+                    for m in _CAST_TYPE.finditer(src.text_of(n.child_by_field_name("consequence") or n))
+                )
+            ]
+            for d in dispatches:
+                sites.append(
+                    self.site(
+                        src,
+                        d,
+                        f"alignment dispatch at line {d.start_point.row + 1} in {fname}: packed path, scalar fallback",
+                        kind="aligned_dispatch",
+                        function=fname,
+                    )
+                )
+            in_pairs = {(d.start_byte, d.end_byte) for vec, *_ in pairs for d in X.walk(vec)} | {
+                (n.start_byte, n.end_byte) for d in dispatches for n in X.walk(d)
+            }
             acc, refused = _accesses(src, fn)
             acc = [a for a in acc if (a.node.start_byte, a.node.end_byte) not in in_pairs]
             if acc or refused:
@@ -471,6 +498,10 @@ class Vectorize(Operator):
         fn = src.node_at(site.anchor)
         if fn is None:
             raise Refused(f"{self.name}: the site is gone")
+        if site.details["kind"] == "aligned_dispatch":
+            if pack.dispatch_fallback(src, fn) is None:
+                raise Refused(f"{self.name}: the alignment dispatch is gone")
+            return pack.remove_dispatch(src, fn)
         if site.details["kind"] == "loop_with_tail":
             fn_node = X.enclosing_function(fn)
             pair = (
@@ -500,7 +531,35 @@ class Vectorize(Operator):
 
     # ---- forward ----------------------------------------------------------------------------
     def find_forward(self, src: CudaSource) -> list[Site]:
-        sites = []
+        sites = [
+            self.site(
+                src,
+                k.guard,
+                f"one element per thread in {X.N.func_name(k.lanes.fn)}: {k.lanes.width or '-'} per thread in "
+                f"{pack.PACK_BYTES}-byte packs ({', '.join(a.name for a in k.lanes.arrays) or 'no array at [i]'})",
+                kind="pack_per_thread",
+                function=X.N.func_name(k.lanes.fn),
+                index=k.lanes.index,
+                width=str(k.lanes.width),
+            )
+            for k in pack.elementwise_kernels(src)
+        ]
+        scalar_loops = {e[0] for fn in X.code_functions(src) for e in _elementwise_loops(src, fn)}
+        sites += [
+            self.site(
+                src,
+                r.loop,
+                f"row loop over {r.lanes.index} at line {r.loop.start_point.row + 1} in "
+                f"{X.N.func_name(r.lanes.fn)}: packs of {r.lanes.width} "
+                f"({', '.join(a.name for a in r.lanes.arrays)})",
+                kind="row_loop_pack",
+                function=X.N.func_name(r.lanes.fn),
+                index=r.lanes.index,
+                width=str(r.lanes.width),
+            )
+            for r in pack.row_loops(src)
+            if r.loop not in scalar_loops
+        ]
         for fn in X.code_functions(src):
             for loop, i, n, arrays, y in _elementwise_loops(src, fn):
                 sites.append(
@@ -519,6 +578,16 @@ class Vectorize(Operator):
         return sites
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
+        if site.details.get("kind") in ("pack_per_thread", "row_loop_pack"):
+            found = self._packable(src, site)
+            if found is None:
+                return [Precondition("independent_lanes", False, "the packed site is gone", "Layout")]
+            shape = (
+                f"one element per thread at {found.lanes.index}"
+                if isinstance(found, pack.ElementwiseKernel)
+                else f"the loop partitions its range among threads ({found.start} by {found.step})"
+            )
+            return pack.facts(found.lanes, shape)
         if site.details.get("kind") == "scalarize":
             return [
                 Precondition(
@@ -574,7 +643,21 @@ class Vectorize(Operator):
             ),
         ]
 
+    @staticmethod
+    def _packable(src: CudaSource, site: Site) -> pack.ElementwiseKernel | pack.RowLoop | None:
+        node = src.node_at(site.anchor)
+        if site.details.get("kind") == "pack_per_thread":
+            return next((k for k in pack.elementwise_kernels(src) if k.guard == node), None)
+        return next((r for r in pack.row_loops(src) if r.loop == node), None)
+
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
+        if site.details.get("kind") in ("pack_per_thread", "row_loop_pack"):
+            packed = self._packable(src, site)
+            if packed is None:
+                raise Refused(f"{self.name}: the packed site is gone")
+            if isinstance(packed, pack.ElementwiseKernel):
+                return pack.apply_elementwise(src, packed)
+            return pack.apply_row_loop(src, packed)
         node = src.node_at(site.anchor)
         fn = X.enclosing_function(node) if node is not None else None
         found = (

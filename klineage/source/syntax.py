@@ -206,6 +206,20 @@ def written_names(node: ts.Node, *, through_access: bool = False) -> set[str]:
     return out
 
 
+def writes_to(node: ts.Node, name: str) -> list[ts.Node]:
+    """The assignments and ++/-- under `node` whose target is the identifier `name` itself."""
+    out = []
+    for n in walk(node):
+        target = None
+        if n.type == "assignment_expression":
+            target = n.child_by_field_name("left")
+        elif n.type == "update_expression":
+            target = n.child_by_field_name("argument")
+        if target is not None and target.type == "identifier" and target.text == name.encode():
+            out.append(n)
+    return out
+
+
 def assigned_in(node: ts.Node) -> set[str]:
     """Identifiers written under `node` (assignment targets, ++/--)."""
     return written_names(node)
