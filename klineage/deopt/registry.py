@@ -12,6 +12,7 @@ from klineage.deopt.grid_reduce import GridReduce
 from klineage.deopt.grid_stride import GridStride
 from klineage.deopt.launch_bounds import LaunchBounds
 from klineage.deopt.ldg import Ldg
+from klineage.deopt.load_add import LoadAdd
 from klineage.deopt.online_softmax import OnlineSoftmax
 from klineage.deopt.packed_half2 import PackedHalf2
 from klineage.deopt.pipeline import Pipeline
@@ -54,6 +55,7 @@ _OPERATORS: list[Operator] = [
     OnlineSoftmax(),
     GridStride(),  # tiling
     Coarsening(),
+    LoadAdd(),
     RegisterBlocking(),
     WarpPerRow(),
     BlockPerRow(),
