@@ -409,7 +409,7 @@ class LoadAdd(Operator):
                             a.type == "if_statement"
                             and _reads(src, a.child_by_field_name("condition"), ix.block)
                         )
-                        for a in _ancestors(n, ix.fn)
+                        for a in T.ancestors(n, ix.fn)
                     )
                 }
             )
@@ -447,12 +447,3 @@ def _reads(src: CudaSource, node: ts.Node | None, name: str) -> bool:
         and node is not None
         and re.search(rf"\b{re.escape(name)}\b", src.text_of(node)) is not None
     )
-
-
-def _ancestors(n: ts.Node, top: ts.Node) -> list[ts.Node]:
-    out = []
-    p = n.parent
-    while p is not None and p != top:
-        out.append(p)
-        p = p.parent
-    return out
