@@ -111,16 +111,22 @@ def test_forward_preconditions_read_structure(case: dict[str, str], failing: str
         assert "buf[t] = x[i] + x[i + blockDim.x];" in OP.apply(src, site).text
 
 
-def test_removal_refuses_a_shared_buffer_smaller_than_the_grown_block() -> None:
+def test_removal_grows_a_fixed_shared_buffer_and_refuses_one_sized_at_launch(tmp_path: Path) -> None:
+    """One slot per thread: `buf[128]` written at the thread's slot grows with the block (128 ->
+    256); an `extern __shared__` buffer is sized by the launch, which the step does not know."""
     text = _NAIVE.format(
         load="buf[t] = x[i] + x[i + blockDim.x];",
         start="blockDim.x / 2",
         combine="+= buf[t + s]",
-        block="256",
+        block="128",
     ).replace("blockIdx.x * blockDim.x + threadIdx.x", "blockIdx.x * (blockDim.x * 2) + threadIdx.x")
-    src = CudaSource.from_text(text)
+    src = CudaSource.from_text(text.replace("buf[256]", "buf[128]"))
     (site,) = OP.find(src)
-    facts = {p.name: p.holds for p in OP.removal_preconditions(src, site)}
-    assert facts["shared_covers_block"] is False  # buf[256], block 256 -> 512
+    facts = {p.name: p for p in OP.removal_preconditions(src, site)}
+    assert facts["shared_covers_block"].holds and "grow" in facts["shared_covers_block"].reason
+    out = OP.remove(src, site).text
+    assert "__shared__ float buf[256];" in out and "k<<<b, 256>>>" in out and "buf[t] = x[i];" in out
+    ext = CudaSource.from_text(text.replace("__shared__ float buf[256];", "extern __shared__ float buf[];"))
+    (site,) = OP.find(ext)
     with pytest.raises(Refused, match="shared_covers_block"):
-        OP.remove(src, site)
+        OP.remove(ext, site)

@@ -155,9 +155,9 @@ def _tid_names(src: CudaSource, fn: ts.Node) -> set[str]:
     }
 
 
-def _small_shared(src: CudaSource, ix: _Index, block: int, ls) -> list[str]:
-    """Shared arrays written at the thread's index whose size (a template block size taking its
-    new value) is below `block`."""
+def _small_shared(src: CudaSource, ix: _Index, block: int, ls) -> list[tuple[ts.Node, str, int | None]]:
+    """(size node, name, size or None when unknown) of the shared arrays written at the thread's
+    index whose size (a template block size taking its new value) is unknown or below `block`."""
     tids = _tid_names(src, ix.fn)
     consts = {**T.file_constants(src)}
     tmap = {
@@ -177,8 +177,8 @@ def _small_shared(src: CudaSource, ix: _Index, block: int, ls) -> list[str]:
                 for x in T.walk(ix.fn)
                 if x.type == "assignment_expression"
             )
-            if n is not None and n < block and indexed:
-                out.append(f"`{name}[{n}]`")
+            if indexed and (n is None or n < block):  # `extern __shared__ T a[]`: sized at the launch
+                out.append((size if size is not None else arr, name, n))
     return out
 
 
@@ -267,13 +267,19 @@ class LoadAdd(Operator):
             )
             if grow:
                 small = _small_shared(src, ix, new, ls)
+                unknown = [name for _, name, n in small if n is None]
+                grown = [f"`{name}[{n}]`" for _, name, n in small if n is not None]
                 facts.append(
                     fact(
                         "shared_covers_block",
-                        not small,
-                        "shared arrays indexed by the thread cover the larger block"
-                        if not small
-                        else f"{', '.join(small)} is indexed by the thread and smaller than {new}",
+                        not unknown,
+                        (
+                            f"{', '.join(grown)} grow(s) to {new} slots, one per thread"
+                            if grown
+                            else "shared arrays written at the thread's slot cover the larger block"
+                        )
+                        if not unknown
+                        else f"the size of `{unknown[0]}` (written at the thread's slot) is not known",
                         "Storage",
                     )
                 )
@@ -298,6 +304,12 @@ class LoadAdd(Operator):
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
         ix = self._index(src, site, scaled=True)
         loads, _ = _loads(src, ix)
+        sizes: dict[int, tuple[ts.Node, int]] = {}  # one slot per thread of the largest new block
+        for ls in T.launches_of(src, ix.kernel.name):
+            block, f = _block_of(src, ls), _launch_value(src, ix.kernel, ls, ix.factor)
+            assert block is not None and f is not None
+            for size, _, _ in _small_shared(src, ix, block * f, ls):
+                sizes[size.start_byte] = (size, max(block * f, sizes.get(size.start_byte, (size, 0))[1]))
         edits = [edit.replace(ix.decl.child_by_field_name("value"), f"blockIdx.x * {ix.block} + threadIdx.x")]
         for node, text in loads:
             start = node.start_byte
@@ -306,6 +318,7 @@ class LoadAdd(Operator):
                 start = src.line_start(pragma.line)
                 text = edit.indent_of(src, node) + text
             edits.append(edit.Edit(start, node.end_byte, text))
+        edits += [edit.replace(size, str(n)) for size, n in sizes.values()]
         return edit.apply_edits(src, edits + self._launch_edits(src, ix, grow=True))
 
     # ---- forward --------------------------------------------------------------------------------
