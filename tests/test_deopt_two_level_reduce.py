@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from deopt_parallel_checks import assert_passes, fixture
+from deopt_parallel_checks import assert_passes
 
 from klineage.deopt.base import Refused
 from klineage.deopt.tree_addressing import TreeAddressing
@@ -14,12 +14,15 @@ from klineage.deopt.two_level_reduce import TwoLevelReduce
 from klineage.source.model import CudaSource
 
 OP = TwoLevelReduce()
+DATA = Path(__file__).resolve().parent / "data" / "deopt"
+#: the kernel, and the workload it shares with load_add's fixture (sums of 256-element chunks)
+KERNEL, WORKLOAD = DATA / "two_level_reduce" / "first_warp.cu", DATA / "load_add" / "warp_chunk"
 
 
 def test_first_warp_form_becomes_one_tree_and_back(tmp_path: Path) -> None:
     """Warp sums, a slot per warp, the first warp folds: one block-wide sequential tree (which
     tree_addressing can then take further), and forward the every-thread two-level form."""
-    src, folder = fixture("two_level_reduce", "first_warp")
+    src, folder = CudaSource.from_file(KERNEL), WORKLOAD
     (site,) = OP.find(src)
     assert all(p.holds for p in OP.removal_preconditions(src, site))
     tree = OP.remove(src, site)
@@ -56,7 +59,7 @@ def test_first_warp_form_becomes_one_tree_and_back(tmp_path: Path) -> None:
     ],
 )
 def test_removal_refusals(edit: tuple[str, str], fact: str) -> None:
-    src, _ = fixture("two_level_reduce", "first_warp")
+    src = CudaSource.from_file(KERNEL)
     changed = CudaSource.from_text(src.text.replace(*edit))
     (site,) = OP.find(changed)
     assert {p.name for p in OP.removal_preconditions(changed, site) if not p.holds} == {fact}
@@ -66,5 +69,5 @@ def test_removal_refusals(edit: tuple[str, str], fact: str) -> None:
 
 def test_ranks_must_be_lane_and_warp() -> None:
     """`lane` must be the thread's lane and `wid` its warp: another split is not a two-level block sum."""
-    src, _ = fixture("two_level_reduce", "first_warp")
+    src = CudaSource.from_file(KERNEL)
     assert OP.find(CudaSource.from_text(src.text.replace("threadIdx.x >> 5;", "threadIdx.x >> 4;"))) == []

@@ -175,7 +175,10 @@ def test_guarded_rolled_loop_roundtrip(tmp_path: Path) -> None:
     rolled back): the tree keeps the guard per level, passes the gate, and the forward step restores
     a guarded shuffle loop."""
     op = WarpShuffleReduce()
-    src, folder = fixture("warp_shuffle_reduce", "guarded_block_sums")
+    data = Path(__file__).resolve().parent / "data" / "deopt"
+    # the kernel, and the workload it shares with load_add's fixture (sums of 256-element chunks)
+    src = CudaSource.from_file(data / "warp_shuffle_reduce" / "guarded_block_sums.cu")
+    folder = data / "load_add" / "warp_chunk"
     (site,) = op.find(src)
     assert all(p.holds for p in op.removal_preconditions(src, site))
     simpler = op.remove(src, site)
