@@ -55,6 +55,16 @@ def _stmts(block: ts.Node) -> list[ts.Node]:
     return [c for c in block.named_children if c.type != "comment"]
 
 
+def _windows(fn: ts.Node, n: int) -> list[tuple[list[ts.Node], int]]:
+    """(statements of a block, i) for every run of `n` consecutive statements st[i : i + n]."""
+    out = []
+    for block in T.walk(fn):
+        if block.type == "compound_statement":
+            st = _stmts(block)
+            out += [(st, i) for i in range(len(st) - n + 1)]
+    return out
+
+
 def _is_rank(src: CudaSource, fn: ts.Node, name: str, ops: tuple[str, ...]) -> bool:
     """`name` is `threadIdx.x OP 32` for one of `ops` (`%`/`&` lane, `/`/`>>` warp)."""
     init = T.init_text(src, fn, name)
@@ -71,28 +81,24 @@ def _is_rank(src: CudaSource, fn: ts.Node, name: str, ops: tuple[str, ...]) -> b
 
 def _first_warp_runs(src: CudaSource, k: Function, fn: ts.Node) -> list[_Run]:
     out = []
-    for block in T.walk(fn):
-        if block.type != "compound_statement":
+    for st, i in _windows(fn, 5):
+        a, b, c, d, e = (T.squash(src.text_of(x)) for x in st[i : i + 5])
+        m1 = re.fullmatch(r"(\w+)=(\w+)(?:<[^;]*>)?\(\1\);", a)
+        if m1 is None:
             continue
-        st = _stmts(block)
-        for i in range(len(st) - 4):
-            a, b, c, d, e = (T.squash(src.text_of(x)) for x in st[i : i + 5])
-            m1 = re.fullmatch(r"(\w+)=(\w+)(?:<[^;]*>)?\(\1\);", a)
-            if m1 is None:
-                continue
-            v, r = m1.groups()
-            m2 = re.fullmatch(rf"if\((\w+)==0\)\{{?(\w+)\[(\w+)\]={v};\}}?", b)
-            m4 = m2 and re.fullmatch(
-                rf"{v}=\(?threadIdx\.x<blockDim\.x/(\w+)\)?\?{m2.group(2)}\[{m2.group(1)}\]:{_ZERO};", d
-            )
-            m5 = m2 and re.fullmatch(rf"if\({m2.group(3)}==0\)\{{?{v}={r}(?:<[^;]*>)?\({v}\);\}}?", e)
-            if not (m2 and m4 and m5 and c == "__syncthreads();"):
-                continue
-            lane, warp = m2.group(1), m2.group(3)
-            if T.eval_int(m4.group(1), T.file_constants(src)) != 32:
-                continue
-            if _is_rank(src, fn, lane, ("%", "&")) and _is_rank(src, fn, warp, ("/", ">>")):
-                out.append(_Run(k, fn, st[i], st[i + 4], v, r, "first_warp"))
+        v, r = m1.groups()
+        m2 = re.fullmatch(rf"if\((\w+)==0\)\{{?(\w+)\[(\w+)\]={v};\}}?", b)
+        m4 = m2 and re.fullmatch(
+            rf"{v}=\(?threadIdx\.x<blockDim\.x/(\w+)\)?\?{m2.group(2)}\[{m2.group(1)}\]:{_ZERO};", d
+        )
+        m5 = m2 and re.fullmatch(rf"if\({m2.group(3)}==0\)\{{?{v}={r}(?:<[^;]*>)?\({v}\);\}}?", e)
+        if not (m2 and m4 and m5 and c == "__syncthreads();"):
+            continue
+        lane, warp = m2.group(1), m2.group(3)
+        if T.eval_int(m4.group(1), T.file_constants(src)) != 32:
+            continue
+        if _is_rank(src, fn, lane, ("%", "&")) and _is_rank(src, fn, warp, ("/", ">>")):
+            out.append(_Run(k, fn, st[i], st[i + 4], v, r, "first_warp"))
     return out
 
 
@@ -100,57 +106,49 @@ def _butterfly_runs(src: CudaSource, k: Function, fn: ts.Node) -> list[_Run]:
     """The every-thread two-level form (block_per_row's all-reduce, what `apply` writes): an xor
     butterfly of `v`, then a block with one shared slot per warp that every thread folds in order."""
     out = []
-    for block in T.walk(fn):
-        if block.type != "compound_statement":
+    for st, i in _windows(fn, 2):
+        m = re.fullmatch(
+            r"for\(int(\w+)=16;\1>0;\1>>=1\)(\w+)\+=__shfl_xor_sync\(\w+,\2,\1\);",
+            T.squash(src.text_of(st[i])),
+        )
+        if m is None or st[i + 1].type != "compound_statement":
             continue
-        st = _stmts(block)
-        for i in range(len(st) - 1):
-            m = re.fullmatch(
-                r"for\(int(\w+)=16;\1>0;\1>>=1\)(\w+)\+=__shfl_xor_sync\(\w+,\2,\1\);",
-                T.squash(src.text_of(st[i])),
-            )
-            if m is None or st[i + 1].type != "compound_statement":
-                continue
-            v = m.group(2)
-            inner = [T.squash(src.text_of(x)) for x in _stmts(st[i + 1])]
-            slots = T.decl_name(_stmts(st[i + 1])[0]) if inner and inner[0].startswith("__shared__") else None
-            want = [
-                rf"if\(\(threadIdx\.x&31\)==0\){slots}\[threadIdx\.x>>5\]={v};",
-                r"__syncthreads\(\);",
-                rf"{v}={slots}\[0\];",
-                rf"for\(int(\w+)=1;\1<[^;]+;\+\+\1\){v}\+={slots}\[\1\];",
-                r"__syncthreads\(\);",
-            ]
-            if (
-                slots
-                and len(inner) == 6
-                and all(re.fullmatch(w, t) for w, t in zip(want, inner[1:], strict=True))
-            ):
-                out.append(_Run(k, fn, st[i], st[i + 1], v, "", "butterfly"))
+        v = m.group(2)
+        inner = [T.squash(src.text_of(x)) for x in _stmts(st[i + 1])]
+        slots = T.decl_name(_stmts(st[i + 1])[0]) if inner and inner[0].startswith("__shared__") else None
+        want = [
+            rf"if\(\(threadIdx\.x&31\)==0\){slots}\[threadIdx\.x>>5\]={v};",
+            r"__syncthreads\(\);",
+            rf"{v}={slots}\[0\];",
+            rf"for\(int(\w+)=1;\1<[^;]+;\+\+\1\){v}\+={slots}\[\1\];",
+            r"__syncthreads\(\);",
+        ]
+        if (
+            slots
+            and len(inner) == 6
+            and all(re.fullmatch(w, t) for w, t in zip(want, inner[1:], strict=True))
+        ):
+            out.append(_Run(k, fn, st[i], st[i + 1], v, "", "butterfly"))
     return out
 
 
 def _tree_runs(src: CudaSource, k: Function, fn: ts.Node) -> list[_Run]:
     """The every-thread form `remove` writes (and `apply` reads): a block-wide sequential tree."""
     out = []
-    for block in T.walk(fn):
-        if block.type != "compound_statement":
+    for st, i in _windows(fn, 5):
+        a, b, c, d, e = (T.squash(src.text_of(x)) for x in st[i : i + 5])
+        shared = st[i].type == "declaration" and a.startswith("__shared__")
+        arr = T.decl_name(st[i]) if shared else None
+        m2 = arr and re.fullmatch(rf"{arr}\[threadIdx\.x\]=(\w+);", b)
+        if not (m2 and c == "__syncthreads();"):
             continue
-        st = _stmts(block)
-        for i in range(len(st) - 4):
-            a, b, c, d, e = (T.squash(src.text_of(x)) for x in st[i : i + 5])
-            shared = st[i].type == "declaration" and a.startswith("__shared__")
-            arr = T.decl_name(st[i]) if shared else None
-            m2 = arr and re.fullmatch(rf"{arr}\[threadIdx\.x\]=(\w+);", b)
-            if not (m2 and c == "__syncthreads();"):
-                continue
-            v = m2.group(1)
-            tree = (
-                rf"for\(unsignedint(\w+)=blockDim\.x/2;\1>0;\1>>=1\)\{{if\(threadIdx\.x<\1\){arr}\[threadIdx\.x\]"
-                rf"\+={arr}\[threadIdx\.x\+\1\];__syncthreads\(\);\}}"
-            )
-            if re.fullmatch(tree, d) and e == f"{v}={arr}[0];":
-                out.append(_Run(k, fn, st[i], st[i + 4], v, "", "every_thread"))
+        v = m2.group(1)
+        tree = (
+            rf"for\(unsignedint(\w+)=blockDim\.x/2;\1>0;\1>>=1\)\{{if\(threadIdx\.x<\1\){arr}\[threadIdx\.x\]"
+            rf"\+={arr}\[threadIdx\.x\+\1\];__syncthreads\(\);\}}"
+        )
+        if re.fullmatch(tree, d) and e == f"{v}={arr}[0];":
+            out.append(_Run(k, fn, st[i], st[i + 4], v, "", "every_thread"))
     return out
 
 
