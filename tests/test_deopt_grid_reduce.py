@@ -93,18 +93,72 @@ def test_gate_accepts_the_backward_result(tmp_path: Path) -> None:
 
 
 def test_forward_on_naive_reduce_sum(tmp_path: Path) -> None:
+    """One data loop: a grid of blocks accumulates grid-strided slices (several elements per thread
+    at large N), each block all-reduces and stores one partial, one block folds the partials in a
+    fixed order and then runs what followed the loop."""
     naive = CudaSource.from_file(WL / "naive.cu")
-    out = _forward(naive)
-    k = _kernel_text(out, "sum_naive")
-    assert "for (int i = threadIdx.x; i < n; i += blockDim.x) acc += x[i];" in k
-    assert "__shfl_xor_sync(0xffffffffu, acc, kl_off)" in k and "__shared__ double kl_s[32];" in k
-    assert "if (threadIdx.x == 0) out[0] = (float)acc;" in k
+    (site,) = OP.find_forward(naive)
+    assert site.summary == "kernel sum_naive: one thread reduces (forward: a grid and a final pass)"
+    out = OP.apply(naive, site)
+    first = _kernel_text(out, "sum_naive_partials")
+    assert (
+        "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) acc += x[i];"
+        in first
+    )
+    assert "__shfl_xor_sync(0xffffffffu, acc, kl_off)" in first and "__shared__ double kl_s[32];" in first
+    assert "if (threadIdx.x == 0) kl_part_sum_naive_acc[blockIdx.x] = acc;" in first and "out[0]" not in first
+    final = _kernel_text(out, "sum_naive")
+    assert "kl_b < kl_blocks_sum_naive; kl_b += blockDim.x) { acc += kl_part_sum_naive_acc[kl_b]; }" in final
+    assert "if (threadIdx.x == 0) out[0] = (float)acc;" in final
+    assert "__device__ double kl_part_sum_naive_acc[1024];" in out.text
+    assert "sum_naive_partials<<<kl_grid_blocks(N), 256, 0, stream>>>(x, out, N);" in out.text
     assert "sum_naive<<<1, 256, 0, stream>>>(x, out, N);" in out.text
-    assert [s.summary for s in OP.find(out)] == ["kernel sum_naive: one-block reduction"]
-    r = _gate(out.text, tmp_path, "block.cu")
+    assert "kernel sum_naive: one-block reduction" in [s.summary for s in OP.find(out)]
+    r = _gate(out.text, tmp_path, "grid.cu")
     assert r.accepted, (r.category, r.message)
-    # and back: the one-block form strips to the naive kernel again
-    assert normalize(OP.remove(out, OP.find(out)[0]).text) == normalize(naive.text)
+
+
+def test_forward_keeps_one_block_when_a_second_loop_reads_the_first() -> None:
+    """Mean, then the squared deviations from it: one pass of partials cannot compute the second
+    loop, so the forward writes the one-block form (every loop block-strided)."""
+    text = """
+__global__ void mv(const float* x, float* y, int n) {
+    float s = 0.f;
+    for (int i = 0; i < n; ++i) s += x[i];
+    const float mu = s / n;
+    float q = 0.f;
+    for (int i = 0; i < n; ++i) q += (x[i] - mu) * (x[i] - mu);
+    y[0] = q / n;
+}
+extern "C" void launch(const float* x, float* y, int n, cudaStream_t st) { mv<<<1, 1, 0, st>>>(x, y, n); }
+"""
+    src = CudaSource.from_text(text, "k.cu")
+    (site,) = OP.find_forward(src)
+    assert site.summary.endswith("(forward: one block)")
+    out = OP.apply(src, site)
+    assert "_partials" not in out.text and out.text.count("i += blockDim.x") == 2
+    assert "mv<<<1, 256, 0, st>>>" in out.text
+
+
+def test_forward_grid_form_on_another_idiom(tmp_path: Path) -> None:
+    """An unsigned counter, a per-element temporary, a sum and a max in one loop, stores through
+    `*result` and `result[1]`: one partial array per reduction, both folded in the final pass."""
+    folder = DATA / "sumsq_abs"
+    src = CudaSource.from_file(folder / "naive.cu")
+    (site,) = OP.find_forward(src)
+    out = OP.apply(src, site)
+    assert "__device__ float kl_part_stats_serial_peak[1024];" in out.text
+    assert "__device__ double kl_part_stats_serial_ss[1024];" in out.text
+    assert (
+        "peak = fmaxf(peak, kl_part_stats_serial_peak[kl_b]); ss += kl_part_stats_serial_ss[kl_b];"
+        in out.text
+    )
+    assert "if (threadIdx.x == 0) *result = (float)sqrt(ss);" in out.text
+    assert "stats_serial_partials<<<kl_grid_blocks(((unsigned)n)), 256, 0, stream>>>" in out.text
+    r = gate(
+        out.text, folder, GateOptions(backend="emu"), name="grid.cu", use_cache=False, cache_root=tmp_path
+    )
+    assert r.accepted, (r.category, r.message)
 
 
 def test_forward_declares_the_wider_block_in_launch_bounds(tmp_path: Path) -> None:
@@ -117,7 +171,8 @@ def test_forward_declares_the_wider_block_in_launch_bounds(tmp_path: Path) -> No
         .replace("__global__ void sum_naive", "__global__ void __launch_bounds__(1) sum_naive")
     )
     out = _forward(CudaSource.from_text(text, "naive_lb.cu"))
-    assert "__launch_bounds__(256) sum_naive" in out.text and "__launch_bounds__(1)" not in out.text
+    assert "__launch_bounds__(256) sum_naive(" in out.text and "__launch_bounds__(1)" not in out.text
+    assert "__launch_bounds__(256) sum_naive_partials(" in out.text
     assert _gate(out.text, tmp_path, "block_lb.cu").accepted
     stale = out.text.replace("__launch_bounds__(256)", "__launch_bounds__(1)")
     r = _gate(stale, tmp_path, "block_stale_lb.cu")
@@ -289,9 +344,10 @@ def test_forward_needs_a_one_thread_launch() -> None:
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.lists(st.sampled_from(sorted(UPDATES)), min_size=1, max_size=3), min_size=1, max_size=3))
 def test_forward_then_backward_on_random_reductions(loops: list[list[str]]) -> None:
-    """One thread, 1-3 loops of 1-3 sum/max/min reductions each, one output: forward writes one
-    butterfly and one shared fold per reduction, strides every loop by the block and leaves the
-    store to thread 0; the result is a one-block reduction, and backward gives the kernel back."""
+    """One thread, 1-3 loops of 1-3 sum/max/min reductions each, one output. One loop: the two-pass
+    form (a partial array per reduction). Several: one butterfly and one shared fold per reduction,
+    every loop strided by the block, the store left to thread 0; the result is a one-block
+    reduction, and backward gives the kernel back."""
     body, n = [], 0
     for li, kinds in enumerate(loops):
         ups = []
@@ -314,6 +370,13 @@ extern "C" void launch(const float* x, float* y, int N, cudaStream_t s) {{
 """
     src = CudaSource.from_text(text, "k.cu")
     out = _forward(src)
+    if len(loops) == 1:  # one data loop: the two-pass form, each reduction all-reduced in both passes
+        assert out.text.count("__shfl_xor_sync") == 2 * n and out.text.count("__device__") == n + 1
+        assert (
+            "k_partials<<<kl_grid_blocks(N), 256, 0, s>>>" in out.text and "k<<<1, 256, 0, s>>>" in out.text
+        )
+        assert "if (threadIdx.x == 0) y[0] =" in out.text
+        return
     assert out.text.count("__shfl_xor_sync") == n and out.text.count("__shared__") == n
     assert out.text.count("j += blockDim.x") == len(loops)
     assert "if (threadIdx.x == 0) y[0] =" in out.text and "k<<<1, 256, 0, s>>>" in out.text

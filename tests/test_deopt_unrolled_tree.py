@@ -34,3 +34,22 @@ def test_unguarded_run_and_what_is_not_a_tree() -> None:
     assert "for (int kl_off = 8; kl_off > 0; kl_off >>= 1)" in op.remove(src, site).text
     assert op.find(CudaSource.from_text(k.format("v += x[8]; v += x[4]; v += x[3]; v += x[1];"))) == []
     assert op.find(CudaSource.from_text(k.format("v += x[4]; v += x[2];"))) == []  # too few levels
+
+
+def test_apply_takes_the_loops_unroll_pragma_along() -> None:
+    """A `#pragma unroll` left before the first unrolled statement must precede a loop (nvcc warns
+    and ignores it); the forward step removes it with the loop it annotated."""
+    op = UnrolledTree()
+    text = (
+        "__global__ void k(float* x) { float v = x[threadIdx.x];\n"
+        "    #pragma unroll\n"
+        "    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
+        "    x[threadIdx.x] = v; }"
+    )
+    src = CudaSource.from_text(text)
+    (site,) = op.find_forward(src)
+    out = op.apply(src, site).text
+    assert "#pragma" not in out
+    assert (
+        "    v += __shfl_xor_sync(0xffffffffu, v, 16);\n    v += __shfl_xor_sync(0xffffffffu, v, 8);" in out
+    )

@@ -168,3 +168,53 @@ def test_multi_value_merge_becomes_per_value_buffers(tmp_path: Path) -> None:
     out = OP.remove(src, site)
     assert "__shfl_down_sync" not in out.text and "tree_m[tree_warp][tree_lane + off]" in out.text
     assert_passes(out.text, fixture("online_softmax", "softmax_rows")[1], tmp_path, "warp_merge_tree.cu")
+
+
+def test_guarded_rolled_loop_roundtrip(tmp_path: Path) -> None:
+    """A shuffle loop whose steps a warp-uniform template condition guards (a template-unrolled tree
+    rolled back): the tree keeps the guard per level, passes the gate, and the forward step restores
+    a guarded shuffle loop."""
+    op = WarpShuffleReduce()
+    data = Path(__file__).resolve().parent / "data" / "deopt"
+    # the kernel, and the workload it shares with load_add's fixture (sums of 256-element chunks)
+    src = CudaSource.from_file(data / "warp_shuffle_reduce" / "guarded_block_sums.cu")
+    folder = data / "load_add" / "warp_chunk"
+    (site,) = op.find(src)
+    assert all(p.holds for p in op.removal_preconditions(src, site))
+    simpler = op.remove(src, site)
+    assert "if (acc_lane < s && (width >= 2 * s))" in simpler.text
+    assert "__shfl" not in simpler.text
+    assert_passes(simpler.text, folder, tmp_path)
+    (fwd,) = op.find_forward(simpler)
+    restored = op.apply(simpler, fwd)
+    assert "if (width>=2*off) acc += __shfl_xor_sync(0xffffffffu, acc, off);" in restored.text
+    assert_passes(restored.text, folder, tmp_path, "restored.cu")
+
+
+@pytest.mark.parametrize(
+    ("guard", "uniform"),
+    [
+        ("width >= 2 * off", True),
+        ("n > off && width >= 2 * off", True),
+        ("(threadIdx.x & 31) < off", False),
+        ("lane < off", False),
+        ("pick(off)", False),
+    ],
+)
+def test_only_a_warp_uniform_guard_is_a_reduction_step(guard: str, uniform: bool) -> None:
+    """The guard may read the offset, template and kernel parameters; a lane, a local or a call
+    could split the warp, and then the loop is not a warp reduction."""
+    text = (
+        "__device__ bool pick(int o) { return o > 2; }\n"
+        "template <int width> __global__ void k(float* x, int n) {\n"
+        "  const int lane = threadIdx.x & 31; float v = x[threadIdx.x];\n"
+        f"  for (int off = 16; off > 0; off >>= 1) {{ if ({guard}) v += __shfl_down_sync(0xffffffff, v, off); }}\n"
+        "  if (lane == 0) x[threadIdx.x] = v; }"
+    )
+    src = CudaSource.from_text(text)
+    (site,) = WarpShuffleReduce().find(src)
+    if uniform:
+        assert "__shfl" not in WarpShuffleReduce().remove(src, site).text
+    else:
+        with pytest.raises(Refused, match="not a single assignment"):
+            WarpShuffleReduce().remove(src, site)

@@ -100,9 +100,25 @@ def resolve_local(src: CudaSource, fn: ts.Node, text: str, depth: int = 3) -> st
 # --- divergence -----------------------------------------------------------------------------------
 
 
+def _tid_aliases_inlined(fn: ts.Node, t: str) -> str:
+    """`t` with locals that only alias the thread index (`unsigned tid = threadIdx.x;`, never
+    reassigned) written as `threadIdx.x`, so `tid / 32` reads as warp-uniform like `threadIdx.x / 32`."""
+    decls = local_decls(fn)
+    written = assigned_in(fn)
+    aliases = {
+        name: "threadIdx.x"
+        for name, node in decls.items()
+        if node.type == "init_declarator"
+        and name not in written
+        and (val := node.child_by_field_name("value")) is not None
+        and squash(val.text.decode()) in ("threadIdx.x", "(threadIdx.x)", "(int)threadIdx.x")
+    }
+    return subst_idents(t, aliases) if aliases else t
+
+
 def _thread_dep(src: CudaSource, fn: ts.Node, text: str, consts: Mapping[str, int], seen: set[str]) -> str:
     """'none', 'warp' (uniform within a warp) or 'lane' for expression text in `fn`."""
-    t = squash(text)
+    t = _tid_aliases_inlined(fn, squash(text))
     kind = "none"
     warp_div = re.compile(r"threadIdx\.x(?:/(\w+)|>>(\w+))")
     for m in warp_div.finditer(t):

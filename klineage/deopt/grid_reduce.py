@@ -41,6 +41,7 @@ from klineage.deopt.rows import (
     COLLECTIVE,
     LOOPS,
     BlockRows,
+    Reduction,
     base_name,
     fact,
     fn_texts,
@@ -54,6 +55,9 @@ from klineage.source.model import CudaSource
 
 #: block size of the one-block reduction `apply` writes
 BLOCK_THREADS = 256
+#: most blocks of the two-pass form's first pass: beyond BLOCK_THREADS * GRID_BLOCKS elements each
+#: thread accumulates several before the block's tree (the final pass folds at most this many)
+GRID_BLOCKS = 1024
 _INDEX = re.compile(r"(threadIdx|blockIdx|blockDim|gridDim)\.([xyz])")
 _PURE = re.compile(r"[\w.\s+\-*/%<>&|^]*")  # no calls, no assignments
 
@@ -636,7 +640,16 @@ class GridReduce(BlockPerRow):
             if body is None or not outer_loops(body) or _INDEX.search(src.text_of(body)):
                 continue
             if _one_thread_launches(src, k.name):
-                sites.append(self.site(src, fn, f"kernel {k.name}: one thread reduces", kernel=k.name))
+                form = (
+                    "a grid and a final pass"
+                    if isinstance(self._split(src, fn, k.name), _Split)
+                    else "one block"
+                )
+                sites.append(
+                    self.site(
+                        src, fn, f"kernel {k.name}: one thread reduces (forward: {form})", kernel=k.name
+                    )
+                )
         return sites
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
@@ -698,6 +711,9 @@ class GridReduce(BlockPerRow):
         facts, loops, stores = self._one_thread_facts(src, fn, site.details["kernel"])
         if not all(f.holds for f in facts):
             raise Refused(f"{self.name}: preconditions changed under the edit")
+        split = self._split(src, fn, site.details["kernel"])
+        if isinstance(split, _Split):
+            return self._apply_grid(src, fn, split)
         decls = T.local_decls(fn)
         edits = [
             edit.replace(
@@ -718,6 +734,143 @@ class GridReduce(BlockPerRow):
         if attr is not None:
             edits.append(edit.Edit(attr.start, attr.end, f"__launch_bounds__({BLOCK_THREADS})"))
         return edit.apply_edits(src, edits)
+
+    # ---- forward: one thread -> a grid of blocks and a final pass --------------------------------
+    def _split(self, src: CudaSource, fn: ts.Node, kernel: str) -> _Split | str:
+        """The parts of the two-pass form, or why the kernel keeps the one-block form: one loop over
+        the data carrying sum/max/min reductions (each a typed local declared before it, a sum
+        starting at zero), only declarations before it, a loop bound the launcher can compute, a
+        kernel that is no template. What follows the loop runs once, in the final pass."""
+        body = fn.child_by_field_name("body")
+        k = next(k for k in src.kernels if k.name == kernel)
+        facts, loops, stores = self._one_thread_facts(src, fn, kernel)
+        if body is None or not all(f.holds for f in facts):
+            return "preconditions of the one-block form do not hold"
+        if k.template_params:
+            return "a template kernel"
+        if len(loops) != 1 or len(outer_loops(body)) != 1:
+            return f"{len(outer_loops(body))} loops over the data (a second pass may read the first's result)"
+        (r,) = loops
+        if not r.reductions or any(red.kind not in ("sum", "max", "min") for red in r.reductions):
+            return "the loop carries an argmax/argmin or no reduction"
+        stmts = [c for c in body.named_children if c.type != "comment"]
+        head = stmts[: next(i for i, c in enumerate(stmts) if c.start_byte <= r.loop.start_byte < c.end_byte)]
+        if any(c.type != "declaration" or T.has_call(c, r"\w+") for c in head):
+            return "statements other than plain declarations run before the loop"
+        if any(T.ancestors(r.loop, body)):
+            return "the loop is nested in a branch"
+        decls = T.local_decls(fn)
+        types = {}
+        for red in r.reductions:
+            d = decls.get(red.var)
+            decl = d.parent if d is not None else None
+            ty = decl.child_by_field_name("type") if decl is not None and decl.type == "declaration" else None
+            if ty is None or decl not in head:
+                return f"`{red.var}` is not a local declared before the loop"
+            types[red.var] = src.text_of(ty)
+        cond = r.loop.child_by_field_name("condition")
+        bound = cond.child_by_field_name("right") if cond is not None else None
+        if bound is None or cond.child_by_field_name("operator").type not in ("<", "<="):
+            return "the loop bound is not `j < n`"
+        counts = []
+        for ls in T.launches_of(src, kernel):
+            n = T.kernel_expr_in_launcher(src, k, ls, src.text_of(bound), fn)
+            if n is None:
+                return f"the launch at line {ls.line} cannot compute the loop bound"
+            counts.append(n)
+        return _Split(r, types, tuple(counts), stores)
+
+    def _apply_grid(self, src: CudaSource, fn: ts.Node, sp: _Split) -> CudaSource:
+        kernel = T.declarator_ident(fn.child_by_field_name("declarator")) or ""
+        k = next(x for x in src.kernels if x.name == kernel)
+        first = f"{kernel}_partials"
+        count = f"kl_blocks_{kernel}"
+        part = {red.var: f"kl_part_{kernel}_{red.var}" for red in sp.loop.reductions}
+        decls = T.local_decls(fn)
+        r = sp.loop
+
+        def merge(red: Reduction, value: str) -> str:
+            return (
+                f"{red.var} += {value}" if red.kind == "sum" else f"{red.var} = {red.fn}({red.var}, {value})"
+            )
+
+        # the first pass: the kernel up to its loop, grid-strided, one partial per block
+        def partial_stores(red: Reduction) -> list[str]:
+            return self._all_reduce(src, red, decls) + [
+                f"if (threadIdx.x == 0) {part[red.var]}[blockIdx.x] = {red.var};"
+            ]
+
+        loop = self._restride(
+            src, r, "blockIdx.x * blockDim.x + threadIdx.x", "gridDim.x * blockDim.x", partial_stores
+        )
+        body = fn.child_by_field_name("body")
+        ind = edit.indent_of(src, r.loop)
+        head = src.text_bytes[fn.start_byte : r.loop.start_byte].decode()
+        head = re.sub(rf"\b{re.escape(kernel)}(\s*\()", rf"{first}\1", head, count=1)
+        head = re.sub(r"__launch_bounds__\s*\([^)]*\)", f"__launch_bounds__({BLOCK_THREADS})", head)
+        partials = (
+            head
+            + loop
+            + f"\n{ind}if (blockIdx.x == 0 && threadIdx.x == 0) {count} = gridDim.x;\n"
+            + src.text_bytes[body.end_byte - 1 : fn.end_byte].decode()
+        )
+        # the final pass: one block folds the partials, then runs what followed the loop
+        fold = [
+            f"for (int kl_b = threadIdx.x; kl_b < {count}; kl_b += blockDim.x) "
+            + "{ "
+            + " ".join(merge(red, f"{part[red.var]}[kl_b]") + ";" for red in r.reductions)
+            + " }"
+        ] + [x for red in r.reductions for x in self._all_reduce(src, red, decls)]
+        edits = [edit.replace(r.loop, f"\n{ind}".join(fold))]
+        edits += [self._guarded(src, stmt, "threadIdx.x == 0") for stmt in sp.stores]
+        globals_ = (
+            "".join(
+                f"__device__ {sp.types[v]} {name}[{GRID_BLOCKS}];  // one partial per block of {first}\n"
+                for v, name in part.items()
+            )
+            + f"__device__ int {count};  // how many blocks {first} ran\n"
+        )
+        start = src.line_start(k.line)
+        prologue = globals_ + "\n" + partials + "\n\n"
+        for ls, n in zip(T.launches_of(src, kernel), sp.counts, strict=True):
+            call = src.node_for(ls)
+            stmt = T.statement_ancestor(call)
+            cfg = T.config_nodes(src, ls)
+            text = src.text_of(stmt)
+            off = stmt.start_byte
+            grid = f"kl_grid_blocks({n})"
+            launch1 = (
+                text[: cfg[0].start_byte - off]
+                + grid
+                + text[cfg[0].end_byte - off : cfg[1].start_byte - off]
+                + str(BLOCK_THREADS)
+                + text[cfg[1].end_byte - off :]
+            )
+            launch1 = re.sub(rf"^(\s*){re.escape(kernel)}\b", rf"\1{first}", launch1, count=1)
+            launch2 = text[: cfg[1].start_byte - off] + str(BLOCK_THREADS) + text[cfg[1].end_byte - off :]
+            edits.append(edit.replace(stmt, launch1 + "\n" + edit.indent_of(src, stmt) + launch2))
+        helper = (
+            f"static inline int kl_grid_blocks(long long n) {{  // enough {BLOCK_THREADS}-thread blocks for n, "
+            f"at most {GRID_BLOCKS}\n"
+            f"    long long b = (n + {BLOCK_THREADS - 1}) / {BLOCK_THREADS};\n"
+            f"    return b < 1 ? 1 : (b > {GRID_BLOCKS} ? {GRID_BLOCKS} : (int)b);\n}}\n\n"
+        )
+        edits.append(edit.Edit(start, start, ("" if "kl_grid_blocks(" in src.text else helper) + prologue))
+        attr = next((a for a in k.attributes if a.name == "__launch_bounds__"), None)
+        if attr is not None:
+            edits.append(edit.Edit(attr.start, attr.end, f"__launch_bounds__({BLOCK_THREADS})"))
+        return edit.apply_edits(src, edits)
+
+
+@dataclass(frozen=True)
+class _Split:
+    """The two-pass form's parts: the data loop, the reductions' types, each launch's element count
+    (launcher text) and the stores that follow the loop."""
+
+    loop: object  # warp_per_row's _RowLoop
+    types: dict[str, str]
+    counts: tuple[str, ...]
+    stores: list
 
 
 # ---- folding what the substitutions leave ---------------------------------------------------------

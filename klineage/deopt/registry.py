@@ -14,6 +14,7 @@ from klineage.deopt.grid_reduce import GridReduce
 from klineage.deopt.grid_stride import GridStride
 from klineage.deopt.launch_bounds import LaunchBounds
 from klineage.deopt.ldg import Ldg
+from klineage.deopt.load_add import LoadAdd
 from klineage.deopt.online_softmax import OnlineSoftmax
 from klineage.deopt.packed_half2 import PackedHalf2
 from klineage.deopt.pipeline import Pipeline
@@ -27,6 +28,7 @@ from klineage.deopt.smem_staging import SmemStaging
 from klineage.deopt.tensor_core import TensorCore
 from klineage.deopt.tile_size import TileSize
 from klineage.deopt.tree_addressing import TreeAddressing
+from klineage.deopt.two_level_reduce import TwoLevelReduce
 from klineage.deopt.unrolled_tree import UnrolledTree
 from klineage.deopt.vectorize import Vectorize
 from klineage.deopt.warp_per_row import WarpPerRow
@@ -48,6 +50,7 @@ _OPERATORS: list[Operator] = [
     CgReduce(),
     SmemPadding(),  # smem_layout
     TreeAddressing(),
+    TwoLevelReduce(),
     SmemStaging(),  # staging
     Vectorize(),  # vectorization
     PackedHalf2(),
@@ -58,6 +61,7 @@ _OPERATORS: list[Operator] = [
     Coarsening(),
     GemmTiling(),
     DeepMicroTile(),
+    LoadAdd(),
     RegisterBlocking(),
     WarpPerRow(),
     BlockPerRow(),

@@ -207,4 +207,8 @@ class UnrolledTree(Operator):
             )
             levels.append(text)
             off //= 2
-        return edit.apply_edits(src, [edit.replace(loop, f"\n{ind}".join(levels))])
+        text, start_byte = f"\n{ind}".join(levels), loop.start_byte
+        pragma = src.pragma_of(loop)
+        if pragma is not None:  # the loop's unroll pragma goes too (it must precede a loop)
+            text, start_byte = ind + text, src.line_start(pragma.line)
+        return edit.apply_edits(src, [edit.Edit(start_byte, loop.end_byte, text)])

@@ -44,6 +44,39 @@ class _Red:
     why: str  # why the body is not recognised ("" when it is)
     shuffled: tuple[str, ...] = ()  # merge form: the values exchanged each step (e.g. m, d or s.n, s.mean)
     offset_var: str = ""
+    guard: str = ""  # a warp-uniform condition on the offset each step is taken under ("" = always)
+
+
+def _uniform_guard(src: CudaSource, stmt: ts.Node, off: str) -> tuple[ts.Node, str] | None:
+    """(the guarded step, its condition) of `if (COND) step;` when COND reads only the offset and
+    names the function never assigns (template and kernel parameters, constants): every lane of
+    the warp takes the same branch, so the step is skipped by the whole warp or by none. Liu's
+    `if (blockSize >= 2 * off) v += __shfl_down_sync(...)` is the rolled template-unrolled form."""
+    if stmt.type == "compound_statement":
+        inner = [c for c in stmt.named_children if c.type != "comment"]
+        if len(inner) != 1:
+            return None
+        stmt = inner[0]
+    if stmt.type != "if_statement" or stmt.child_by_field_name("alternative") is not None:
+        return None
+    cond, then = stmt.child_by_field_name("condition"), stmt.child_by_field_name("consequence")
+    if cond is None or then is None:
+        return None
+    fn = T.fn_node_of(stmt)
+    decls = T.local_decls(fn) if fn is not None else {}
+    params = {
+        k for k, d in decls.items() if d.parent is not None and d.parent.type == "parameter_declaration"
+    }
+    local = (set(decls) - params) | (T.assigned_in(fn) if fn is not None else set())
+    names = {src.text_of(n) for n in T.walk(cond) if n.type == "identifier"}
+    if T.has_call(cond, r"\w+") or re.search(r"\bthreadIdx\b", src.text_of(cond)):
+        return None
+    if any(n in local and n != off for n in names) or T.assigned_in(cond):
+        return None
+    text = src.text_of(cond).strip()
+    if text.startswith("(") and text.endswith(")"):
+        text = text[1:-1].strip()
+    return then, text
 
 
 def _combiner(src: CudaSource, stmt: ts.Node, off_ok) -> tuple[str, str, ts.Node | None, str]:
@@ -129,7 +162,9 @@ def _loop_red(src: CudaSource, node: ts.Node) -> _Red | None:
     c, u = T.squash(src.text_of(cond)), T.squash(src.text_of(upd))
     halves = u in (f"{off}>>=1", f"{off}/=2", f"{off}={off}/2", f"{off}={off}>>1")
     ends = c in (f"{off}>0", f"{off}>=1", f"{off}!=0", f"0<{off}")
-    var, comb, call, why = _combiner(src, body, lambda a: T.squash(src.text_of(a)) == off)
+    guarded = _uniform_guard(src, body, off)
+    step, guard = guarded if guarded is not None else (body, "")
+    var, comb, call, why = _combiner(src, step, lambda a: T.squash(src.text_of(a)) == off)
     call = call or shfls[0]
     if why and "statements per step" in why:
         merged = _merge_form(src, body, off, shfls)
@@ -149,7 +184,8 @@ def _loop_red(src: CudaSource, node: ts.Node) -> _Red | None:
         why = merged
     if not (halves and ends):
         why = why or f"offsets do not halve to 1 ('{c}', '{u}')"
-    return _make(src, node, node, "loop", var, comb, call, start, why)
+    red = _make(src, node, node, "loop", var, comb, call, start, why)
+    return _replace_fields(red, guard=guard, offset_var=off) if guard else red
 
 
 def _replace_fields(r: _Red, **kw: object) -> _Red:
@@ -409,6 +445,9 @@ class WarpShuffleReduce(Operator):
         ind = edit.indent_of(src, r.first)
         buf, lane, warp = f"{r.var}_tree", f"{r.var}_lane", f"{r.var}_warp"
         comb = r.combiner.format(a=f"{buf}[{warp}][{lane}]", b=f"{buf}[{warp}][{lane} + s]")
+        step = f"{lane} < s"
+        if r.guard:  # the same warp-uniform condition, read at the tree's offset
+            step += f" && ({T.subst_idents(r.guard, {r.offset_var: 's'})})"
         tid = linear_tid(src)
         lines = [
             "{  // shared-memory tree over this warp's 32 lanes",
@@ -417,7 +456,7 @@ class WarpShuffleReduce(Operator):
             f"    {buf}[{warp}][{lane}] = {r.var};",
             "    __syncwarp();",
             "    for (int s = 16; s > 0; s >>= 1) {",
-            f"        if ({lane} < s) {buf}[{warp}][{lane}] = {comb};",
+            f"        if ({step}) {buf}[{warp}][{lane}] = {comb};",
             "        __syncwarp();",
             "    }",
             f"    {r.var} = {buf}[{warp}][0];",
@@ -486,7 +525,7 @@ class WarpShuffleReduce(Operator):
         for f in src.functions:
             if f.kind not in ("kernel", "device"):
                 continue
-            for blk, var, comb in _warp_trees(src, src.node_for(f)):
+            for blk, var, comb, _ in _warp_trees(src, src.node_for(f)):
                 sites.append(
                     self.site(
                         src,
@@ -504,7 +543,7 @@ class WarpShuffleReduce(Operator):
         for f in src.functions:
             if f.kind not in ("kernel", "device"):
                 continue
-            for blk, var, comb in _warp_trees(src, src.node_for(f)):
+            for blk, var, comb, guard in _warp_trees(src, src.node_for(f)):
                 if blk == node:
                     ind = edit.indent_of(src, blk)
                     shfl = f"__shfl_xor_sync(0xffffffffu, {var}, off)"
@@ -513,6 +552,8 @@ class WarpShuffleReduce(Operator):
                         if comb == "{a} + {b}"
                         else f"{var} = {comb.format(a=var, b=shfl)};"
                     )
+                    if guard:  # the tree skipped the levels this warp-uniform condition excludes
+                        step = f"if ({T.subst_idents(guard, {'s': 'off'})}) {step}"
                     text = f"#pragma unroll\n{ind}for (int off = 16; off > 0; off >>= 1) {step}"
                     return edit.apply_edits(src, [edit.replace(blk, text)])
         raise Refused(f"{self.name}: no per-warp tree at {site.anchor}")
@@ -534,12 +575,13 @@ def _render(src: CudaSource, node: ts.Node, rewrite) -> str:
     return "".join(parts)
 
 
-_TREE_STEP = re.compile(r"^if\((\w+)<s\)(\w+)\[(\w+)\]\[\1\]=(.+);$")
+_TREE_STEP = re.compile(r"^if\((\w+)<s(?:&&\((.+?)\))?\)(\w+)\[(\w+)\]\[\1\]=(.+);$")
 
 
-def _warp_trees(src: CudaSource, fn: ts.Node) -> list[tuple[ts.Node, str, str]]:
+def _warp_trees(src: CudaSource, fn: ts.Node) -> list[tuple[ts.Node, str, str, str]]:
     """Blocks holding a per-warp tree: `__shared__ T buf[32][32]`, a halving loop guarded by the lane
-    and separated by __syncwarp(), and the broadcast `v = buf[warp][0]`."""
+    (and maybe a warp-uniform condition on the offset `s`, returned as the last item) and separated
+    by __syncwarp(), and the broadcast `v = buf[warp][0]`."""
     out = []
     for blk in T.walk(fn):
         if blk.type != "compound_statement":
@@ -560,9 +602,9 @@ def _warp_trees(src: CudaSource, fn: ts.Node) -> list[tuple[ts.Node, str, str]]:
         if len(body) != 2 or T.squash(src.text_of(body[1])) != "__syncwarp();":
             continue
         m = _TREE_STEP.match(T.squash(src.text_of(body[0])))
-        if m is None or m.group(2) != buf:
+        if m is None or m.group(3) != buf:
             continue
-        lane, warp, rhs = m.group(1), m.group(3), m.group(4)
+        lane, guard, warp, rhs = m.group(1), m.group(2) or "", m.group(4), m.group(5)
         a, b = f"{buf}[{warp}][{lane}]", f"{buf}[{warp}][{lane}+s]"
         comb = rhs.replace(b, "{b}").replace(a, "{a}")
         if "{a}" not in comb or "{b}" not in comb or buf in comb:
@@ -582,5 +624,5 @@ def _warp_trees(src: CudaSource, fn: ts.Node) -> list[tuple[ts.Node, str, str]]:
         var = T.squash(src.text_of(readback)).split("=")[0]
         if not any(T.squash(src.text_of(s)) == f"{buf}[{warp}][{lane}]={var};" for s in stmts):
             continue
-        out.append((blk, var, comb))
+        out.append((blk, var, comb, guard))
     return out
