@@ -49,7 +49,7 @@ def arguments(workload: Workload, bindings: Mapping[str, int], seed: int, device
             values.append(host[a.name].to(device))
         else:
             t = torch.empty(workload.tensor_shape(a, bindings), dtype=a.torch_dtype, device=device)
-            t.view(torch.uint8).fill_(0xFF)  # poison; a plain allocation so a sanitizer sees its exact bounds
+            t.reshape(-1).view(torch.uint8).fill_(0xFF)  # poison; a plain allocation so a sanitizer sees its exact bounds
             values.append(t)
     return values
 
