@@ -126,14 +126,37 @@ def _pair(item: dict[str, str], base: Path, out: Path) -> dict[str, Any]:
     return row
 
 
-def agreement(pairs: Path, out: Path, jobs: int) -> int:
-    """The cuda gate's verdict beside KernelBench's evaluator's on the same real solutions."""
-    from concurrent.futures import ThreadPoolExecutor
+def agreement(pairs: Path, out: Path, jobs: int, deadline_s: float = 0.0) -> int:
+    """The cuda gate's verdict beside KernelBench's evaluator's on the same real solutions. Each
+    row is appended to agreement.jsonl as it completes (a run cut short keeps what finished); with
+    `deadline_s`, pairs not started by then are skipped and listed."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
 
     out.mkdir(parents=True, exist_ok=True)
     items = json.loads(pairs.read_text())
+    t0, rows, skipped = time.monotonic(), [], []
+    log = out / "agreement.jsonl"
+    log.write_text("")
+
+    def one(it: dict[str, str]) -> dict[str, Any] | None:
+        if deadline_s and time.monotonic() - t0 > deadline_s:
+            skipped.append(it["name"])
+            return None
+        start = time.monotonic()
+        row = _pair(it, pairs.parent, out)
+        row["seconds"] = round(time.monotonic() - start, 1)
+        return row
+
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        rows = list(pool.map(lambda it: _pair(it, pairs.parent, out), items))
+        for fut in as_completed([pool.submit(one, it) for it in items]):
+            row = fut.result()
+            if row is not None:
+                rows.append(row)
+                with log.open("a") as f:
+                    f.write(json.dumps(row) + "\n")
+                print(f"done {row['name']}: {row.get('gate', '-')} / {row['kernelbench']}", flush=True)
+    order = {it["name"]: i for i, it in enumerate(items)}
+    rows.sort(key=lambda r: order[r["name"]])
     (out / "agreement.json").write_text(json.dumps(rows, indent=2))
     print("| solution | cuda gate | KernelBench-style | agree |")
     print("| --- | --- | --- | --- |")
@@ -141,8 +164,9 @@ def agreement(pairs: Path, out: Path, jobs: int) -> int:
         print(
             f"| {r['name']} | {r.get('gate', '-')} | {r['kernelbench']} | {'yes' if r['agree'] else 'NO'} |"
         )
-    n = len(rows)
-    print(f"agreement {sum(r['agree'] for r in rows)}/{n}")
+    if skipped:
+        print(f"not started before the deadline: {', '.join(sorted(skipped))}")
+    print(f"agreement {sum(r['agree'] for r in rows)}/{len(rows)}")
     return 0
 
 
@@ -158,13 +182,19 @@ def main(argv: list[str] | None = None) -> int:
         help="JSON list of {name, problem, solution} (paths relative to it): the agreement check (issue 29)",
     )
     p.add_argument("--jobs", type=int, default=4)
+    p.add_argument(
+        "--deadline", type=float, default=0.0, help="--pairs: start no pair after this many seconds"
+    )
     args = p.parse_args(argv)
     if args.child:
         print(json.dumps(evaluate(Path(args.child[0]), Path(args.child[1]), timed=not args.untimed)))
         return 0
     if args.pairs:
         return agreement(
-            Path(args.pairs), Path(args.out) if args.out else Path(tempfile.mkdtemp()), args.jobs
+            Path(args.pairs),
+            Path(args.out) if args.out else Path(tempfile.mkdtemp()),
+            args.jobs,
+            args.deadline,
         )
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp())
     out.mkdir(parents=True, exist_ok=True)
