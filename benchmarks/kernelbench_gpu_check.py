@@ -78,8 +78,9 @@ def evaluate(problem: Path, model_new: Path, timed: bool = True) -> dict[str, An
 
 
 def _pair(item: dict[str, str], base: Path, out: Path) -> dict[str, Any]:
-    """One real solution: imported and wrapped by us, gated on cuda; and the original solution
-    file evaluated as KernelBench's evaluator does (its own load_inline build, the problem's size)."""
+    """One real solution: imported and wrapped by us, gated on cuda; and, at the same time, the
+    original solution file evaluated as KernelBench's evaluator does (its own load_inline build,
+    the problem's size)."""
     import os
 
     name = item["name"]
@@ -98,6 +99,9 @@ def _pair(item: dict[str, str], base: Path, out: Path) -> dict[str, Any]:
             kl + ["gate", str(wl / "solution.cu"), "--workload", str(wl), "--backend", "cuda", "--json"],
         ),
     ]
+    # KernelBench's side needs nothing of ours: its load_inline build runs while we import and gate
+    ev_cmd = [sys.executable, __file__, "--child", str(problem), str(solution), "--untimed"]
+    ev = subprocess.Popen(ev_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     for label, cmd in steps:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env)
         (out / f"{name}.{label}.log").write_text(f"$ {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
@@ -111,18 +115,24 @@ def _pair(item: dict[str, str], base: Path, out: Path) -> dict[str, Any]:
                 row["gate"], row["gate_message"] = g["category"], g.get("message", "")[:300]
             except (json.JSONDecodeError, KeyError, IndexError):
                 row["gate"] = f"rc {r.returncode}"
-    cmd = [sys.executable, __file__, "--child", str(problem), str(solution), "--untimed"]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env)
-    (out / f"{name}.evaluate.log").write_text(f"$ {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
+    try:
+        stdout, stderr = ev.communicate(timeout=400)
+    except subprocess.TimeoutExpired:
+        ev.kill()
+        stdout, stderr = ev.communicate()
+    r = subprocess.CompletedProcess(ev_cmd, ev.returncode, stdout, stderr)
+    (out / f"{name}.evaluate.log").write_text(f"$ {' '.join(ev_cmd)}\n{r.stdout}\n{r.stderr}")
     if r.returncode == 0:
-        ev = json.loads(r.stdout.strip().splitlines()[-1])
+        res = json.loads(r.stdout.strip().splitlines()[-1])
         row["kernelbench"] = (
-            "correct" if ev["correct"] == ev["trials"] else f"incorrect ({ev['correct']}/{ev['trials']})"
+            "correct" if res["correct"] == res["trials"] else f"incorrect ({res['correct']}/{res['trials']})"
         )
-        row["max_abs_diff"] = ev["max_abs_diff"]
+        row["max_abs_diff"] = res["max_abs_diff"]
     else:
         row["kernelbench"] = "error: " + ((r.stderr.strip().splitlines() or [""])[-1])[:160]
-    row["agree"] = (row.get("gate") == "ok") == (row["kernelbench"] == "correct")
+    # a side that produced no verdict (the gate's process failed, the evaluator raised) judges nothing
+    judged = not str(row.get("gate", "")).startswith("rc ") and not row["kernelbench"].startswith("error")
+    row["agree"] = (row.get("gate") == "ok") == (row["kernelbench"] == "correct") if judged else None
     return row
 
 
@@ -162,11 +172,15 @@ def agreement(pairs: Path, out: Path, jobs: int, deadline_s: float = 0.0) -> int
     print("| --- | --- | --- | --- |")
     for r in rows:
         print(
-            f"| {r['name']} | {r.get('gate', '-')} | {r['kernelbench']} | {'yes' if r['agree'] else 'NO'} |"
+            f"| {r['name']} | {r.get('gate', '-')} | {r['kernelbench']} | "
+            f"{'-' if r['agree'] is None else 'yes' if r['agree'] else 'NO'} |"
         )
     if skipped:
         print(f"not started before the deadline: {', '.join(sorted(skipped))}")
-    print(f"agreement {sum(r['agree'] for r in rows)}/{len(rows)}")
+    judged = [r for r in rows if r["agree"] is not None]
+    print(
+        f"agreement {sum(r['agree'] for r in judged)}/{len(judged)} ({len(rows) - len(judged)} without a verdict)"
+    )
     return 0
 
 
