@@ -78,8 +78,9 @@ def evaluate(problem: Path, model_new: Path, timed: bool = True) -> dict[str, An
 
 
 def _pair(item: dict[str, str], base: Path, out: Path) -> dict[str, Any]:
-    """One real solution: imported and wrapped by us, gated on cuda; and the original solution
-    file evaluated as KernelBench's evaluator does (its own load_inline build, the problem's size)."""
+    """One real solution: imported and wrapped by us, gated on cuda; and, at the same time, the
+    original solution file evaluated as KernelBench's evaluator does (its own load_inline build,
+    the problem's size)."""
     import os
 
     name = item["name"]
@@ -98,6 +99,9 @@ def _pair(item: dict[str, str], base: Path, out: Path) -> dict[str, Any]:
             kl + ["gate", str(wl / "solution.cu"), "--workload", str(wl), "--backend", "cuda", "--json"],
         ),
     ]
+    # KernelBench's side needs nothing of ours: its load_inline build runs while we import and gate
+    ev_cmd = [sys.executable, __file__, "--child", str(problem), str(solution), "--untimed"]
+    ev = subprocess.Popen(ev_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     for label, cmd in steps:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env)
         (out / f"{name}.{label}.log").write_text(f"$ {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
@@ -111,38 +115,72 @@ def _pair(item: dict[str, str], base: Path, out: Path) -> dict[str, Any]:
                 row["gate"], row["gate_message"] = g["category"], g.get("message", "")[:300]
             except (json.JSONDecodeError, KeyError, IndexError):
                 row["gate"] = f"rc {r.returncode}"
-    cmd = [sys.executable, __file__, "--child", str(problem), str(solution), "--untimed"]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env)
-    (out / f"{name}.evaluate.log").write_text(f"$ {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
+    try:
+        stdout, stderr = ev.communicate(timeout=400)
+    except subprocess.TimeoutExpired:
+        ev.kill()
+        stdout, stderr = ev.communicate()
+    r = subprocess.CompletedProcess(ev_cmd, ev.returncode, stdout, stderr)
+    (out / f"{name}.evaluate.log").write_text(f"$ {' '.join(ev_cmd)}\n{r.stdout}\n{r.stderr}")
     if r.returncode == 0:
-        ev = json.loads(r.stdout.strip().splitlines()[-1])
+        res = json.loads(r.stdout.strip().splitlines()[-1])
         row["kernelbench"] = (
-            "correct" if ev["correct"] == ev["trials"] else f"incorrect ({ev['correct']}/{ev['trials']})"
+            "correct" if res["correct"] == res["trials"] else f"incorrect ({res['correct']}/{res['trials']})"
         )
-        row["max_abs_diff"] = ev["max_abs_diff"]
+        row["max_abs_diff"] = res["max_abs_diff"]
     else:
         row["kernelbench"] = "error: " + ((r.stderr.strip().splitlines() or [""])[-1])[:160]
-    row["agree"] = (row.get("gate") == "ok") == (row["kernelbench"] == "correct")
+    # a side that produced no verdict (the gate's process failed, the evaluator raised) judges nothing
+    judged = not str(row.get("gate", "")).startswith("rc ") and not row["kernelbench"].startswith("error")
+    row["agree"] = (row.get("gate") == "ok") == (row["kernelbench"] == "correct") if judged else None
     return row
 
 
-def agreement(pairs: Path, out: Path, jobs: int) -> int:
-    """The cuda gate's verdict beside KernelBench's evaluator's on the same real solutions."""
-    from concurrent.futures import ThreadPoolExecutor
+def agreement(pairs: Path, out: Path, jobs: int, deadline_s: float = 0.0) -> int:
+    """The cuda gate's verdict beside KernelBench's evaluator's on the same real solutions. Each
+    row is appended to agreement.jsonl as it completes (a run cut short keeps what finished); with
+    `deadline_s`, pairs not started by then are skipped and listed."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
 
     out.mkdir(parents=True, exist_ok=True)
     items = json.loads(pairs.read_text())
+    t0, rows, skipped = time.monotonic(), [], []
+    log = out / "agreement.jsonl"
+    log.write_text("")
+
+    def one(it: dict[str, str]) -> dict[str, Any] | None:
+        if deadline_s and time.monotonic() - t0 > deadline_s:
+            skipped.append(it["name"])
+            return None
+        start = time.monotonic()
+        row = _pair(it, pairs.parent, out)
+        row["seconds"] = round(time.monotonic() - start, 1)
+        return row
+
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        rows = list(pool.map(lambda it: _pair(it, pairs.parent, out), items))
+        for fut in as_completed([pool.submit(one, it) for it in items]):
+            row = fut.result()
+            if row is not None:
+                rows.append(row)
+                with log.open("a") as f:
+                    f.write(json.dumps(row) + "\n")
+                print(f"done {row['name']}: {row.get('gate', '-')} / {row['kernelbench']}", flush=True)
+    order = {it["name"]: i for i, it in enumerate(items)}
+    rows.sort(key=lambda r: order[r["name"]])
     (out / "agreement.json").write_text(json.dumps(rows, indent=2))
     print("| solution | cuda gate | KernelBench-style | agree |")
     print("| --- | --- | --- | --- |")
     for r in rows:
         print(
-            f"| {r['name']} | {r.get('gate', '-')} | {r['kernelbench']} | {'yes' if r['agree'] else 'NO'} |"
+            f"| {r['name']} | {r.get('gate', '-')} | {r['kernelbench']} | "
+            f"{'-' if r['agree'] is None else 'yes' if r['agree'] else 'NO'} |"
         )
-    n = len(rows)
-    print(f"agreement {sum(r['agree'] for r in rows)}/{n}")
+    if skipped:
+        print(f"not started before the deadline: {', '.join(sorted(skipped))}")
+    judged = [r for r in rows if r["agree"] is not None]
+    print(
+        f"agreement {sum(r['agree'] for r in judged)}/{len(judged)} ({len(rows) - len(judged)} without a verdict)"
+    )
     return 0
 
 
@@ -158,13 +196,19 @@ def main(argv: list[str] | None = None) -> int:
         help="JSON list of {name, problem, solution} (paths relative to it): the agreement check (issue 29)",
     )
     p.add_argument("--jobs", type=int, default=4)
+    p.add_argument(
+        "--deadline", type=float, default=0.0, help="--pairs: start no pair after this many seconds"
+    )
     args = p.parse_args(argv)
     if args.child:
         print(json.dumps(evaluate(Path(args.child[0]), Path(args.child[1]), timed=not args.untimed)))
         return 0
     if args.pairs:
         return agreement(
-            Path(args.pairs), Path(args.out) if args.out else Path(tempfile.mkdtemp()), args.jobs
+            Path(args.pairs),
+            Path(args.out) if args.out else Path(tempfile.mkdtemp()),
+            args.jobs,
+            args.deadline,
         )
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp())
     out.mkdir(parents=True, exist_ok=True)

@@ -379,7 +379,7 @@ def _refill(workload: Workload, launch: _Launch, inputs: Mapping[str, Any], patt
         if a.is_read:
             t.copy_(inputs[a.name])
         elif t.numel():
-            t.view(torch.uint8).fill_(pattern)
+            t.reshape(-1).view(torch.uint8).fill_(pattern)  # a 0-dim output has no byte view
 
 
 def _run(

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 
 import pytest
 import torch
 
+from klineage.corpus import COMPUTE_BOUND, MEMORY_BOUND
 from klineage.workload import DEFAULT_TOLERANCES, Tensor, Workload, load_workload
+from tests.conftest import REPO
 
-HELDOUT = Path(__file__).resolve().parent.parent / "heldout"
+HELDOUT = REPO / "heldout"
 NAMES = sorted(p.name for p in HELDOUT.iterdir() if (p / "workload.py").is_file())
 
 #: what each instance holds out: a new operator, or a new dtype/shape of a corpus family
@@ -42,28 +43,8 @@ KIND = {
     "transpose_tiny_batched": "transpose",
     "col_sum": "reduce_sum_rows",
 }
-#: the corpus and the examples: no held-out instance may share a name with them
-CORPUS = {
-    "reduce_sum",
-    "reduce_sum_rows",
-    "softmax",
-    "softmax_fp16",
-    "layernorm",
-    "layernorm_bf16",
-    "rmsnorm",
-    "transpose",
-    "transpose_batched",
-    "topk",
-    "sgemm",
-    "gemm_bf16",
-    "attention_fwd",
-    "dot",
-    "row_max",
-    "log_softmax",
-    "permute_nhwc",
-    "row_sum",
-    "vector_add",
-}
+#: the corpus (klineage.corpus's list) and the examples: no held-out instance may share a name with them
+CORPUS = {*MEMORY_BOUND, *COMPUTE_BOUND} | {p.name for p in (REPO / "examples").iterdir() if p.is_dir()}
 L2_BYTES = 60 * 2**20
 
 
@@ -72,6 +53,8 @@ def test_the_set_is_large_and_new_enough() -> None:
     assert set(NAMES) == set(KIND), "every instance is classified in KIND (and nothing else)"
     assert sum(k == "new" for k in KIND.values()) >= 12
     assert not set(NAMES) & CORPUS
+    # a held-out variant names the corpus family it varies
+    assert {k for k in KIND.values() if k != "new"} <= CORPUS
 
 
 @pytest.fixture(scope="module", params=NAMES)

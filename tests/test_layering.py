@@ -1,10 +1,12 @@
 """Where things live (issue 28): every SQL statement in klineage/store/, no long functions in the
-walker and the materializer. Static checks over the source tree, with ast (no imports)."""
+walker and the materializer, operator modules that use one another's public names only. Static
+checks over the source tree, with ast (no imports)."""
 
 from __future__ import annotations
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 from tests.conftest import REPO
@@ -86,3 +88,85 @@ def test_no_function_over_80_lines_in_the_walker_and_the_materializer() -> None:
     paths = [REPO / "klineage" / "walker.py", *_python_files(("materialize",))]
     too_long = long_functions(paths, 80)
     assert not too_long, "functions over 80 lines (split them):\n" + "\n".join(too_long)
+
+
+# ---- operator modules import public names only (issue 28) ----------------------------------------
+
+DEOPT = REPO / "klineage" / "deopt"
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _is_module(dotted: str) -> bool:
+    path = REPO.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def private_imports(path: Path) -> list[str]:
+    """`file:line: name` for every private name of another klineage module that `path` uses:
+    `from klineage.x import _name`, or `M._name` on a klineage module `M` it imported. Modules
+    themselves may be private (`from klineage.deopt import _threads as T`): they are the package's
+    shared helper layers, and what the operator reads from them is checked like any module."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = ".".join(path.relative_to(REPO).parent.parts)
+    modules: dict[str, str] = {}  # local name -> dotted klineage module
+    found: list[str] = []
+    where = path.relative_to(REPO)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            mod = ".".join(p for p in (base, node.module or "") if p)
+            if not mod.startswith("klineage"):
+                continue
+            for a in node.names:
+                if _is_module(f"{mod}.{a.name}"):
+                    modules[a.asname or a.name] = f"{mod}.{a.name}"
+                elif _private(a.name):
+                    found.append(f"{where}:{node.lineno}: from {mod} import {a.name}")
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("klineage") and a.asname:
+                    modules[a.asname] = a.name
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and _private(node.attr)
+        ):
+            found.append(f"{where}:{node.lineno}: {modules[node.value.id]}.{node.attr}")
+    return found
+
+
+def test_the_private_import_detector_sees_both_forms(tmp_path: Path, monkeypatch) -> None:
+    pkg = tmp_path / "klineage" / "deopt"
+    pkg.mkdir(parents=True)
+    for name in ("__init__", "_threads", "rows", "op"):
+        (pkg / f"{name}.py").write_text("")
+    (pkg / "op.py").write_text(
+        "from klineage.deopt import _threads as T\n"  # a private module: allowed
+        "from klineage.deopt import rows as R\n"
+        "from klineage.deopt.rows import _helper, public\n"  # flagged
+        "from .rows import _other\n"  # flagged (relative)
+        "x = R._cache + T.walk + R.public + T._inner\n"  # R._cache and T._inner flagged
+        "y = self._mine\n"  # an object's own attribute: not an import
+    )
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    got = [line.split(": ", 1)[1] for line in private_imports(pkg / "op.py")]
+    assert sorted(got) == sorted(
+        [
+            "from klineage.deopt.rows import _helper",
+            "from klineage.deopt.rows import _other",
+            "klineage.deopt.rows._cache",
+            "klineage.deopt._threads._inner",
+        ]
+    )
+
+
+def test_operator_modules_import_public_names_only() -> None:
+    found = [f for p in sorted(DEOPT.glob("*.py")) for f in private_imports(p)]
+    assert not found, (
+        "private names used across operator modules (make them public where defined):\n" + "\n".join(found)
+    )

@@ -49,7 +49,8 @@ def arguments(workload: Workload, bindings: Mapping[str, int], seed: int, device
             values.append(host[a.name].to(device))
         else:
             t = torch.empty(workload.tensor_shape(a, bindings), dtype=a.torch_dtype, device=device)
-            t.view(torch.uint8).fill_(0xFF)  # poison; a plain allocation so a sanitizer sees its exact bounds
+            # poison; a plain allocation so a sanitizer sees its exact bounds (reshape: 0-dim outputs)
+            t.reshape(-1).view(torch.uint8).fill_(0xFF)
             values.append(t)
     return values
 

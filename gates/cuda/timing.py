@@ -183,7 +183,7 @@ def verify_after_timing(runner: CudaRunner, bench: Bench, stream: torch.cuda.Str
         live = {x.data_ptr() for x in bench.live.values()}
         for t in bench.outputs.values():
             if t.data_ptr() not in live:
-                t.view(torch.uint8).fill_(0xFF)
+                t.reshape(-1).view(torch.uint8).fill_(0xFF)  # reshape: 0-dim outputs
         # inputs in place before the launch, whatever stream the launcher really uses: this
         # check is about values; stream discipline is the CUPTI window check's job
         stream.synchronize()

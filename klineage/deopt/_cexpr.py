@@ -117,7 +117,7 @@ def enclosing(node: ts.Node, *types: str) -> ts.Node | None:
 enclosing_function = N.enclosing_function
 
 
-def _declarator_name(d: ts.Node | None) -> tuple[str | None, bool, ts.Node | None]:
+def declarator_name(d: ts.Node | None) -> tuple[str | None, bool, ts.Node | None]:
     """(name, is_pointer_or_array, identifier node) of a declarator."""
     ptr = False
     while d is not None and d.type not in ("identifier", "field_identifier"):
@@ -152,7 +152,7 @@ def declared_type(src: CudaSource, scope: ts.Node, name: str) -> tuple[str, bool
             quals = " ".join(src.text_of(c) for c in n.children if c.type == "type_qualifier")
             for d in n.children_by_field_name("declarator"):
                 target = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
-                nm, ptr, _ = _declarator_name(target)
+                nm, ptr, _ = declarator_name(target)
                 if nm == name:
                     found = (f"{quals} {src.text_of(t)}".strip(), ptr)
         if found is not None:
@@ -285,7 +285,7 @@ def declarations_in(node: ts.Node) -> dict[str, list[ts.Node]]:
             continue
         for d in n.children_by_field_name("declarator"):
             target = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
-            nm, _, _ = _declarator_name(target)
+            nm, _, _ = declarator_name(target)
             if nm:
                 out.setdefault(nm, []).append(n)
     return out

@@ -79,7 +79,7 @@ def _reducer_kind(src: CudaSource, name: str, depth: int = 0) -> tuple[str, str]
     fn = next((src.node_for(f) for f in src.functions if f.name == name and f.kind == "device"), None)
     if fn is None or depth > 3:
         return None
-    reds = [r for f, r in W._reductions(src) if f == fn]
+    reds = [r for f, r in W.reductions(src) if f == fn]
     level = "block" if T.has_call(fn, r"__syncthreads") else "warp"
     combs = {r.combiner for r in reds if r.combiner}
     for c in T.calls_named(fn, r"\w+"):
@@ -387,7 +387,7 @@ class BlockAtomic(Operator):
         call = stmt.named_children[0]
         val = T.call_args(call)[1] if len(T.call_args(call)) == 2 else None
         ty = (
-            W._value_type(src, fn, T.squash(src.text_of(val)))
+            W.value_type(src, fn, T.squash(src.text_of(val)))
             if val is not None and val.type == "identifier"
             else None
         )
@@ -432,7 +432,7 @@ class BlockAtomic(Operator):
         fn = T.fn_node_of(stmt)
         call = stmt.named_children[0]
         ptr, val = (src.text_of(a) for a in T.call_args(call))
-        ty = W._value_type(src, fn, T.squash(val)) or "float"
+        ty = W.value_type(src, fn, T.squash(val)) or "float"
         ind = edit.indent_of(src, stmt)
         text = (
             f"{{\n{ind}    const {ty} block_total = {_HELPER}({val});\n"

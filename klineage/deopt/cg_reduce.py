@@ -87,7 +87,7 @@ def _reduce_site(src: CudaSource, fn: ts.Node, call: ts.Node) -> _CgSite | None:
     vtype = m.group(2) if m and m.group(2) else None
     value = src.text_of(args[1])
     if vtype is None and re.fullmatch(r"\w+", value.strip()):
-        vtype = W._value_type(src, fn, value.strip())
+        vtype = W.value_type(src, fn, value.strip())
     return _CgSite(call, "reduce", tile_var, _tile_size(src, fn, tile_var), op, vtype, value)
 
 
@@ -252,7 +252,7 @@ class CgReduce(Operator):
     # ---- forward: a full-warp shuffle loop -> cg::reduce ----------------------------------------
     def find_forward(self, src: CudaSource) -> list[Site]:
         sites = []
-        for fn, r in W._reductions(src):
+        for fn, r in W.reductions(src):
             op = _CG_OF.get(r.combiner, "")
             if r.form != "loop" or not op or r.start != 16:
                 continue
@@ -270,7 +270,7 @@ class CgReduce(Operator):
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
         node = src.node_at(site.anchor)
-        for fn, r in W._reductions(src):
+        for fn, r in W.reductions(src):
             if r.first != node:
                 continue
             facts = [
@@ -279,7 +279,7 @@ class CgReduce(Operator):
                 if f.name in ("full_warp_mask", "warp_converged")
             ]
             self._check(facts)
-            ty = W._value_type(src, fn, r.var) or "float"
+            ty = W.value_type(src, fn, r.var) or "float"
             op = site.details["op"]
             call = (
                 f"{r.var} = cg::reduce(cg::tiled_partition<32>(cg::this_thread_block()), {r.var}, "

@@ -129,7 +129,7 @@ def _derived_pointers(src: CudaSource, fn: ts.Node) -> list[tuple[str, str, str]
             ):
                 inner = X.call_args(inner)[0]
             base = X.pointer_base(inner)
-            name, _, _ = X._declarator_name(target)
+            name, _, _ = X.declarator_name(target)
             if base is not None and name and "const" in quals.split():
                 out.append((name, src.text_of(base), _elem_type(src.text_of(t))))
     return out

@@ -224,42 +224,10 @@ class OnlineSoftmax(Operator):
     def _facts(self, src: CudaSource, o: _Online | _Welford) -> list[Precondition]:
         if isinstance(o, _Welford):
             return self._welford_facts(src, o)
-        facts = []
+        facts = self._loop_facts(src, o.loop, fields=True)
         fn = N.enclosing_function(o.loop)
-        init = o.loop.child_by_field_name("initializer")
-        ok = o.loop.type == "for_statement" and init is not None and init.type == "declaration"
-        facts.append(
-            Precondition(
-                "rerunnable_loop",
-                ok,
-                "the loop declares its own index and can run twice"
-                if ok
-                else "the loop's index lives outside it: a second pass would not restart",
-                "Pipeline",
-            )
-        )
         body = o.loop.child_by_field_name("body")
         local = set(T.local_decls(body))
-        stores = [
-            n
-            for n in T.walk(body)
-            if n.type == "assignment_expression"
-            and n.child_by_field_name("left").type
-            in ("subscript_expression", "pointer_expression", "field_expression")
-            and _base(src, n.child_by_field_name("left")) not in local
-        ]
-        syncs = T.calls_named(body, _SYNC)
-        bad = stores[:1] + syncs[:1]
-        facts.append(
-            Precondition(
-                "side_effect_free_body",
-                not bad,
-                f"line {bad[0].start_point.row + 1} writes memory or synchronizes: the body cannot run twice"
-                if bad
-                else "the body only reads memory and updates locals",
-                "Pipeline",
-            )
-        )
         d_init = T.init_text(src, fn, o.d) if fn is not None else None
         d_init_ok = d_init is not None and T.squash(d_init) in ("0", "0.f", "0.0f", "0.0", "0.")
         if not d_init_ok and fn is not None:
@@ -293,7 +261,11 @@ class OnlineSoftmax(Operator):
         )
         return facts
 
-    def _loop_facts(self, src: CudaSource, loop: ts.Node) -> list[Precondition]:
+    def _loop_facts(self, src: CudaSource, loop: ts.Node, fields: bool = False) -> list[Precondition]:
+        """Both passes rerun the loop: it must restart by itself and do nothing but read memory and
+        update locals. A store through a pointer or an array outside the loop stops it; with
+        `fields`, a store to a struct field outside the loop too (Welford carries its statistics
+        in the fields of a local struct, online softmax only scalars)."""
         init = loop.child_by_field_name("initializer")
         ok = loop.type == "for_statement" and init is not None and init.type == "declaration"
         facts = [
@@ -308,11 +280,12 @@ class OnlineSoftmax(Operator):
         ]
         body = loop.child_by_field_name("body")
         local = set(T.local_decls(body))
+        targets = ("subscript_expression", "pointer_expression") + (("field_expression",) if fields else ())
         stores = [
             n
             for n in T.walk(body)
             if n.type == "assignment_expression"
-            and n.child_by_field_name("left").type in ("subscript_expression", "pointer_expression")
+            and n.child_by_field_name("left").type in targets
             and _base(src, n.child_by_field_name("left")) not in local
         ]
         bad = stores[:1] + T.calls_named(body, _SYNC)[:1]

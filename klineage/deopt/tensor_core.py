@@ -156,7 +156,7 @@ def _fragment_vars(src: CudaSource, fn: ts.Node) -> dict[str, list[str]]:
             continue
         args = [a.strip() for a in m.group("args").split(",")]
         for d in decl.children_by_field_name("declarator"):
-            name, _, _ = X._declarator_name(
+            name, _, _ = X.declarator_name(
                 d.child_by_field_name("declarator") if d.type == "init_declarator" else d
             )
             if name:

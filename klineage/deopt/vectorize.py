@@ -113,7 +113,7 @@ def _views(src: CudaSource, fn: ts.Node) -> dict[str, _View]:
             target = d.child_by_field_name("declarator")
             if cv is None or target is None or target.type != "pointer_declarator":
                 continue
-            name, _, _ = X._declarator_name(target)
+            name, _, _ = X.declarator_name(target)
             if name:
                 out[name] = _View(name, cv[0], cv[1], decl)
     return out

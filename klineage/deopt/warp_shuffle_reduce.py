@@ -273,7 +273,9 @@ def _unrolled(src: CudaSource, fn: ts.Node) -> list[_Red]:
     return out
 
 
-def _reductions(src: CudaSource) -> list[tuple[ts.Node, _Red]]:
+def reductions(src: CudaSource) -> list[tuple[ts.Node, _Red]]:
+    """Every warp-shuffle reduction (loop or unrolled) in the file's kernels and device functions,
+    with its function, in source order (the block-level operators find their shuffles here)."""
     out = []
     for f in src.functions:
         if f.kind not in ("kernel", "device"):
@@ -295,7 +297,8 @@ def linear_tid(src: CudaSource) -> str:
     return "threadIdx.x"
 
 
-def _value_type(src: CudaSource, fn: ts.Node, var: str) -> str | None:
+def value_type(src: CudaSource, fn: ts.Node, var: str) -> str | None:
+    """The declared C type of the scalar `var` in `fn` (None when it is no scalar declared there)."""
     decls = T.local_decls(fn)
     d = decls.get(var)
     if d is None:
@@ -325,7 +328,7 @@ class WarpShuffleReduce(Operator):
 
     def find(self, src: CudaSource) -> list[Site]:
         sites = []
-        for fn, r in _reductions(src):
+        for fn, r in reductions(src):
             fname = N.func_name(fn)
             sites.append(
                 Site(
@@ -353,7 +356,7 @@ class WarpShuffleReduce(Operator):
 
     def _red(self, src: CudaSource, site: Site) -> tuple[ts.Node, _Red]:
         node = src.node_at(site.anchor)
-        for fn, r in _reductions(src):
+        for fn, r in reductions(src):
             if r.first == node:
                 return fn, r
         raise Refused(f"{self.name}: no shuffle reduction at {site.anchor}")
@@ -420,7 +423,7 @@ class WarpShuffleReduce(Operator):
         return facts
 
     def _value_type(self, src: CudaSource, fn: ts.Node, r: _Red) -> str | None:
-        return _value_type(src, fn, r.var)
+        return value_type(src, fn, r.var)
 
     def removal_preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         fn, r = self._red(src, site)
@@ -491,7 +494,7 @@ class WarpShuffleReduce(Operator):
         header = src.text_bytes[r.first.start_byte : body.start_byte].decode().rstrip()
         decls = []
         for x, b in bufs.items():
-            ty = _value_type(src, fn, x) if re.fullmatch(r"\w+", x) else None
+            ty = value_type(src, fn, x) if re.fullmatch(r"\w+", x) else None
             decls.append(f"    __shared__ {ty or f'decltype({x})'} {b}[32][32];")
         store = [f"{b}[{warp}][{lane}] = {x};" for x, b in bufs.items()]
         load = [f"{x} = {b}[{warp}][0];" for x, b in bufs.items()]

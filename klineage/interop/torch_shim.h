@@ -3,15 +3,19 @@
 // with torch::empty_like / zeros and launches on the current stream) run unchanged behind the
 // C launcher convention: an allocation of the next output's shape and dtype hands out the gate's
 // output buffer; any other is a temporary of the binding (stream-ordered, freed after it returns).
+// The torch operators bindings call on their tensors most (sum, mean, var, arithmetic with
+// broadcasting, sqrt/exp/log/abs, select, cpu()/item()) run as small kernels on the binding's stream.
 #pragma once
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <vector>
 
@@ -34,7 +38,8 @@ inline size_t element_size(ScalarType t) {
 }
 
 struct Device {
-    bool is_cuda() const { return true; }
+    bool cuda = true;  // false only for a cpu() copy
+    bool is_cuda() const { return cuda; }
 };
 
 struct TensorOptions {
@@ -56,6 +61,7 @@ struct Tensor {
     void* ptr = nullptr;
     std::vector<int64_t> shape;
     ScalarType st = ScalarType::Float;
+    bool host = false;  // a cpu() copy: host memory, freed after the binding returns
 
     template <typename T> T* data_ptr() const { return static_cast<T*>(ptr); }
     void* data_ptr() const { return ptr; }
@@ -84,14 +90,41 @@ struct Tensor {
     ScalarType scalar_type() const { return st; }
     ScalarType dtype() const { return st; }
     TensorOptions options() const { TensorOptions o; o.st = st; return o; }
-    Device device() const { return Device{}; }
-    bool is_cuda() const { return true; }
+    Device device() const { return Device{!host}; }
+    bool is_cuda() const { return !host; }
     bool is_contiguous() const { return true; }
     bool defined() const { return ptr != nullptr; }
     Tensor contiguous() const { return *this; }
-    Tensor cuda() const { return *this; }
+    Tensor cuda() const {
+        if (host) fail("cuda() of a cpu() copy");
+        return *this;
+    }
+    Tensor to(Device d) const {
+        if (d.cuda == host) fail("to(): moving a tensor between host and device");
+        return *this;
+    }
+    Tensor view_as(const Tensor& other) const { return view(other.shape); }
     size_t element_size() const { return klshim::element_size(st); }
     Tensor& zero_();
+    // operators computed on the device (defined below)
+    Tensor cpu() const;
+    template <typename T> T item() const;
+    Tensor sum() const;
+    Tensor sum(std::vector<int64_t> dims, bool keepdim = false) const;
+    Tensor sum(int64_t dim, bool keepdim = false) const { return sum(std::vector<int64_t>{dim}, keepdim); }
+    Tensor mean() const;
+    Tensor mean(std::vector<int64_t> dims, bool keepdim = false) const;
+    Tensor mean(int64_t dim, bool keepdim = false) const { return mean(std::vector<int64_t>{dim}, keepdim); }
+    Tensor var() const;
+    Tensor var(std::vector<int64_t> dims, bool unbiased = true, bool keepdim = false) const;
+    Tensor var(int64_t dim, bool unbiased = true, bool keepdim = false) const {
+        return var(std::vector<int64_t>{dim}, unbiased, keepdim);
+    }
+    Tensor sqrt() const;
+    Tensor exp() const;
+    Tensor log() const;
+    Tensor abs() const;
+    Tensor select(int64_t dim, int64_t index) const;
 };
 
 struct State {
@@ -100,6 +133,7 @@ struct State {
     int next = 0;
     cudaStream_t stream = nullptr;
     std::vector<void*> scratch;  // the binding's own temporaries, freed after it returns
+    std::vector<void*> host_scratch;  // its cpu() copies
 };
 inline State& state() { static State s; return s; }
 
@@ -162,6 +196,7 @@ inline void begin(Tensor* outputs, int count, cudaStream_t stream) {
     s.next = 0;
     s.stream = stream;
     s.scratch.clear();
+    s.host_scratch.clear();
 }
 
 // The binding's result lands in the output: it is the output's buffer, or a temporary of the same
@@ -169,6 +204,7 @@ inline void begin(Tensor* outputs, int count, cudaStream_t stream) {
 inline void check_result(const Tensor& r) {
     State& s = state();
     if (s.count < 1) fail("the workload has no output");
+    if (r.host) fail("the binding returned a cpu() tensor");
     const Tensor& out = s.outputs[0];
     if (r.ptr != out.ptr) {
         if (r.numel() != out.numel() || r.st != out.st) fail("the binding returned a tensor of another size or dtype than the workload's output");
@@ -176,7 +212,277 @@ inline void check_result(const Tensor& r) {
     }
     for (void* p : s.scratch) cudaFreeAsync(p, s.stream);
     s.scratch.clear();
+    for (void* p : s.host_scratch) std::free(p);
+    s.host_scratch.clear();
 }
+
+// ---- operators on tensors: one small kernel each, on the binding's stream ----------------------
+
+constexpr int kMaxDims = 8;
+// sizes of an index space and, per axis, the element stride of an operand (0: broadcast)
+struct Dims {
+    int n = 0;
+    int64_t size[kMaxDims] = {};
+    int64_t stride[kMaxDims] = {};
+};
+
+__device__ inline double to_double(float v) { return v; }
+__device__ inline double to_double(double v) { return v; }
+__device__ inline double to_double(__half v) { return __half2float(v); }
+__device__ inline double to_double(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ inline T from_double(double v) { return static_cast<T>(v); }
+template <> __device__ inline __half from_double<__half>(double v) { return __float2half(static_cast<float>(v)); }
+template <> __device__ inline __nv_bfloat16 from_double<__nv_bfloat16>(double v) {
+    return __float2bfloat16(static_cast<float>(v));
+}
+
+// offset of the i-th element of the index space `d` (row-major) in an operand with d's strides
+__device__ inline int64_t offset_of(const Dims& d, int64_t i) {
+    int64_t off = 0;
+    for (int k = d.n - 1; k >= 0; --k) {
+        off += (i % d.size[k]) * d.stride[k];
+        i /= d.size[k];
+    }
+    return off;
+}
+
+enum Reduction { kSum = 0, kMean = 1, kVar = 2 };
+
+// One block per output element: its threads stride over the reduced elements, then a tree in
+// shared memory; var takes a second pass over the deviations from the mean (double throughout).
+template <typename T>
+__global__ void reduce_kernel(const T* in, T* out, Dims kept, Dims reduced, int64_t count, int mode, int64_t ddof) {
+    __shared__ double part[256];
+    const T* base = in + offset_of(kept, blockIdx.x);
+    double mean = 0.0, result = 0.0;
+    for (int pass = 0; pass < (mode == kVar ? 2 : 1); ++pass) {
+        double acc = 0.0;
+        for (int64_t r = threadIdx.x; r < count; r += blockDim.x) {
+            double v = to_double(base[offset_of(reduced, r)]);
+            acc += pass == 0 ? v : (v - mean) * (v - mean);
+        }
+        part[threadIdx.x] = acc;
+        __syncthreads();
+        for (unsigned span = blockDim.x / 2; span > 0; span /= 2) {
+            if (threadIdx.x < span) part[threadIdx.x] += part[threadIdx.x + span];
+            __syncthreads();
+        }
+        result = part[0];
+        mean = result / static_cast<double>(count);
+        __syncthreads();  // part[0] is read by every thread before the next pass writes it
+    }
+    if (threadIdx.x == 0) {
+        double v = mode == kSum ? result : mode == kMean ? mean : result / static_cast<double>(count - ddof);
+        out[blockIdx.x] = from_double<T>(v);
+    }
+}
+
+enum MapOp { kAdd = 0, kSub, kMul, kDiv, kSqrt, kExp, kLog, kAbs, kNeg, kCopy };
+
+// out[i] = op(a, b) over out's index space; a missing operand is its scalar
+template <typename T>
+__global__ void map_kernel(const T* a, Dims da, double sa, const T* b, Dims db, double sb, T* out, int64_t n, int op) {
+    int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    double x = a ? to_double(a[offset_of(da, i)]) : sa;
+    double y = b ? to_double(b[offset_of(db, i)]) : sb;
+    double v = x;
+    switch (op) {
+        case kAdd: v = x + y; break;
+        case kSub: v = x - y; break;
+        case kMul: v = x * y; break;
+        case kDiv: v = x / y; break;
+        case kSqrt: v = ::sqrt(x); break;
+        case kExp: v = ::exp(x); break;
+        case kLog: v = ::log(x); break;
+        case kAbs: v = ::fabs(x); break;
+        case kNeg: v = -x; break;
+        default: break;
+    }
+    out[i] = from_double<T>(v);
+}
+
+// the lambda runs with scalar_t set to the C type of a floating dtype; others stop with a reason
+#define KLSHIM_FLOATING(TYPE, WHAT, ...)                                                    \
+    do { switch (TYPE) {                                                                         \
+        case ScalarType::Float: { using scalar_t = float; __VA_ARGS__(); break; }          \
+        case ScalarType::Double: { using scalar_t = double; __VA_ARGS__(); break; }        \
+        case ScalarType::Half: { using scalar_t = __half; __VA_ARGS__(); break; }          \
+        case ScalarType::BFloat16: { using scalar_t = __nv_bfloat16; __VA_ARGS__(); break; } \
+        default: fail(WHAT ": the shim computes it for floating dtypes only");             \
+    } } while (0)
+
+inline int64_t wrap_dim(const Tensor& x, int64_t d) {
+    if (d < 0) d += x.dim();
+    if (d < 0 || d >= x.dim()) fail("reduction or select(): dimension out of range");
+    return d;
+}
+
+inline Tensor reduce(const Tensor& x, std::vector<int64_t> dims, bool keepdim, Reduction mode, int64_t ddof) {
+    if (x.dim() > kMaxDims) fail("reduction of a tensor of more than 8 dimensions");
+    bool all = dims.empty();  // torch: no dims reduces every dimension
+    std::vector<bool> red(static_cast<size_t>(x.dim()), all);
+    for (int64_t d : dims) red[static_cast<size_t>(wrap_dim(x, d))] = true;
+    Dims kept, reduced;
+    std::vector<int64_t> shape;
+    int64_t count = 1;
+    for (int64_t d = 0; d < x.dim(); ++d) {
+        Dims& into = red[static_cast<size_t>(d)] ? reduced : kept;
+        into.size[into.n] = x.shape[static_cast<size_t>(d)];
+        into.stride[into.n++] = x.stride(d);
+        if (red[static_cast<size_t>(d)]) count *= x.shape[static_cast<size_t>(d)];
+        if (!red[static_cast<size_t>(d)]) shape.push_back(x.shape[static_cast<size_t>(d)]);
+        else if (keepdim) shape.push_back(1);
+    }
+    Tensor out = next_output(shape, x.st);
+    if (out.numel() == 0) return out;
+    unsigned threads = 1;
+    while (threads < 256 && static_cast<int64_t>(threads) < count) threads *= 2;
+    KLSHIM_FLOATING(x.st, "sum()/mean()/var()", [&] {
+        reduce_kernel<scalar_t><<<static_cast<unsigned>(out.numel()), threads, 0, state().stream>>>(
+            x.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), kept, reduced, count, mode, ddof);
+    });
+    return out;
+}
+
+// operand strides of `x` broadcast to `shape` (numpy rules: trailing axes aligned, size 1 repeats)
+inline Dims broadcast(const Tensor& x, const std::vector<int64_t>& shape) {
+    Dims d;
+    d.n = static_cast<int>(shape.size());
+    for (int k = 0; k < d.n; ++k) {
+        d.size[k] = shape[static_cast<size_t>(k)];
+        int64_t xk = k - (d.n - x.dim());
+        if (xk < 0 || x.shape[static_cast<size_t>(xk)] == 1) d.stride[k] = 0;
+        else d.stride[k] = x.stride(xk);
+    }
+    return d;
+}
+
+inline std::vector<int64_t> broadcast_shape(const Tensor& a, const Tensor& b) {
+    size_t n = std::max(a.shape.size(), b.shape.size());
+    std::vector<int64_t> shape(n);
+    for (size_t k = 0; k < n; ++k) {
+        int64_t x = k + a.shape.size() >= n ? a.shape[k + a.shape.size() - n] : 1;
+        int64_t y = k + b.shape.size() >= n ? b.shape[k + b.shape.size() - n] : 1;
+        if (x != y && x != 1 && y != 1) fail("arithmetic on tensors whose shapes do not broadcast");
+        shape[k] = x == 1 ? y : x;
+    }
+    return shape;
+}
+
+// op over tensors and scalars (a null tensor stands for its scalar); the result has the tensors' dtype
+inline Tensor map(MapOp op, const Tensor* a, double sa, const Tensor* b, double sb) {
+    const Tensor& t = a ? *a : *b;
+    if ((a && a->host) || (b && b->host)) fail("arithmetic on a cpu() copy");
+    if (a && b && a->st != b->st) fail("arithmetic on tensors of two dtypes");
+    std::vector<int64_t> shape = a && b ? broadcast_shape(*a, *b) : t.shape;
+    if (shape.size() > static_cast<size_t>(kMaxDims)) fail("arithmetic on a tensor of more than 8 dimensions");
+    Dims da = a ? broadcast(*a, shape) : Dims{}, db = b ? broadcast(*b, shape) : Dims{};
+    Tensor out = next_output(shape, t.st);
+    int64_t n = out.numel();
+    if (n == 0) return out;
+    KLSHIM_FLOATING(t.st, "tensor arithmetic", [&] {
+        map_kernel<scalar_t><<<static_cast<unsigned>((n + 255) / 256), 256, 0, state().stream>>>(
+            a ? a->data_ptr<scalar_t>() : nullptr, da, sa, b ? b->data_ptr<scalar_t>() : nullptr, db, sb,
+            out.data_ptr<scalar_t>(), n, op);
+    });
+    return out;
+}
+
+inline Tensor Tensor::sum() const { return reduce(*this, {}, false, kSum, 0); }
+inline Tensor Tensor::sum(std::vector<int64_t> dims, bool keepdim) const { return reduce(*this, dims, keepdim, kSum, 0); }
+inline Tensor Tensor::mean() const { return reduce(*this, {}, false, kMean, 0); }
+inline Tensor Tensor::mean(std::vector<int64_t> dims, bool keepdim) const { return reduce(*this, dims, keepdim, kMean, 0); }
+inline Tensor Tensor::var() const { return reduce(*this, {}, false, kVar, 1); }
+inline Tensor Tensor::var(std::vector<int64_t> dims, bool unbiased, bool keepdim) const {
+    return reduce(*this, dims, keepdim, kVar, unbiased ? 1 : 0);
+}
+inline Tensor Tensor::sqrt() const { return map(kSqrt, this, 0, nullptr, 0); }
+inline Tensor Tensor::exp() const { return map(kExp, this, 0, nullptr, 0); }
+inline Tensor Tensor::log() const { return map(kLog, this, 0, nullptr, 0); }
+inline Tensor Tensor::abs() const { return map(kAbs, this, 0, nullptr, 0); }
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return map(kAdd, &a, 0, &b, 0); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return map(kSub, &a, 0, &b, 0); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return map(kMul, &a, 0, &b, 0); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return map(kDiv, &a, 0, &b, 0); }
+inline Tensor operator+(const Tensor& a, double s) { return map(kAdd, &a, 0, nullptr, s); }
+inline Tensor operator-(const Tensor& a, double s) { return map(kSub, &a, 0, nullptr, s); }
+inline Tensor operator*(const Tensor& a, double s) { return map(kMul, &a, 0, nullptr, s); }
+inline Tensor operator/(const Tensor& a, double s) { return map(kDiv, &a, 0, nullptr, s); }
+inline Tensor operator+(double s, const Tensor& b) { return map(kAdd, nullptr, s, &b, 0); }
+inline Tensor operator-(double s, const Tensor& b) { return map(kSub, nullptr, s, &b, 0); }
+inline Tensor operator*(double s, const Tensor& b) { return map(kMul, nullptr, s, &b, 0); }
+inline Tensor operator/(double s, const Tensor& b) { return map(kDiv, nullptr, s, &b, 0); }
+inline Tensor operator-(const Tensor& a) { return map(kNeg, &a, 0, nullptr, 0); }
+
+// a copy of the slice (torch returns a view; only dimension 0 gives a contiguous one here)
+inline Tensor Tensor::select(int64_t dim, int64_t index) const {
+    dim = wrap_dim(*this, dim);
+    if (index < 0) index += shape[static_cast<size_t>(dim)];
+    if (index < 0 || index >= shape[static_cast<size_t>(dim)]) fail("select(): index out of range");
+    Tensor part = *this;
+    part.ptr = static_cast<char*>(ptr) + static_cast<size_t>(index * stride(dim)) * element_size();
+    part.shape.erase(part.shape.begin() + dim);
+    if (dim == 0) return part;
+    Dims d;  // the slice's elements in this tensor's layout
+    for (int64_t k = 0; k < this->dim(); ++k) {
+        if (k == dim) continue;
+        d.size[d.n] = shape[static_cast<size_t>(k)];
+        d.stride[d.n++] = stride(k);
+    }
+    Tensor out = next_output(part.shape, st);
+    int64_t n = out.numel();
+    if (n == 0) return out;
+    KLSHIM_FLOATING(st, "select() off dimension 0", [&] {
+        map_kernel<scalar_t><<<static_cast<unsigned>((n + 255) / 256), 256, 0, state().stream>>>(
+            part.data_ptr<scalar_t>(), d, 0, nullptr, Dims{}, 0, out.data_ptr<scalar_t>(), n, kCopy);
+    });
+    return out;
+}
+
+inline Tensor Tensor::cpu() const {
+    if (host) return *this;
+    Tensor t = *this;
+    size_t bytes = static_cast<size_t>(numel()) * element_size();
+    t.ptr = std::malloc(bytes ? bytes : 1);
+    t.host = true;
+    state().host_scratch.push_back(t.ptr);
+    cudaStreamSynchronize(state().stream);
+    cudaMemcpy(t.ptr, ptr, bytes, cudaMemcpyDeviceToHost);
+    return t;
+}
+
+template <typename T> T Tensor::item() const {
+    if (numel() != 1) fail("item(): the tensor has more than one element");
+    unsigned char b[8];
+    if (host) {
+        std::memcpy(b, ptr, element_size());
+    } else {
+        cudaStreamSynchronize(state().stream);
+        cudaMemcpy(b, ptr, element_size(), cudaMemcpyDeviceToHost);
+    }
+    switch (st) {
+        case ScalarType::Float: { float v; std::memcpy(&v, b, 4); return static_cast<T>(v); }
+        case ScalarType::Double: { double v; std::memcpy(&v, b, 8); return static_cast<T>(v); }
+        case ScalarType::Half: { __half v; std::memcpy(&v, b, 2); return static_cast<T>(__half2float(v)); }
+        case ScalarType::BFloat16: { __nv_bfloat16 v; std::memcpy(&v, b, 2); return static_cast<T>(__bfloat162float(v)); }
+        case ScalarType::Int: { int32_t v; std::memcpy(&v, b, 4); return static_cast<T>(v); }
+        case ScalarType::Long: { int64_t v; std::memcpy(&v, b, 8); return static_cast<T>(v); }
+        default: { int8_t v; std::memcpy(&v, b, 1); return static_cast<T>(v); }
+    }
+}
+
+// torch:: free functions that mirror the methods
+inline Tensor sum(const Tensor& x) { return x.sum(); }
+inline Tensor sum(const Tensor& x, std::vector<int64_t> dims, bool keepdim = false) { return x.sum(dims, keepdim); }
+inline Tensor mean(const Tensor& x) { return x.mean(); }
+inline Tensor mean(const Tensor& x, std::vector<int64_t> dims, bool keepdim = false) { return x.mean(dims, keepdim); }
+inline Tensor var(const Tensor& x) { return x.var(); }
+inline Tensor sqrt(const Tensor& x) { return x.sqrt(); }
+inline Tensor exp(const Tensor& x) { return x.exp(); }
+inline Tensor log(const Tensor& x) { return x.log(); }
+inline Tensor abs(const Tensor& x) { return x.abs(); }
+inline TensorOptions device(Device d) { return TensorOptions().device(d); }
 
 }  // namespace klshim
 
@@ -193,6 +499,15 @@ using klshim::empty;
 using klshim::empty_like;
 using klshim::zeros;
 using klshim::zeros_like;
+using klshim::abs;
+using klshim::device;
+using klshim::exp;
+using klshim::log;
+using klshim::mean;
+using klshim::sqrt;
+using klshim::sum;
+using klshim::var;
+using Device = klshim::Device;
 constexpr klshim::ScalarType kFloat32 = klshim::ScalarType::Float;
 constexpr klshim::ScalarType kFloat = klshim::ScalarType::Float;
 constexpr klshim::ScalarType kFloat16 = klshim::ScalarType::Half;
@@ -214,6 +529,8 @@ using klshim::empty;
 using klshim::empty_like;
 using klshim::zeros;
 using klshim::zeros_like;
+using klshim::mean;
+using klshim::sum;
 using Half = __half;
 using BFloat16 = __nv_bfloat16;
 namespace cuda {

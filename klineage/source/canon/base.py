@@ -9,9 +9,11 @@ None when it finds none; `canonicalize` runs the rules in order until none chang
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
+
+import tree_sitter as ts
 
 from klineage.errors import SourceError
 from klineage.source.edit import Edit, apply_edits
@@ -43,6 +45,14 @@ class Rule(ABC):
         except SourceError:
             return None
         return out if out.text != src.text else None
+
+
+def host_functions(src: CudaSource) -> Iterator[ts.Node]:
+    """The syntax nodes of the file's host code (launchers and other host functions), where the
+    launch-side rules look."""
+    for f in src.functions:
+        if f.kind in ("launcher", "host"):
+            yield src.node_for(f)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import tree_sitter as ts
 from klineage.source import edit
 from klineage.source import nodes as N
 from klineage.source import syntax as S
-from klineage.source.canon.base import Rule
+from klineage.source.canon.base import Rule, host_functions
 from klineage.source.edit import Edit
 from klineage.source.model import CudaSource
 
@@ -39,10 +39,7 @@ class InlineDim3(Rule):
 
     def edits(self, src: CudaSource) -> list[Edit]:
         out: list[Edit] = []
-        for f in src.functions:
-            if f.kind not in ("launcher", "host"):
-                continue
-            fn = src.node_for(f)
+        for fn in host_functions(src):
             configs = [
                 c
                 for call in S.walk(fn)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from klineage.source import edit
 from klineage.source import syntax as S
-from klineage.source.canon.base import Rule
+from klineage.source.canon.base import Rule, host_functions
 from klineage.source.edit import Edit
 from klineage.source.model import CudaSource
 
@@ -27,10 +27,7 @@ class HostShadowRename(Rule):
 
     def edits(self, src: CudaSource) -> list[Edit]:
         out: list[Edit] = []
-        for f in src.functions:
-            if f.kind not in ("launcher", "host"):
-                continue
-            fn = src.node_for(f)
+        for fn in host_functions(src):
             idents = [n for n in S.walk(fn) if n.type == "identifier"]
             taken = {src.text_of(n) for n in idents}
             if not any(d for d in S.local_decls(fn) if d in BUILTINS):
