@@ -14,7 +14,10 @@ Phases, each written to OUT/gate_bench.json as it ends (a run cut short keeps wh
                seconds, cold (the first, worker start included) and warm, per stage (nvcc
                cubin, library build, GPU run); the resident path over --limit candidates, the
                child path over the first --child-limit of them; then the same candidates again
-               as cache hits
+               as cache hits (--child-limit 0: the resident path alone)
+  slow         the naive kernel of each --slow workload (the materializer's slow start kernels:
+               23-346 ms a launch on the H200) gated once through the resident worker: seconds of
+               GPU run and the timing rule each got (gates/cuda/stats.plan_timing)
 The short table is printed last; `--backend emu` runs every phase on the CPU (no timing) for a
 dry run of the harness.
 """
@@ -255,6 +258,35 @@ def interleave(backend: str, root: Path, rounds: int = 3) -> dict[str, Any]:
     }
 
 
+def slow_kernels(backend: str, corpus: Path, names: list[str], root: Path) -> list[dict[str, Any]]:
+    """Each workload's naive kernel once through the resident worker, uncached."""
+    use_path("resident")
+    options = GateOptions(backend=backend, timeout_s=120.0)
+    rows = []
+    for name in names:
+        folder = corpus / name
+        if not (folder / "naive.cu").is_file():
+            continue
+        d = gate_one(f"{name}/naive", (folder / "naive.cu").read_text(), folder, options, root)
+        t = d.get("timing") or {}
+        extra = t.get("extra") or {}
+        rows.append(
+            {
+                "label": d["label"],
+                "category": d.get("category"),
+                "wall_s": d["wall_s"],
+                "run_s": round(d.get("stages", {}).get("run_s") or 0.0, 3),
+                "median_ms": t.get("median_ms"),
+                "estimate_ms": extra.get("estimate_ms"),
+                "rule": extra.get("timing_rule"),
+                "trials_x_reps": f"{t.get('trials')}x{t.get('reps_per_trial')}",
+                "profile_s": extra.get("profile_s"),
+            }
+        )
+        print(f"slow: {rows[-1]}", flush=True)
+    return rows
+
+
 def summarize(rows: list[dict[str, Any]], wall: float) -> dict[str, Any]:
     def med(key: str) -> float | None:
         xs = [r["stages"][key] for r in rows if r.get("stages", {}).get(key) is not None]
@@ -285,6 +317,9 @@ def summarize(rows: list[dict[str, Any]], wall: float) -> dict[str, Any]:
             )
         },
         "categories": dict(Counter(r.get("category") for r in rows)),
+        "timing_rules": dict(
+            Counter(((r.get("timing") or {}).get("extra") or {}).get("timing_rule") for r in rows)
+        ),
         "ran_via": dict(Counter(r.get("stages", {}).get("via") for r in rows)),
     }
 
@@ -361,6 +396,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--deadline-s", type=float, default=0.0, help="stop starting candidates after this (0: none)"
     )
+    ap.add_argument(
+        "--slow",
+        default="sgemm,gemm_bf16,topk,attention_fwd",
+        help="workloads whose naive kernel the slow phase gates",
+    )
     ns = ap.parse_args(argv)
     ns.out.mkdir(parents=True, exist_ok=True)
     STAGES.install(ns.backend)
@@ -397,16 +437,22 @@ def main(argv: list[str] | None = None) -> int:
         doc["throughput"] = {}
         # the child path first (a fixed few), then the resident one up to the deadline
         for path, n in (("child", min(ns.child_limit, len(cands))), ("resident", len(cands))):
+            if n < 2:
+                continue
             doc["throughput"][path] = throughput(
                 path, cands[:n], ns.backend, ns.jobs, root / f"tp-{path}", deadline
             )
             save()
-        res, chi = doc["throughput"]["resident"]["verdicts"], doc["throughput"]["child"]["verdicts"]
-        both = [k for k in chi if k in res]
-        doc["throughput_same_verdicts"] = {
-            "compared": len(both),
-            "differ": [k for k in both if res[k] != chi[k]],
-        }
+        if "child" in doc["throughput"] and "resident" in doc["throughput"]:
+            res, chi = doc["throughput"]["resident"]["verdicts"], doc["throughput"]["child"]["verdicts"]
+            both = [k for k in chi if k in res]
+            doc["throughput_same_verdicts"] = {
+                "compared": len(both),
+                "differ": [k for k in both if res[k] != chi[k]],
+            }
+    if "slow" in phases:
+        doc["slow"] = slow_kernels(ns.backend, ns.corpus, [x for x in ns.slow.split(",") if x], root / "slow")
+        save()
     doc["elapsed_s"] = round(time.monotonic() - t_start, 1)
     save()
     print(report(doc))
@@ -435,8 +481,19 @@ def report(doc: dict[str, Any]) -> str:
             f"{path}: cold {t['cold']['wall_s']} s (worker start {t['cold']['worker_start_s']}); warm {w['candidates']} "
             f"in {w['wall_s']} s = {w['per_minute']}/min, median {w['median_candidate_s']} s/candidate, "
             f"amortized {w['amortized_s']} s, stages {w['median_stage_s']}, phases {w['median_phase_s']}; "
-            f"cached {t['cached']['per_candidate_s']} s; {w['categories']}; workers {t['workers']}"
+            f"cached {t['cached']['per_candidate_s']} s; {w['categories']}; rules {w['timing_rules']}; "
+            f"workers {t['workers']}"
         )
+    if doc.get("slow"):
+        lines.append(
+            "| slow naive kernel | category | estimate ms | median ms | rule | trials x reps | GPU run s | gate s |"
+        )
+        lines.append("|---|---|---|---|---|---|---|---|")
+        for r in doc["slow"]:
+            lines.append(
+                f"| {r['label']} | {r['category']} | {r['estimate_ms']} | {r['median_ms']} | {r['rule']} "
+                f"| {r['trials_x_reps']} | {r['run_s']} | {r['wall_s']} |"
+            )
     if "throughput_same_verdicts" in doc:
         lines.append(f"same verdicts resident vs child: {doc['throughput_same_verdicts']}")
     return "\n".join(lines)
