@@ -14,7 +14,11 @@ Phases, each written to OUT/gate_bench.json as it ends (a run cut short keeps wh
                seconds, cold (the first, worker start included) and warm, per stage (nvcc
                cubin, library build, GPU run); the resident path over --limit candidates, the
                child path over the first --child-limit of them; then the same candidates again
-               as cache hits
+               as cache hits (--child-limit 0: the resident path alone; --prewarm gates each
+               workload's first candidate before a --window-s window, uncounted)
+  slow         the naive kernel of each --slow workload (the materializer's slow start kernels:
+               23-346 ms a launch on the H200) gated once through the resident worker: seconds of
+               GPU run and the timing rule each got (gates/cuda/stats.plan_timing)
 The short table is printed last; `--backend emu` runs every phase on the CPU (no timing) for a
 dry run of the harness.
 """
@@ -255,6 +259,35 @@ def interleave(backend: str, root: Path, rounds: int = 3) -> dict[str, Any]:
     }
 
 
+def slow_kernels(backend: str, corpus: Path, names: list[str], root: Path) -> list[dict[str, Any]]:
+    """Each workload's naive kernel once through the resident worker, uncached."""
+    use_path("resident")
+    options = GateOptions(backend=backend, timeout_s=120.0)
+    rows = []
+    for name in names:
+        folder = corpus / name
+        if not (folder / "naive.cu").is_file():
+            continue
+        d = gate_one(f"{name}/naive", (folder / "naive.cu").read_text(), folder, options, root)
+        t = d.get("timing") or {}
+        extra = t.get("extra") or {}
+        rows.append(
+            {
+                "label": d["label"],
+                "category": d.get("category"),
+                "wall_s": d["wall_s"],
+                "run_s": round(d.get("stages", {}).get("run_s") or 0.0, 3),
+                "median_ms": t.get("median_ms"),
+                "estimate_ms": extra.get("estimate_ms"),
+                "rule": extra.get("timing_rule"),
+                "trials_x_reps": f"{t.get('trials')}x{t.get('reps_per_trial')}",
+                "profile_s": extra.get("profile_s"),
+            }
+        )
+        print(f"slow: {rows[-1]}", flush=True)
+    return rows
+
+
 def summarize(rows: list[dict[str, Any]], wall: float) -> dict[str, Any]:
     def med(key: str) -> float | None:
         xs = [r["stages"][key] for r in rows if r.get("stages", {}).get(key) is not None]
@@ -285,6 +318,9 @@ def summarize(rows: list[dict[str, Any]], wall: float) -> dict[str, Any]:
             )
         },
         "categories": dict(Counter(r.get("category") for r in rows)),
+        "timing_rules": dict(
+            Counter(((r.get("timing") or {}).get("extra") or {}).get("timing_rule") for r in rows)
+        ),
         "ran_via": dict(Counter(r.get("stages", {}).get("via") for r in rows)),
     }
 
@@ -295,8 +331,19 @@ def _median(xs: list[Any]) -> float | None:
 
 
 def throughput(
-    path: str, cands: list[tuple[str, str, Path]], backend: str, jobs: int, root: Path, deadline: float
+    path: str,
+    cands: list[tuple[str, str, Path]],
+    backend: str,
+    jobs: int,
+    root: Path,
+    deadline: float,
+    prewarm: bool = False,
+    window_s: float = 0.0,
 ) -> dict[str, Any]:
+    """Cold (the first candidate), then warm: the rest with `jobs` threads until the deadline (or
+    `window_s` after the warm window opens). With `prewarm`, the first candidate of every other
+    workload is gated before the window opens and not counted: the window then measures a
+    worker that has met every workload (its input sets kept), as a materializer's loop does."""
     use_path(path)
     resident.shutdown()
     resident.STATS.__init__()
@@ -304,8 +351,24 @@ def throughput(
     t0 = time.perf_counter()
     first = gate_one(*cands[0], options, root)  # cold: worker start (resident) included
     cold_wall = time.perf_counter() - t0
+    rest = cands[1:]
+    warmed: dict[str, Any] = {}
+    if prewarm:
+        seen = {cands[0][2]}
+        firsts = [c for c in rest if not (c[2] in seen or seen.add(c[2]))]
+        rest = [c for c in rest if c not in firsts]
+        tp = time.perf_counter()
+        with ThreadPoolExecutor(max(1, jobs)) as pool:
+            done = list(pool.map(lambda c: gate_one(*c, options, root), firsts))
+        warmed = {
+            "candidates": len(done),
+            "wall_s": round(time.perf_counter() - tp, 2),
+            "categories": dict(Counter(d.get("category") for d in done)),
+        }
     rows: list[dict[str, Any]] = []
     lock = threading.Lock()
+    if window_s > 0:
+        deadline = time.monotonic() + window_s
 
     def one(c: tuple[str, str, Path]) -> None:
         if time.monotonic() > deadline:
@@ -316,7 +379,7 @@ def throughput(
 
     t1 = time.perf_counter()
     with ThreadPoolExecutor(max(1, jobs)) as pool:
-        list(pool.map(one, cands[1:]))
+        list(pool.map(one, rest))
     warm_wall = time.perf_counter() - t1
     # the same candidates as cache hits (a quick answer: folder bytes, options, toolchain)
     t2 = time.perf_counter()
@@ -330,6 +393,7 @@ def throughput(
             "stages": first.get("stages"),
             "worker_start_s": list(resident.STATS.start_s),
         },
+        "prewarm": warmed,
         "warm": summarize(rows, warm_wall),
         "cached": {
             "candidates": len(hits),
@@ -360,6 +424,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--deadline-s", type=float, default=0.0, help="stop starting candidates after this (0: none)"
+    )
+    ap.add_argument(
+        "--slow",
+        default="sgemm,gemm_bf16,topk,attention_fwd",
+        help="workloads whose naive kernel the slow phase gates",
+    )
+    ap.add_argument(
+        "--prewarm",
+        action="store_true",
+        help="throughput: gate each workload's first candidate before the warm window (not counted)",
+    )
+    ap.add_argument(
+        "--window-s", type=float, default=0.0, help="throughput: the warm window's length (0: --deadline-s)"
     )
     ns = ap.parse_args(argv)
     ns.out.mkdir(parents=True, exist_ok=True)
@@ -397,16 +474,22 @@ def main(argv: list[str] | None = None) -> int:
         doc["throughput"] = {}
         # the child path first (a fixed few), then the resident one up to the deadline
         for path, n in (("child", min(ns.child_limit, len(cands))), ("resident", len(cands))):
+            if n < 2:
+                continue
             doc["throughput"][path] = throughput(
-                path, cands[:n], ns.backend, ns.jobs, root / f"tp-{path}", deadline
+                path, cands[:n], ns.backend, ns.jobs, root / f"tp-{path}", deadline, ns.prewarm, ns.window_s
             )
             save()
-        res, chi = doc["throughput"]["resident"]["verdicts"], doc["throughput"]["child"]["verdicts"]
-        both = [k for k in chi if k in res]
-        doc["throughput_same_verdicts"] = {
-            "compared": len(both),
-            "differ": [k for k in both if res[k] != chi[k]],
-        }
+        if "child" in doc["throughput"] and "resident" in doc["throughput"]:
+            res, chi = doc["throughput"]["resident"]["verdicts"], doc["throughput"]["child"]["verdicts"]
+            both = [k for k in chi if k in res]
+            doc["throughput_same_verdicts"] = {
+                "compared": len(both),
+                "differ": [k for k in both if res[k] != chi[k]],
+            }
+    if "slow" in phases:
+        doc["slow"] = slow_kernels(ns.backend, ns.corpus, [x for x in ns.slow.split(",") if x], root / "slow")
+        save()
     doc["elapsed_s"] = round(time.monotonic() - t_start, 1)
     save()
     print(report(doc))
@@ -432,11 +515,23 @@ def report(doc: dict[str, Any]) -> str:
     for path, t in (doc.get("throughput") or {}).items():
         w = t["warm"]
         lines.append(
-            f"{path}: cold {t['cold']['wall_s']} s (worker start {t['cold']['worker_start_s']}); warm {w['candidates']} "
+            f"{path}: cold {t['cold']['wall_s']} s (worker start {t['cold']['worker_start_s']}); "
+            f"prewarm {t['prewarm'] or '-'}; warm {w['candidates']} "
             f"in {w['wall_s']} s = {w['per_minute']}/min, median {w['median_candidate_s']} s/candidate, "
             f"amortized {w['amortized_s']} s, stages {w['median_stage_s']}, phases {w['median_phase_s']}; "
-            f"cached {t['cached']['per_candidate_s']} s; {w['categories']}; workers {t['workers']}"
+            f"cached {t['cached']['per_candidate_s']} s; {w['categories']}; rules {w['timing_rules']}; "
+            f"workers {t['workers']}"
         )
+    if doc.get("slow"):
+        lines.append(
+            "| slow naive kernel | category | estimate ms | median ms | rule | trials x reps | GPU run s | gate s |"
+        )
+        lines.append("|---|---|---|---|---|---|---|---|")
+        for r in doc["slow"]:
+            lines.append(
+                f"| {r['label']} | {r['category']} | {r['estimate_ms']} | {r['median_ms']} | {r['rule']} "
+                f"| {r['trials_x_reps']} | {r['run_s']} | {r['wall_s']} |"
+            )
     if "throughput_same_verdicts" in doc:
         lines.append(f"same verdicts resident vs child: {doc['throughput_same_verdicts']}")
     return "\n".join(lines)

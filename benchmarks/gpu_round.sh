@@ -30,7 +30,9 @@
 #   cli          `python3 -m klineage` there: a cuda gate, then its cached answer timed (KL_CLI_KERNEL), import times
 #   gatebench    benchmarks/gate_bench.py: the resident worker against a child per candidate (issue 26):
 #                adversarial rows, faults interleaved with honest kernels, candidates per minute;
-#                KL_GATE_LIMIT, KL_GATE_CHILD candidates, KL_GATE_DEADLINE s, KL_JOBS at once
+#                KL_GATE_LIMIT, KL_GATE_CHILD candidates, KL_GATE_DEADLINE s, KL_JOBS at once;
+#                KL_GATE_PHASES=throughput,slow picks phases (slow: the slow naive kernels' timing rule);
+#                KL_GATE_WINDOW=S: each workload's first candidate gated first, then an S-second warm window
 # `.gpu/skills.duckdb` (ignored) is the skill store the materializer and the held-out check use:
 # the shipped skills rebuilt here from skills_db/skills.jsonl (`klineage.export.shipped_store`), as
 # `klineage materialize` does in a fresh clone.
@@ -111,7 +113,8 @@ print('cached answer s:', [round(w, 3) for w in walls], 'median', round(statisti
     gatebench)
       stage gatebench "${KL_GATEBENCH_S:-480}" python3 benchmarks/gate_bench.py --out "$OUT/gatebench" \
         --limit "${KL_GATE_LIMIT:-150}" --child-limit "${KL_GATE_CHILD:-8}" --jobs "${KL_JOBS:-8}" \
-        --deadline-s "${KL_GATE_DEADLINE:-400}"
+        --deadline-s "${KL_GATE_DEADLINE:-400}" ${KL_GATE_PHASES:+--phases "$KL_GATE_PHASES"} \
+        ${KL_GATE_WINDOW:+--prewarm --window-s "$KL_GATE_WINDOW"}
       cp "$KLINEAGE_HOME/resident-worker.log" "$OUT/gatebench/worker.log" 2>/dev/null ;;
     *) echo "unknown stage $s" | tee -a "$OUT/rounds.txt" ;;
   esac

@@ -26,7 +26,8 @@ from klineage.paths import home
 #: Bump when the protocol or result semantics change, so old verdicts are not reused.
 #: 2: the last launch of each shape runs with new values in the same buffers (issue 27).
 #: 3: a 0-dimensional output is poisoned and checked (it was a `crash` before).
-PROTOCOL_VERSION = 3
+#: 4: slow kernels are timed by the slow rule (gates/cuda/stats.plan_timing).
+PROTOCOL_VERSION = 4
 #: How the gate words a child that died without a verdict and without a report the backend knows.
 UNEXPLAINED_DEATH = "the kernel process died"
 

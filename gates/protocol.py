@@ -47,13 +47,7 @@ def host_inputs(workload: Workload, bindings: Mapping[str, int], seed: int) -> d
     share the generation (seconds at bench shapes)."""
     if INPUT_MEMO_BYTES <= 0:
         return workload.make_inputs(bindings, seed)
-    key = (
-        workload.fingerprint(),
-        str(workload.source_dir),
-        workload.name,
-        tuple(sorted(bindings.items())),
-        seed,
-    )
+    key = _memo_key(workload, bindings, seed)
     with _memo_lock:
         hit = _memo.get(key)
         if hit is not None:
@@ -73,6 +67,93 @@ def host_inputs(workload: Workload, bindings: Mapping[str, int], seed: int) -> d
             with _memo_lock:
                 _memo.pop(key, None)
     return {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in hit.items()}
+
+
+@dataclass
+class _Kept:
+    """One input set kept on the device, and a digest of its bytes taken when it was made."""
+
+    values: dict[str, Any]
+    digest: tuple[int, ...]
+    nbytes: int
+
+
+#: device bytes of generated input sets a long-lived process keeps on the device (see
+#: `device_inputs`); 0 in a child process
+DEVICE_MEMO_BYTES = 0
+_dev_memo: OrderedDict[tuple[Any, ...], _Kept] = OrderedDict()
+
+
+def _digest(values: Mapping[str, Any]) -> tuple[int, ...]:
+    """Per tensor an exact integer sum of its 32-bit words (bytes when the size is odd): cheap on
+    the device, and changed by any write a kernel or a launcher makes into the kept copy."""
+    out: list[int] = []
+    for v in values.values():
+        if isinstance(v, torch.Tensor) and v.numel():
+            b = v.reshape(-1).view(torch.uint8)
+            words = b.view(torch.int32) if b.numel() % 4 == 0 else b
+            out.append(int(words.sum(dtype=torch.int64)))
+    return tuple(out)
+
+
+def device_inputs(
+    workload: Workload, bindings: Mapping[str, int], seed: int, device: torch.device
+) -> dict[str, Any]:
+    """`host_inputs` moved to `device`. A resident worker (DEVICE_MEMO_BYTES > 0) keeps recent sets
+    on the device and hands out device copies: the values are those of `make_inputs` (the same
+    seeds, the same numbers on every path), but a candidate after the first of its workload pays
+    a device copy instead of host generation and a host-to-device transfer (seconds at bench
+    shapes, with the GPU idle). `memo_intact` proves between candidates that no candidate wrote
+    into the kept sets."""
+    if DEVICE_MEMO_BYTES <= 0:
+        return {
+            k: (v.to(device) if isinstance(v, torch.Tensor) else v)
+            for k, v in host_inputs(workload, bindings, seed).items()
+        }
+    key = (_memo_key(workload, bindings, seed), str(device))
+    with _memo_lock:
+        kept = _dev_memo.get(key)
+        if kept is not None:
+            _dev_memo.move_to_end(key)
+    if kept is None:
+        values = {
+            k: (v.to(device) if isinstance(v, torch.Tensor) else v)
+            for k, v in host_inputs(workload, bindings, seed).items()
+        }
+        size = sum(v.nbytes for v in values.values() if isinstance(v, torch.Tensor))
+        kept = _Kept(values, _digest(values), size)
+        if size <= DEVICE_MEMO_BYTES:
+            with _memo_lock:
+                _dev_memo[key] = kept
+                total = sum(e.nbytes for e in _dev_memo.values())
+                while len(_dev_memo) > 1 and total > DEVICE_MEMO_BYTES:
+                    _k, old = _dev_memo.popitem(last=False)
+                    total -= old.nbytes
+    return {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in kept.values.items()}
+
+
+def memo_intact() -> str | None:
+    """None when every input set kept on the device still holds the bytes it was made with; else
+    which one changed (a candidate wrote outside its own buffers: its process must not serve
+    another candidate)."""
+    with _memo_lock:
+        entries = list(_dev_memo.items())
+    for key, kept in entries:
+        if _digest(kept.values) != kept.digest:
+            return (
+                f"a kept input set ({key[0][2]}, shape {dict(key[0][3])}, seed {key[0][4]}) was overwritten"
+            )
+    return None
+
+
+def _memo_key(workload: Workload, bindings: Mapping[str, int], seed: int) -> tuple[Any, ...]:
+    return (
+        workload.fingerprint(),
+        str(workload.source_dir),
+        workload.name,
+        tuple(sorted(bindings.items())),
+        seed,
+    )
 
 
 class Runner(Protocol):
@@ -433,8 +514,7 @@ def _check_one(
     result kept from an earlier call, keyed by an input pointer, fails the last comparison
     whatever addresses the allocator hands out."""
     where = f"shape {bindings} seed {seed}"
-    generated = host_inputs(workload, bindings, seed)
-    dev_inputs = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in generated.items()}
+    dev_inputs = device_inputs(workload, bindings, seed, device)
     expected = workload.run_reference(dev_inputs)
     launches: list[_Launch] = []
     for run, (schedule, pattern) in enumerate(zip(runner.schedules, POISONS, strict=False)):
@@ -496,10 +576,7 @@ def _check_one(
             if run == 0:
                 checks.append(check)
 
-    refill_inputs = {
-        k: (v.to(device) if isinstance(v, torch.Tensor) else v)
-        for k, v in host_inputs(workload, bindings, seed + REFILL_SEED_OFFSET).items()
-    }
+    refill_inputs = device_inputs(workload, bindings, seed + REFILL_SEED_OFFSET, device)
     refill_expected = workload.run_reference(refill_inputs)
     last = launches[-1]
     _refill(workload, last, refill_inputs, POISONS[0])

@@ -55,6 +55,8 @@ START_WAIT_S = 180.0
 MAX_RUNS = 200
 #: host memory for generated input sets kept between candidates (gates/protocol.py, `host_inputs`)
 INPUT_MEMO_BYTES = 4 << 30
+#: device memory for generated input sets kept on the device (gates/protocol.py, `device_inputs`)
+DEVICE_MEMO_BYTES = 16 << 30
 #: where a worker's own output goes (never a candidate's): under the KLineage home
 LOG_NAME = "resident-worker.log"
 
@@ -286,6 +288,8 @@ def serve(sock: socket.socket, backend_name: str) -> int:
 
     seed = torch.initial_seed()  # every candidate starts from the generator state a fresh child has
     protocol.INPUT_MEMO_BYTES = INPUT_MEMO_BYTES
+    if backend_name == "cuda":  # on the host the kept copies of host_inputs are enough
+        protocol.DEVICE_MEMO_BYTES = DEVICE_MEMO_BYTES
     backend = get_backend(backend_name)
     health.warm_up(backend)
     baseline = health.snapshot(backend)
@@ -331,7 +335,7 @@ def serve(sock: socket.socket, backend_name: str) -> int:
         sys.path[0] = path0
         os.chdir("/")
         served += 1
-        reason = health.drift(baseline, health.snapshot(backend))
+        reason = health.drift(baseline, health.snapshot(backend)) or protocol.memo_intact()
         if reason is None and served >= MAX_RUNS:
             reason = f"served {served} candidates"
         sock.sendall(json.dumps({"status": code, "retire": reason}).encode() + b"\n")

@@ -144,26 +144,9 @@ class _nullctx:
 
 
 def _print_result(kernel: Path, r) -> None:  # noqa: ANN001 - GateResult, imported lazily
-    verdict = "[green]ACCEPTED[/]" if r.accepted else f"[red]REJECTED[/] [bold]{r.category}[/]"
-    cached = " (cached)" if r.cached else ""
-    from rich.markup import escape
+    from klineage.cli_quick import print_result
 
-    out.print(
-        f"{escape(str(kernel))}: {verdict} {escape(f'[{r.backend}, {r.elapsed_s:.2f} s{cached}] {r.message}')}",
-        highlight=False,
-    )
-    for name, res in r.resources.items():
-        out.print(
-            f"    {name}: {res.registers} regs, {res.shared_bytes} B smem, {res.stack_bytes} B stack, "
-            f"spills {res.spill_stores}/{res.spill_loads}, {res.barriers} barriers",
-            highlight=False,
-        )
-    if r.timing:
-        t = r.timing
-        ref = f", torch {t.reference_median_ms:.4f} ms" if t.reference_median_ms else ""
-        out.print(
-            f"    time {t.median_ms:.4f} ms (min {t.min_ms:.4f}, max {t.max_ms:.4f}){ref}", highlight=False
-        )
+    print_result(out, kernel, r)
 
 
 DbOption = Annotated[

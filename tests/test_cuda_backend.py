@@ -114,6 +114,27 @@ def test_build_honest_kernel_and_load_support(tmp_path):
 
 
 @needs_nvcc
+def test_support_file_compiled_once(tmp_path, monkeypatch):
+    """The support file becomes one object per toolchain and flags, linked into every build (its
+    functions still read the candidate's launch errors); other flags, another object."""
+    monkeypatch.setenv("KLINEAGE_HOME", str(tmp_path / "home"))
+    src = (CHECK / "honest.cu").read_text()
+    opts = GateOptions(backend="cuda")
+    outs = [backend.build(src, tmp_path / d, opts) for d in ("a", "b")]
+    assert all(o.ok for o in outs), [o.message for o in outs]
+    objects = list((tmp_path / "home" / "cuda-support").glob("*/klineage_support.o"))
+    assert len(objects) == 1
+    for d in ("a", "b"):
+        assert str(objects[0]) in (tmp_path / d / "build.log").read_text().splitlines()[0]
+        assert not (tmp_path / d / "klineage_support.cu").exists()
+    from klineage.gates.cuda.runner import CandidateLibrary
+
+    assert "cudaErrorIllegalAddress" in CandidateLibrary(outs[1].library).describe(700)
+    other = backend.build(src, tmp_path / "c", GateOptions(backend="cuda", nvcc_flags=("-O2", "-std=c++17")))
+    assert other.ok and len(list((tmp_path / "home" / "cuda-support").glob("*/klineage_support.o"))) == 2
+
+
+@needs_nvcc
 def test_build_errors(tmp_path):
     bad = backend.build(
         'extern "C" void launch(float* x, cudaStream_t s) { x = 1; }',

@@ -4,7 +4,16 @@ import math
 
 import pytest
 
-from klineage.gates.cuda.stats import median, plan_reps, speedup, summarize
+from klineage.gates.cuda.stats import (
+    SLOW_BUDGET_S,
+    SLOW_MS,
+    VERY_SLOW_MS,
+    median,
+    plan_reps,
+    plan_timing,
+    speedup,
+    summarize,
+)
 
 
 def test_median_odd_even():
@@ -44,3 +53,31 @@ def test_plan_reps_keeps_fast_kernels_and_caps_slow_ones():
     reps, reduced = plan_reps(200.0, 50, 3, 30.0)  # 200 ms a launch: 50 reps x 3 take 60 s+
     assert reduced and 10 <= reps < 50
     assert plan_reps(10_000.0, 50, 3, 30.0) == (10, True)  # never below the floor
+
+
+def test_timing_rule_leaves_fast_kernels_alone() -> None:
+    for est in (0.001, 0.5, SLOW_MS * 0.99):
+        p = plan_timing(est, 50, 3, 5, 30.0)
+        assert (p.reps, p.trials, p.warmup, p.reduced, p.rule) == (50, 3, 5, False, "default")
+
+
+@pytest.mark.parametrize("est", [SLOW_MS, 23.2, 26.8, 100.0, 345.9, 999.0])
+def test_timing_rule_gives_slow_kernels_a_small_budget(est: float) -> None:
+    """The naive start kernels the materializer meets (23-346 ms a launch on the H200) hold the
+    GPU about SLOW_BUDGET_S per timed callable, not 10-30 s; never fewer than one repetition."""
+    p = plan_timing(est, 50, 3, 5, 30.0)
+    assert p.rule == "slow" and p.trials == 3 and p.warmup == 1 and p.reps >= 1
+    launches = p.reps * p.trials + p.warmup
+    assert p.reps == 1 or 2 * est * p.reps * p.trials <= SLOW_BUDGET_S * 1000
+    assert launches * est <= max(SLOW_BUDGET_S * 1000, 4 * est)
+    assert p.reps <= plan_reps(est, 50, 3, 30.0)[0]  # never more than the old rule
+
+
+def test_timing_rule_very_slow_is_one_launch() -> None:
+    p = plan_timing(VERY_SLOW_MS * 7.5, 50, 3, 5, 30.0)
+    assert (p.reps, p.trials, p.warmup, p.rule) == (1, 1, 0, "very slow")
+
+
+def test_timing_rule_thresholds_can_be_moved() -> None:
+    assert plan_timing(30.0, 50, 3, 5, 30.0, slow_ms=50.0).rule == "default"
+    assert plan_timing(30.0, 50, 3, 5, 30.0, slow_budget_s=60.0).reps == 50

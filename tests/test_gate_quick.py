@@ -30,8 +30,55 @@ def test_cached_cli_answer_imports_no_torch(tmp_path: Path) -> None:
     imported = {
         ln.split("|")[-1].strip() for ln in again.stderr.splitlines() if ln.startswith("import time:")
     }
-    assert "klineage.cli" in imported
+    # answered before the command-line framework is imported (klineage/cli_quick.py)
+    assert "klineage.cli" not in imported and "typer" not in imported
     assert "torch" not in imported and "klineage.workload" not in imported
+    # the same output and exit status as the full command line, in JSON and in words
+    full = [sys.executable, "-c", "from klineage.cli import main; main()"]
+    for tail in (["--json"], []):
+        args = ["gate", str(VADD / "good.cu"), *tail]
+        quick = subprocess.run(
+            [sys.executable, "-m", "klineage", *args], capture_output=True, text=True, env=env
+        )
+        slow = subprocess.run([*full, *args], capture_output=True, text=True, env=env)
+        assert (quick.returncode, quick.stdout) == (slow.returncode, slow.stdout)
+        assert quick.returncode == 0 and ("cached" in quick.stdout)
+
+
+def test_quick_cli_reads_only_plain_gate_calls() -> None:
+    """What the fast path reads; everything else goes to the full command line (None)."""
+    from klineage.cli_quick import GateArgs, parse_gate_args
+
+    got = parse_gate_args(["gate", "a.cu", "-w", "wl", "--backend=cuda", "--timeout", "9", "--json", "b.cu"])
+    assert got == GateArgs(
+        kernels=[Path("a.cu"), Path("b.cu")], workload="wl", backend="cuda", timeout="9", as_json=True
+    )
+    assert parse_gate_args(["gate", "a.cu", "--sanitize", "--no-ncu"]) == GateArgs(
+        kernels=[Path("a.cu")], sanitize=True
+    )
+    for argv in (
+        [],
+        ["mine", "a.cu"],
+        ["gate"],
+        ["gate", "--json"],
+        ["gate", "a.cu", "--no-cache"],
+        ["gate", "a.cu", "--help"],
+        ["gate", "a.cu", "--bakend", "cuda"],
+        ["gate", "a.cu", "--backend"],
+        ["gate", "--", "a.cu"],
+        ["gate", "a.cu", "-w=wl"],
+    ):
+        assert parse_gate_args(argv) is None, argv
+
+
+def test_quick_cli_falls_through_without_a_hit(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    from klineage.cli_quick import answer
+
+    monkeypatch.setenv("KLINEAGE_HOME", str(tmp_path / "home"))
+    assert answer(["gate", str(VADD / "good.cu")]) is None  # nothing cached yet
+    assert answer(["gate", str(tmp_path / "missing.cu")]) is None  # the full CLI's error
+    assert answer(["gate", str(VADD / "good.cu"), "--backend", "nope"]) is None
+    assert answer(["gate", str(VADD / "good.cu"), "--timeout", "soon"]) is None
 
 
 def test_quick_answer_follows_the_folder(tmp_path: Path) -> None:

@@ -284,3 +284,36 @@ def test_kept_inputs_are_copies_of_the_generated_values(monkeypatch: pytest.Monk
         assert torch.equal(again[k], v) if isinstance(v, torch.Tensor) else again[k] == v
     other = protocol.host_inputs(wl, bindings, 1)
     assert len(protocol._memo) == 2 and not torch.equal(other["a"], again["a"])
+
+
+def test_device_kept_inputs_are_the_seeds_values_and_guarded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """protocol.device_inputs (the worker's sets kept on the device; run here on the CPU): the
+    values of make_inputs for the seed, copies handed out, a write into the kept set found by
+    memo_intact (the worker then retires), the oldest set dropped past the byte budget."""
+    import torch
+
+    from klineage.gates import protocol
+    from klineage.workload import load_workload
+
+    wl = load_workload(VADD)
+    bindings = wl.shape_set("emu")[0]
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(protocol, "DEVICE_MEMO_BYTES", 1 << 30)
+    monkeypatch.setattr(protocol, "_dev_memo", type(protocol._dev_memo)())
+    first = protocol.device_inputs(wl, bindings, 0, cpu)
+    for v in first.values():
+        if isinstance(v, torch.Tensor):
+            v.fill_(7)
+    again, fresh = protocol.device_inputs(wl, bindings, 0, cpu), wl.make_inputs(bindings, 0)
+    assert len(protocol._dev_memo) == 1
+    for k, v in fresh.items():
+        assert torch.equal(again[k], v) if isinstance(v, torch.Tensor) else again[k] == v
+    assert protocol.memo_intact() is None
+    kept = next(iter(protocol._dev_memo.values())).values["a"]
+    kept.view(-1)[3] += 1.0  # what a stray write from a candidate would do
+    assert "overwritten" in (protocol.memo_intact() or "")
+    # the budget: room for one set only
+    size = next(iter(protocol._dev_memo.values())).nbytes
+    monkeypatch.setattr(protocol, "DEVICE_MEMO_BYTES", size)
+    protocol.device_inputs(wl, bindings, 1, cpu)
+    assert [k[0][4] for k in protocol._dev_memo] == [1]

@@ -105,6 +105,21 @@ def test_cheats_are_rejected(kernel: Kernel, category: str, words: str) -> None:
     assert words in v.message
 
 
+@pytest.mark.parametrize("kernel", [honest, _writes_input, _skips_last_row, _wrong, _writes_past_end])
+def test_kept_input_sets_change_no_verdict(kernel: Kernel, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resident worker's input sets kept on the device (protocol.device_inputs) give the verdict
+    and message of fresh generation, on the first candidate and on the next one (a hit)."""
+    from klineage.gates import protocol
+
+    want = _verdict(kernel)
+    monkeypatch.setattr(protocol, "DEVICE_MEMO_BYTES", 1 << 30)
+    monkeypatch.setattr(protocol, "_dev_memo", type(protocol._dev_memo)())
+    for _ in range(2):
+        got = _verdict(kernel)
+        assert (got.category, got.message) == (want.category, want.message)
+    assert protocol._dev_memo and protocol.memo_intact() is None
+
+
 def test_compare_elementwise_and_frobenius() -> None:
     w = torch.tensor([1.0, 2.0, 3.0])
     ok, *_ = compare(w.clone(), w, Tolerance(1e-5, 1e-6))

@@ -1,9 +1,10 @@
 """The `cuda` backend's profile stage (child process, after correctness passed).
 
 Options read from GateOptions.extra (all optional): bench_shape (dict), reps, trials, warmup,
-timing_budget_s, sol_margin, sol_ceilings (a Ceilings dict, to skip measuring), skip_side_stream
-(bool, to show what the speed-of-light check alone catches), artifacts_dir (keep traces and tool
-logs there), energy_seconds.
+timing_budget_s, slow_ms and slow_budget_s (the timing rule for slow kernels,
+gates/cuda/stats.plan_timing), sol_margin, sol_ceilings (a Ceilings dict, to skip measuring),
+skip_side_stream (bool, to show what the speed-of-light check alone catches), artifacts_dir (keep
+traces and tool logs there), energy_seconds.
 """
 
 from __future__ import annotations
@@ -100,12 +101,13 @@ def run_profile(runner: CudaRunner, workload: Workload, options: GateOptions) ->
     trials = int(x.get("trials", timing.DEFAULT_TRIALS))
     warmup = int(x.get("warmup", timing.DEFAULT_WARMUP))
     budget = float(x.get("timing_budget_s", 30.0))
+    slow = (float(x.get("slow_ms", timing.SLOW_MS)), float(x.get("slow_budget_s", timing.SLOW_BUDGET_S)))
 
     def cand() -> None:
         runner.launch_async(bench.values, stream.cuda_stream)
 
     t0 = time.perf_counter()
-    cand_t = timing.timed(cand, bench.refill, stream, reps, trials, warmup, budget)
+    cand_t = timing.timed(cand, bench.refill, stream, reps, trials, warmup, budget, *slow)
     runner.synchronize()
     phases["timing_s"] = time.perf_counter() - t0
     s = cand_t.summary
@@ -119,6 +121,8 @@ def run_profile(runner: CudaRunner, workload: Workload, options: GateOptions) ->
         extra={
             "trial_medians_ms": s.trial_medians_ms,
             "reduced_reps": cand_t.reduced,
+            "timing_rule": cand_t.plan.rule if cand_t.plan else "default",
+            "estimate_ms": round(cand_t.estimate_ms, 4),
             "l2_flush_bytes": bench.flush.numel(),
             "input_sets": len(bench.pool),
             "stream": "dedicated torch.cuda.Stream",
@@ -157,7 +161,7 @@ def run_profile(runner: CudaRunner, workload: Workload, options: GateOptions) ->
     t_r = time.perf_counter()
     try:
         vendor = bench.vendor_call()
-        ref_t = timing.timed(vendor, bench.refill, stream, reps, trials, warmup, budget).summary
+        ref_t = timing.timed(vendor, bench.refill, stream, reps, trials, warmup, budget, *slow).summary
         tm.reference_median_ms, tm.reference_min_ms, tm.reference_max_ms = (
             ref_t.median_ms,
             ref_t.min_ms,

@@ -82,3 +82,48 @@ def plan_reps(
     if affordable >= reps:
         return reps, False
     return max(floor, affordable), True
+
+
+#: a timed callable whose one-launch estimate reaches this is slow: fewer repetitions, and one
+#: warm-up launch (launch noise is microseconds, a small fraction of such a launch)
+SLOW_MS = 20.0
+#: seconds of timed launches a slow callable gets in all, over its trials
+SLOW_BUDGET_S = 2.0
+#: at or above this a single timed launch after the estimate's (one trial, no more warm-up)
+VERY_SLOW_MS = 1000.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a callable is timed: trials of `reps` repetitions after `warmup` launches."""
+
+    reps: int
+    trials: int
+    warmup: int
+    reduced: bool
+    rule: str  # "default", "budget" (the old cut for a long total), "slow" or "very slow"
+
+
+def plan_timing(
+    estimate_ms: float,
+    reps: int,
+    trials: int,
+    warmup: int,
+    budget_s: float,
+    slow_ms: float = SLOW_MS,
+    slow_budget_s: float = SLOW_BUDGET_S,
+) -> Plan:
+    """The timing rule (DESIGN.md, 'The gate', profile stage). Below `slow_ms` a launch: the
+    requested trials, repetitions and warm-up (`plan_reps` may still cut repetitions to
+    `budget_s`). From `slow_ms`: one warm-up and as many repetitions per trial (at least one) as
+    fit `slow_budget_s` over the trials, counting the L2 flush and refill as a launch again. From
+    `VERY_SLOW_MS`: one trial of one repetition. A materializer's loop over slow naive kernels
+    then holds the GPU seconds per gate, not tens of seconds."""
+    if estimate_ms < slow_ms:
+        n, reduced = plan_reps(estimate_ms, reps, trials, budget_s)
+        return Plan(n, trials, warmup, reduced, "budget" if reduced else "default")
+    if estimate_ms >= VERY_SLOW_MS:
+        return Plan(1, 1, 0, True, "very slow")
+    fit = int(slow_budget_s * 1000.0 / (2.0 * estimate_ms * max(trials, 1)))
+    n = max(1, min(reps, fit))
+    return Plan(n, trials, min(warmup, 1), n < reps or warmup > 1, "slow")

@@ -18,8 +18,8 @@ from typing import Any
 import torch
 
 from klineage.gates.cuda.runner import CudaRunner
-from klineage.gates.cuda.stats import Summary, plan_reps, summarize
-from klineage.gates.protocol import Guarded, accumulation_allowance, compare, guarded, host_inputs
+from klineage.gates.cuda.stats import SLOW_BUDGET_S, SLOW_MS, Plan, Summary, plan_timing, summarize
+from klineage.gates.protocol import Guarded, accumulation_allowance, compare, device_inputs, guarded
 from klineage.workload import Scalar, Tensor, Workload
 
 DEFAULT_REPS = 50
@@ -45,6 +45,8 @@ def flush_buffer(device: torch.device) -> torch.Tensor:
 class Timed:
     summary: Summary
     reduced: bool = False
+    plan: Plan | None = None
+    estimate_ms: float = 0.0
 
 
 class Bench:
@@ -82,8 +84,7 @@ class Bench:
         self.flush = flush_buffer(device)
 
     def _device_inputs(self, seed: int) -> dict[str, Any]:
-        host = host_inputs(self.workload, self.bindings, seed)
-        return {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v) for k, v in host.items()}
+        return device_inputs(self.workload, self.bindings, seed, self.device)
 
     @staticmethod
     def _rolled(base: dict[str, Any], k: int) -> dict[str, Any]:
@@ -167,10 +168,14 @@ def timed(
     trials: int = DEFAULT_TRIALS,
     warmup: int = DEFAULT_WARMUP,
     budget_s: float = 30.0,
+    slow_ms: float = SLOW_MS,
+    slow_budget_s: float = SLOW_BUDGET_S,
 ) -> Timed:
+    """Estimate one launch, plan the trials by the timing rule (stats.plan_timing), time them."""
     est = estimate_ms(step, before, stream)
-    n, reduced = plan_reps(est, reps, trials, budget_s)
-    return Timed(summarize(time_reps(step, before, stream, n, trials, warmup)), reduced)
+    plan = plan_timing(est, reps, trials, warmup, budget_s, slow_ms, slow_budget_s)
+    summary = summarize(time_reps(step, before, stream, plan.reps, plan.trials, plan.warmup))
+    return Timed(summary, plan.reduced, plan, est)
 
 
 def verify_after_timing(runner: CudaRunner, bench: Bench, stream: torch.cuda.Stream) -> str | None:
