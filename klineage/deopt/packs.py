@@ -387,7 +387,7 @@ def _register_arrays(fn: ts.Node) -> set[str]:
     for d in (n for n in X.walk(fn) if n.type == "declaration"):
         for dec in d.children_by_field_name("declarator"):
             if any(n.type == "array_declarator" for n in X.walk(dec)):
-                name, _, _ = X._declarator_name(
+                name, _, _ = X.declarator_name(
                     dec.child_by_field_name("declarator") if dec.type == "init_declarator" else dec
                 )
                 if name:
