@@ -304,3 +304,18 @@ def test_each_pack_is_one_more_dispatch_site_and_removal_restores_the_kernel(op:
         new = [s for s in OP.find(after) if s.details["kind"] == "aligned_dispatch"]
         restored = [normalize(OP.remove(after, s).text) for s in new]
         assert normalize(before.text) in restored
+
+
+@pytest.mark.parametrize("workload", ["sgemm", "transpose_batched"])
+def test_naive_gemm_and_transposing_copy_wait_for_their_tiling(workload: str) -> None:
+    """Packs on a naive GEMM loop or a transposing copy would freeze the naive layout and hide
+    the kernel from gemm_tiling / smem_staging: vectorize offers no forward site there."""
+    from klineage.deopt.gemm_tiling import GemmTiling
+    from klineage.deopt.smem_staging import SmemStaging
+    from klineage.source.canon import canonical_form
+
+    text = (Path(__file__).resolve().parents[1] / "expert_kernels" / workload / "naive.cu").read_text()
+    src = canonical_form(CudaSource.from_text(text)).source
+    assert Vectorize().find_forward(src) == []
+    structural = GemmTiling() if workload == "sgemm" else SmemStaging()
+    assert structural.find_forward(src)

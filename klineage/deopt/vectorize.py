@@ -26,7 +26,9 @@ import tree_sitter as ts
 
 from klineage.deopt import _cexpr as X
 from klineage.deopt import packs as pack
+from klineage.deopt import strided_copy as SC
 from klineage.deopt.base import Operator, Precondition, Refused, Site
+from klineage.deopt.gemm_loop import GemmLoop, gemm_loops
 from klineage.source import edit
 from klineage.source.model import CudaSource
 
@@ -531,6 +533,7 @@ class Vectorize(Operator):
 
     # ---- forward ----------------------------------------------------------------------------
     def find_forward(self, src: CudaSource) -> list[Site]:
+        waiting = _awaiting_structure(src)
         sites = [
             self.site(
                 src,
@@ -543,6 +546,7 @@ class Vectorize(Operator):
                 width=str(k.lanes.width),
             )
             for k in pack.elementwise_kernels(src)
+            if X.N.func_name(k.lanes.fn) not in waiting
         ]
         scalar_loops = {e[0] for fn in X.code_functions(src) for e in _elementwise_loops(src, fn)}
         sites += [
@@ -558,7 +562,7 @@ class Vectorize(Operator):
                 width=str(r.lanes.width),
             )
             for r in pack.row_loops(src)
-            if r.loop not in scalar_loops
+            if r.loop not in scalar_loops and X.N.func_name(r.lanes.fn) not in waiting
         ]
         for fn in X.code_functions(src):
             for loop, i, n, arrays, y in _elementwise_loops(src, fn):
@@ -578,6 +582,15 @@ class Vectorize(Operator):
         return sites
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
+        if site.details.get("function") in _awaiting_structure(src):
+            return [
+                Precondition(
+                    "structure_first",
+                    False,
+                    "the kernel is a naive GEMM loop or a transposing copy: its tiling comes before packs",
+                    "Layout",
+                )
+            ]
         if site.details.get("kind") in ("pack_per_thread", "row_loop_pack"):
             found = self._packable(src, site)
             if found is None:
@@ -710,3 +723,18 @@ def _lane_rewriter(src: CudaSource, arrays: list[str], lane: str):  # noqa: ANN2
         return f"{name}v.{lane}" if name in arrays else None
 
     return rw
+
+
+def _awaiting_structure(src: CudaSource) -> set[str]:
+    """Kernels whose structural forward step is still to come: a naive GEMM loop (gemm_loop) or
+    a copy that reads and writes along different coordinates (strided_copy). Packing their
+    accesses first fixes the naive layout in place and hides them from the tiling operators, so
+    vectorization waits until the tiled form exists (it then vectorizes the tile loads)."""
+    names = {k.name for k, g in gemm_loops(src) if isinstance(g, GemmLoop)}
+    for k in src.kernels:
+        try:
+            if SC.analyze(src, k).transposed is not None:
+                names.add(k.name)
+        except SC.NotACopy:
+            continue
+    return names
