@@ -3,6 +3,7 @@ thread, an alignment dispatch and a scalar tail (klineage/deopt/packs.py)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -319,3 +320,21 @@ def test_naive_gemm_and_transposing_copy_wait_for_their_tiling(workload: str) ->
     assert Vectorize().find_forward(src) == []
     structural = GemmTiling() if workload == "sgemm" else SmemStaging()
     assert structural.find_forward(src)
+
+
+def test_a_packed_ldg_element_is_read_from_the_lane_view() -> None:
+    """`__ldg(&x[i])` in a packed loop must not become `__ldg(&view[k])`: the view is a register
+    copy of the pack, and a read-only global load of it faults on the device (the H200 reported
+    `operation not supported on global/shared address space`; the emulator accepted it)."""
+    src = CudaSource.from_text(
+        "__global__ void dot1(const float* __restrict__ x, const float* __restrict__ y, double* out, int n) {\n"
+        "    double acc = 0.0;\n"
+        "    for (int i = 0; i < n; ++i) acc += (double)__ldg(&x[i]) * (double)__ldg(&(y[i]));\n"
+        "    *out = acc;\n"
+        "}\n"
+    )
+    sites = [s for s in OP.find_forward(src) if s.details["kind"] == "row_loop_pack"]
+    assert sites, [s.summary for s in OP.find_forward(src)]
+    out = OP.apply(src, sites[0]).text
+    packed = out[out.index("kl_first") :]
+    assert "_lane[" in packed and not re.search(r"__ldg\(\s*&\s*\(?\s*kl_\w+_lane", packed)

@@ -745,6 +745,12 @@ class _Writer:
         written = set().union(*(X.assigned_names(s) for s in lanes.body)) if lanes.body else set()
 
         def rw(n: ts.Node) -> str | None:
+            loaded = _ldg_subscript(src, n)
+            if loaded is not None:
+                # `__ldg(&P[i])` on a packed element would be a read-only global load of the lane
+                # view, a register: the device faults (not a global address). The pack was loaded
+                # from global memory already, so the element is read from the view directly.
+                return rw(loaded)
             if n.type != "subscript_expression":
                 return None
             arg = n.child_by_field_name("argument")
@@ -774,6 +780,25 @@ class _Writer:
             *[f"    {s}" for s in body],
             "}",
         ]
+
+
+def _ldg_subscript(src: CudaSource, n: ts.Node) -> ts.Node | None:
+    """The subscript `P[i]` of a call `__ldg(&P[i])` (parentheses allowed), else None."""
+    if n.type != "call_expression" or src.text_of(n.child_by_field_name("function") or n).strip() != "__ldg":
+        return None
+    args = n.child_by_field_name("arguments")
+    named = [c for c in args.named_children if c.type != "comment"] if args is not None else []
+    if len(named) != 1:
+        return None
+    arg = named[0]
+    while arg.type == "parenthesized_expression" and arg.named_child_count == 1:
+        arg = arg.named_children[0]
+    if arg.type != "pointer_expression" or src.text_of(arg).lstrip()[:1] != "&":
+        return None
+    inner = arg.child_by_field_name("argument")
+    while inner is not None and inner.type == "parenthesized_expression" and inner.named_child_count == 1:
+        inner = inner.named_children[0]
+    return inner if inner is not None and inner.type == "subscript_expression" else None
 
 
 def _indent(lines: list[str], by: str) -> list[str]:
