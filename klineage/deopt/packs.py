@@ -784,21 +784,20 @@ class _Writer:
 
 def _ldg_subscript(src: CudaSource, n: ts.Node) -> ts.Node | None:
     """The subscript `P[i]` of a call `__ldg(&P[i])` (parentheses allowed), else None."""
-    if n.type != "call_expression" or src.text_of(n.child_by_field_name("function") or n).strip() != "__ldg":
+    if n.type != "call_expression" or X.callee_name(n) != "__ldg" or len(args := X.call_args(n)) != 1:
         return None
-    args = n.child_by_field_name("arguments")
-    named = [c for c in args.named_children if c.type != "comment"] if args is not None else []
-    if len(named) != 1:
-        return None
-    arg = named[0]
-    while arg.type == "parenthesized_expression" and arg.named_child_count == 1:
-        arg = arg.named_children[0]
-    if arg.type != "pointer_expression" or src.text_of(arg).lstrip()[:1] != "&":
+    arg = _unparen(args[0])
+    if arg.type != "pointer_expression" or arg.children[0].type != "&":
         return None
     inner = arg.child_by_field_name("argument")
-    while inner is not None and inner.type == "parenthesized_expression" and inner.named_child_count == 1:
-        inner = inner.named_children[0]
+    inner = _unparen(inner) if inner is not None else None
     return inner if inner is not None and inner.type == "subscript_expression" else None
+
+
+def _unparen(n: ts.Node) -> ts.Node:
+    while n.type == "parenthesized_expression" and n.named_child_count == 1:
+        n = n.named_children[0]
+    return n
 
 
 def _indent(lines: list[str], by: str) -> list[str]:
