@@ -26,8 +26,6 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-import anthropic
-
 from klineage.errors import KLineageError
 from klineage.llm.base import (
     Completion,
@@ -44,6 +42,16 @@ from klineage.llm.base import (
 )
 from klineage.llm.models import check_model, default_model
 from klineage.llm.pricing import PRICES_AS_OF, cost_of, price_for
+
+
+def _sdk() -> Any:
+    """The anthropic SDK, imported on first use: a command that never calls a model (the gate,
+    the offline materializer, `klineage heldout` on a GPU machine that lacks the SDK) neither
+    pays for the import nor needs the package."""
+    import anthropic
+
+    return anthropic
+
 
 KEY_ENV = "ANTHROPIC_API_KEY"
 BASE_URL_ENV = "ANTHROPIC_BASE_URL"
@@ -153,9 +161,7 @@ class AnthropicLLM:
         self.timeout_s = timeout
         self.sleep = time.sleep
         self.token_counting = "api"  # "local" once the API's count_tokens proved unreachable
-        self._client = anthropic.Anthropic(
-            api_key=key, base_url=self.base_url, max_retries=0, timeout=timeout
-        )
+        self._client = _sdk().Anthropic(api_key=key, base_url=self.base_url, max_retries=0, timeout=timeout)
 
     def _record(self, ex: Exchange) -> None:
         if self.recorder is not None:
@@ -175,7 +181,7 @@ class AnthropicLLM:
                     model=self.model, system=system_blocks(system), messages=list(messages)
                 )
                 return int(r.input_tokens)
-            except (anthropic.APIError, AttributeError, TypeError, ValueError):
+            except (_sdk().APIError, AttributeError, TypeError, ValueError):
                 self.token_counting = "local"
         return estimate_tokens(system, messages)
 
@@ -186,7 +192,7 @@ class AnthropicLLM:
         ) as stream:  # type: ignore[arg-type]
             try:
                 msg = stream.get_final_message()
-            except (anthropic.APIStatusError, anthropic.APIConnectionError):
+            except (_sdk().APIStatusError, _sdk().APIConnectionError):
                 raise
             except Exception as e:  # the SDK could not assemble a message from what came back
                 raise _Malformed(f"{type(e).__name__} {_short(e)}".strip()) from None
@@ -213,11 +219,11 @@ class AnthropicLLM:
             status: int | None = None
             try:
                 msg = self._stream(blocks, list(messages), max_tokens)
-            except (anthropic.APIStatusError, anthropic.APIConnectionError, _Malformed) as e:
+            except (_sdk().APIStatusError, _sdk().APIConnectionError, _Malformed) as e:
                 latency = time.perf_counter() - t0
                 status = getattr(e, "status_code", None)
                 what = "malformed reply" if isinstance(e, _Malformed) else type(e).__name__
-                if isinstance(e, anthropic.APITimeoutError):
+                if isinstance(e, _sdk().APITimeoutError):
                     what = f"timeout after {self.timeout_s:g} s"
                 last_error = what + (f" {status}" if status else "") + f": {_short(e)}"
                 self.ledger.failed_calls += 1
