@@ -307,23 +307,36 @@ def test_non_json_reply_ends_the_run_cleanly(wl, curriculum_run, tmp_path: Path)
     assert json.loads((tmp_path / "out" / "trace.json").read_text())["status"] == "provider_failed"
 
 
-def test_gpu_branch_keeps_only_faster_candidates(wl, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
-    """The timing path without a GPU: a stand-in gate times `__restrict__` kernels 20% faster."""
+def restrict_timed_gate(text: str, reference_ms: float | None):  # noqa: ANN201
+    """A stand-in cuda gate result: `__restrict__` kernels 20% faster, torch at `reference_ms`."""
     from klineage.gates.result import GateResult, Timing
+
+    ms = 0.8 if "__restrict__" in text else 1.0
+    t = Timing(
+        ms,
+        ms * 0.99,
+        ms * 1.01,
+        3,
+        50,
+        reference_median_ms=reference_ms,
+        extra={"trial_medians_ms": [ms * 0.999, ms, ms * 1.001], "device": "NVIDIA H200"},
+    )
+    return GateResult(True, "done", "ok", backend="cuda", timing=t, artifact_id=f"fake{len(text)}")
+
+
+def test_gpu_branch_keeps_only_faster_candidates(wl, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    """The timing path without a GPU: a stand-in gate times `__restrict__` kernels 20% faster. The
+    start kernel's gate times torch; the candidates' gates skip it (`skip_reference`), and the
+    run's speedup over torch comes from the start gate's torch time."""
+    from klineage.gates.result import GateResult
     from klineage.materialize import loop
 
+    seen: list[tuple[str, bool]] = []
+
     def fake_gate(text: str, workload, options, name: str = "") -> GateResult:  # noqa: ANN001
-        ms = 0.8 if "__restrict__" in text else 1.0
-        t = Timing(
-            ms,
-            ms * 0.99,
-            ms * 1.01,
-            3,
-            50,
-            reference_median_ms=0.5,
-            extra={"trial_medians_ms": [ms * 0.999, ms, ms * 1.001], "device": "NVIDIA H200"},
-        )
-        return GateResult(True, "done", "ok", backend="cuda", timing=t, artifact_id=f"fake{len(text)}")
+        skip = bool(options.extra.get("skip_reference"))
+        seen.append((name, skip))
+        return restrict_timed_gate(text, reference_ms=None if skip else 0.5)
 
     monkeypatch.setattr(loop, "gate", fake_gate)
     res = materialize(
@@ -339,3 +352,19 @@ def test_gpu_branch_keeps_only_faster_candidates(wl, tmp_path: Path, monkeypatch
     assert res.speedup == pytest.approx(1.25) and res.speedup_vs_torch == pytest.approx(0.625)
     assert res.best_time_ms == pytest.approx(0.8) and res.applied == ["restrict-scale_test"]
     assert "not faster by more than the spread" in res.steps[1].reason
+    assert seen[0] == ("start.cu", False) and len(seen) == 3
+    assert all(skip for _, skip in seen[1:]), seen
+
+
+def test_candidate_gate_options_leave_the_cpu_gate_alone() -> None:
+    from klineage.gates.backend import GateOptions
+    from klineage.materialize.loop import candidate_gate_options
+
+    emu = GateOptions(backend="emu")
+    assert candidate_gate_options(emu) is emu
+    untimed = GateOptions(backend="cuda", time_kernel=False)
+    assert candidate_gate_options(untimed) is untimed
+    cuda = GateOptions(backend="cuda", extra={"reps": 5})
+    assert candidate_gate_options(cuda).extra == {"reps": 5, "skip_reference": True} and cuda.extra == {
+        "reps": 5
+    }
