@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import re
+import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -132,18 +134,34 @@ def gate(
     digest = cache.folder_digest(wl.source_dir)
     if digest is not None:
         cache.remember(cache.answer_key(text, digest, options.key_fields(), toolchain), key, cache_root)
-    if use_cache:
-        hit = cache.load_cached(key, cache_root)
-        if hit is not None:
-            return hit
-    work = cache.fresh_dir(key, cache_root)
-    (work / "source.cu").write_text(text)
-    result = _run_stages(text, name, wl, options, backend, work)
-    result.artifact_id = key[:16]
-    result.backend = options.backend
-    result.elapsed_s = time.perf_counter() - t0
-    cache.store(key, result, cache_root, staging=work)
+    with _single_flight(key):
+        if use_cache:
+            hit = cache.load_cached(key, cache_root)
+            if hit is not None:
+                return hit
+        work = cache.fresh_dir(key, cache_root)
+        (work / "source.cu").write_text(text)
+        result = _run_stages(text, name, wl, options, backend, work)
+        result.artifact_id = key[:16]
+        result.backend = options.backend
+        result.elapsed_s = time.perf_counter() - t0
+        cache.store(key, result, cache_root, staging=work)
     return result
+
+
+_flights: dict[str, threading.Lock] = {}
+_flights_guard = threading.Lock()
+
+
+@contextlib.contextmanager
+def _single_flight(key: str) -> Iterator[None]:
+    """One gate per cache key at a time in this process: threads gating the same candidate (a
+    materializer's modes all start from the same naive kernel, and often take the same first step)
+    wait for the first one and read its published verdict instead of gating it again."""
+    with _flights_guard:
+        lock = _flights.setdefault(key, threading.Lock())
+    with lock:
+        yield
 
 
 def quick_answer(

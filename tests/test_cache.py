@@ -7,6 +7,8 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from klineage.gates import cache
 from klineage.gates.gate import gate
 from klineage.gates.result import GateResult
@@ -67,3 +69,25 @@ def test_an_entry_of_another_protocol_version_is_not_reused(tmp_path: Path) -> N
     del doc["protocol"]
     path.write_text(json.dumps(doc))
     assert cache.load_cached(key, tmp_path) is None
+
+
+def test_concurrent_gates_of_one_source_gate_it_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threads gating the same candidate at once (a materializer's modes from one naive kernel)
+    run the gate's stages once; the others read the published verdict."""
+    from klineage.gates import gate as gate_mod
+
+    real, calls = gate_mod._run_stages, []
+
+    def counted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gate_mod, "_run_stages", counted)
+    src = (EXAMPLES / "vector_add/naive.cu").read_text().replace("naive", "naive_once")
+    with ThreadPoolExecutor(3) as pool:
+        results = list(
+            pool.map(lambda _: gate(src, EXAMPLES / "vector_add", name="k.cu", cache_root=tmp_path), range(3))
+        )
+    assert [r.accepted for r in results] == [True, True, True], [(r.category, r.message) for r in results]
+    assert len(calls) == 1
+    assert len({r.artifact_id for r in results}) == 1
