@@ -11,9 +11,9 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    from klineage.cli import run
+    from klineage.cli import run_command
 
-    return run(["timings", "bench", *(sys.argv[1:] if argv is None else argv)], prog_name="klineage")
+    return run_command(["timings", "bench", *(sys.argv[1:] if argv is None else argv)], prog_name="klineage")
 
 
 if __name__ == "__main__":

@@ -1058,7 +1058,7 @@ def heldout_cmd(
         raise typer.Exit(1)
 
 
-def run(argv: list[str] | None = None, prog_name: str | None = None) -> int:
+def run_command(argv: list[str] | None = None, prog_name: str | None = None) -> int:
     """The command line on `argv` (default: sys.argv[1:]), its exit status returned: KLineageError
     -> one line on stderr, 2; a provider failure (LLMError) -> one line, 3. Scripts kept as thin
     wrappers of a command (benchmarks/materialized_bench.py) call this."""
@@ -1089,5 +1089,5 @@ def run(argv: list[str] | None = None, prog_name: str | None = None) -> int:
 
 
 def main() -> None:
-    """Console-script entry: `run` on sys.argv, its status as the process's."""
-    sys.exit(run())
+    """Console-script entry: `run_command` on sys.argv, its status as the process's."""
+    sys.exit(run_command())

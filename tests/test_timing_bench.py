@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from klineage.cli import run
+from klineage.cli import run_command
 from klineage.timing_bench import gpu, select, tables
 from tests.conftest import REPO
 
 
 def bench(argv: list[str]) -> int:
     """`klineage timings bench ARGV` in this process (so a test can fake the GPU), its exit status."""
-    return run(["timings", "bench", *argv])
+    return run_command(["timings", "bench", *argv])
 
 
 def _index(tmp_path: Path, texts: dict[tuple[str, str, int], str], budget: int = 2) -> Path:
