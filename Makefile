@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.klineage-installed
-# materialized_bench.py runs over `klineage timings export` states (oldest first: a later one wins)
+# `klineage timings bench` runs over `klineage timings export` states (oldest first: a later one wins)
 TIMINGS := $(sort $(wildcard benchmarks/results/*-states/*.json))
 
 .PHONY: run test lint venv clean

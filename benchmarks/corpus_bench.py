@@ -24,23 +24,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from klineage.corpus import COMPUTE_BOUND, MEMORY_BOUND, corpus_dir
+from klineage.timing_bench.gpu import build_all, log, time_variant  # one home, shared
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = corpus_dir()
 WORKLOADS = MEMORY_BOUND  # table order
 COMPUTE_WORKLOADS = COMPUTE_BOUND
-SLOW_LAUNCH_MS = 200.0
 
 
 @dataclass
@@ -68,28 +66,6 @@ class WorkloadResult:
     flops: float | None = None
     #: which measured matmul rate the TFLOP/s compare with ("fp32" or "bf16"); compute corpus only
     peak: str = ""
-
-
-def log(msg: str, sink: Any | None = None) -> None:
-    print(msg, flush=True)
-    if sink is not None:
-        sink.write(msg + "\n")
-        sink.flush()
-
-
-def build_all(jobs: list[tuple[str, str, Path]], workroot: Path) -> dict[tuple[str, str], Any]:
-    """Build every (workload, variant, path) in parallel; returns BuildOutcome by key."""
-    from klineage.gates.backend import GateOptions
-    from klineage.gates.cuda.build import build
-
-    opts = GateOptions(backend="cuda", timeout_s=600.0)
-
-    def one(job: tuple[str, str, Path]) -> tuple[tuple[str, str], Any]:
-        wl, var, path = job
-        return (wl, var), build(path.read_text(), workroot / f"{wl}__{var}", opts)
-
-    with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
-        return dict(pool.map(one, jobs))
 
 
 def copy_bandwidth(nbytes: int = 1 << 30) -> float:
@@ -141,24 +117,6 @@ def matmul_rate(dtype_name: str, n: int = 8192) -> float:
     del a, b
     torch.cuda.empty_cache()
     return 2.0 * n**3 / (median(times) / 1000.0)
-
-
-def time_variant(
-    runner: Any, bench: Any, stream: Any, budget_s: float, slow_ok: bool
-) -> tuple[Any, int, int]:
-    """(summary, reps, trials). `slow_ok`: a launch over SLOW_LAUNCH_MS is timed once."""
-    from klineage.gates.cuda.stats import summarize
-    from klineage.gates.cuda.timing import time_reps, timed
-
-    def step() -> None:
-        runner.launch_async(bench.values, stream.cuda_stream)
-
-    if slow_ok:
-        first = time_reps(step, bench.refill, stream, reps=1, trials=1, warmup=0)
-        if first[0][0] > SLOW_LAUNCH_MS:
-            return summarize(first), 1, 1
-    t = timed(step, bench.refill, stream, budget_s=budget_s)
-    return t.summary, t.summary.reps_per_trial, t.summary.trials
 
 
 def run(args: argparse.Namespace) -> int:

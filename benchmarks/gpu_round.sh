@@ -68,7 +68,7 @@ for s in "$@"; do
       --max-steps "${KL_SCALE_STEPS:-3}" --json "$OUT/scale/scale.json" ;;
     scale_cuda) stage scale_cuda "${KL_SCALE_CUDA_S:-120}" python3 benchmarks/scale_bench.py tests/data/mining \
       --backend cuda --workers 1 --no-ray --json "$OUT/scale_cuda/scale.json" ;;
-    states) stage states "${KL_STATES_S:-560}" python3 benchmarks/materialized_bench.py --suite corpus \
+    states) stage states "${KL_STATES_S:-560}" python3 -m klineage timings bench --suite corpus \
       --extra .gpu/states/index.json ${KL_STATES_ONLY:+--only "$KL_STATES_ONLY"} --budget-s "${KL_STATES_BUDGET:-0.2}" \
       --deadline-s "${KL_STATES_DEADLINE:-500}" --out "$OUT/states" ;;
     mine)
@@ -83,7 +83,7 @@ for s in "$@"; do
       --jobs "${KL_JOBS:-8}" --out "$OUT/materialize" ;;
     judge)
       run=${KL_JUDGE_RUN:-.gpu/r1}
-      stage judge "${KL_JUDGE_S:-560}" python3 benchmarks/materialized_bench.py --suite corpus \
+      stage judge "${KL_JUDGE_S:-560}" python3 -m klineage timings bench --suite corpus \
         --extra "$run/candidates.json" ${KL_JUDGE_CURVE:+--curve "$run/curve.json"} ${KL_JUDGE_ONLY:+--only "$KL_JUDGE_ONLY"} ${KL_JUDGE_KS:+--ks "$KL_JUDGE_KS"} \
         --budget-s "${KL_JUDGE_BUDGET:-0.3}" --deadline-s "${KL_JUDGE_DEADLINE:-500}" --out "$OUT/judge" ;;
     heldout)

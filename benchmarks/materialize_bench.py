@@ -251,11 +251,10 @@ def write_curve(
 def measured_curve(
     out: Path, index: dict[str, Any], corpus: Path, measured: MeasuredTimes
 ) -> tuple[str, dict[str, Any]]:
-    """The budget curve's tables (materialized_bench.py's format) from the measured times the
+    """The budget curve's tables (`klineage timings bench`'s format) from the measured times the
     judge used: x naive of each budget point is the naive kernel's measured time over the point's;
     a point without a time counts as missing ('-', and n/of in the cell)."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from materialized_bench import curve_column, curve_tables, groups_of
+    from klineage.timing_bench.tables import curve_column, curve_tables, groups_of
 
     labels: dict[str, dict[str, Any]] = {}
     x: dict[tuple[str, str], float | None] = {}

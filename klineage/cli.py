@@ -567,7 +567,7 @@ def timings_export(
     db: DbOption = None,
     only: Annotated[str, typer.Option("--only", help="Comma-separated workloads (default: all).")] = "",
 ) -> None:
-    """Write every lineage state for benchmarks/materialized_bench.py --extra (timed on a GPU)."""
+    """Write every lineage state for `klineage timings bench --extra` (timed on a GPU)."""
     from klineage.store.db import Store
     from klineage.timings import export_states
 
@@ -582,7 +582,8 @@ def timings_export(
 @timings_app.command("import")
 def timings_import(
     bench_json: Annotated[
-        list[Path], typer.Argument(help="materialized_bench.json files of runs with --extra INDEX.")
+        list[Path],
+        typer.Argument(help="materialized_bench.json files of `klineage timings bench --extra INDEX` runs."),
     ],
     db: DbOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
@@ -653,6 +654,96 @@ def timings_coverage(
             r.get("device", "untimed"),
         )
     out.print(table)
+
+
+@timings_app.command("bench")
+def timings_bench(
+    suite: Annotated[
+        str, typer.Option(help="heldout or corpus: the folders of this repository to time.")
+    ] = "heldout",
+    workload: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--workload", metavar="DIR", help="A workload folder anywhere (repeatable): replaces the suite's."
+        ),
+    ] = None,
+    kernel: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="[LABEL=]FILE",
+            help="A kernel file to time for the one --workload (repeatable; LABEL: the file's stem).",
+        ),
+    ] = None,
+    only: Annotated[
+        str, typer.Option(help="Comma-separated workloads (default: every folder with naive.cu).")
+    ] = "",
+    runs: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--run", metavar="LABEL=PATTERN", help="A materializer run: LABEL and a path pattern with {name}."
+        ),
+    ] = None,
+    curve: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="INDEX_JSON",
+            help="The budget index of materialize_bench.py (OUT/curve.json): time every budget point.",
+        ),
+    ] = None,
+    extra: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="INDEX_JSON",
+            help="More kernels to check and time, in no table: `klineage timings export`'s index.json "
+            "(`klineage timings import` reads the JSON back).",
+        ),
+    ] = None,
+    labels: Annotated[
+        str, typer.Option(help="With --curve: comma list of labels to time (default: all).")
+    ] = "",
+    ks: Annotated[
+        str, typer.Option(help="With --curve: comma list of budgets to time (default: 1..budget).")
+    ] = "",
+    budget_s: Annotated[
+        float, typer.Option("--budget-s", help="Timing budget per kernel / torch call (s).")
+    ] = 1.0,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="Folder for materialized_bench.log and .json.")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="List the distinct kernels per workload and stop.")
+    ] = False,
+    deadline_s: Annotated[
+        float | None,
+        typer.Option(
+            "--deadline-s",
+            help="After this many seconds from the start, time nothing more (those kernels: 'not timed'); "
+            "the tables are still printed.",
+        ),
+    ] = None,
+) -> None:
+    """Check and time kernels made anywhere on the GPU, in one process, beside naive and torch
+    (exit 1 when a run's kernel fails its check; without a GPU, one line and exit 2)."""
+    from klineage.timing_bench import BenchOptions, run_bench
+
+    opts = BenchOptions(
+        suite=suite,
+        workloads=tuple(workload or ()),
+        kernels=tuple(kernel or ()),
+        only=only,
+        runs=tuple(runs or ()),
+        curve=curve,
+        extra=extra,
+        labels=labels,
+        ks=ks,
+        budget_s=budget_s,
+        out=out_dir,
+        dry_run=dry_run,
+        deadline_s=deadline_s,
+    )
+    code = run_bench(opts)
+    if code:
+        raise typer.Exit(code)
 
 
 import_app = typer.Typer(
@@ -834,7 +925,7 @@ def materialize_cmd(
         list[Path] | None,
         typer.Option(
             "--measured",
-            help="emu: GPU times of kernels (benchmarks/materialized_bench.py JSON, repeatable) for the "
+            help="emu: GPU times of kernels (`klineage timings bench` JSON, repeatable) for the "
             "judge: faster by more than the spread, and alternative skills gated side by side.",
         ),
     ] = None,
@@ -967,28 +1058,36 @@ def heldout_cmd(
         raise typer.Exit(1)
 
 
-def main() -> None:
-    """Console-script entry: KLineageError -> one line on stderr, exit 2; a provider failure
-    (LLMError) -> one line, exit 3."""
+def run_command(argv: list[str] | None = None, prog_name: str | None = None) -> int:
+    """The command line on `argv` (default: sys.argv[1:]), its exit status returned: KLineageError
+    -> one line on stderr, 2; a provider failure (LLMError) -> one line, 3. Scripts kept as thin
+    wrappers of a command (benchmarks/materialized_bench.py) call this."""
     from klineage.llm.base import EXIT_PROVIDER_FAILED, LLMError
 
     try:
-        rc = app(standalone_mode=False)  # click returns an Exit's code instead of raising here
-        sys.exit(rc if isinstance(rc, int) else 0)
+        rc = app(
+            args=argv, prog_name=prog_name, standalone_mode=False
+        )  # click returns an Exit's code instead of raising here
+        return rc if isinstance(rc, int) else 0
     except KLineageError as e:
         err.print(f"error: {e}", highlight=False, soft_wrap=True)
-        sys.exit(2)
+        return 2
     except LLMError as e:
         err.print(f"error: LLM provider failed: {e}", highlight=False, soft_wrap=True, markup=False)
-        sys.exit(EXIT_PROVIDER_FAILED)
+        return EXIT_PROVIDER_FAILED
     except typer.Exit as e:
-        sys.exit(e.exit_code)
+        return e.exit_code
     except typer.Abort:
         err.print("aborted")
-        sys.exit(130)
+        return 130
     except Exception as e:  # click's usage errors (typer vendors click) arrive here in non-standalone mode
         if hasattr(e, "format_message") and hasattr(e, "exit_code"):
             if e.format_message():
                 err.print(f"error: {e.format_message()}", highlight=False, soft_wrap=True)
-            sys.exit(2)
+            return 2
         raise
+
+
+def main() -> None:
+    """Console-script entry: `run_command` on sys.argv, its status as the process's."""
+    sys.exit(run_command())

@@ -7,7 +7,7 @@ hours of device time. Mined on the CPU emulator instead, every skill's time effe
 
 1. `export_states`: every state of every lineage in a store, written as `DIR/WORKLOAD/HASH.cu`
    with `DIR/index.json` listing them (the file name is the state hash: the SHA-256 of its text).
-2. On the GPU, `benchmarks/materialized_bench.py --suite corpus --extra DIR/index.json` builds all
+2. On the GPU, `klineage timings bench --suite corpus --extra DIR/index.json` builds all
    of them in parallel, checks each with the correctness protocol on the test shapes and times it
    at the bench shape beside torch, in one process. `import_timings` reads its JSON: a kernel
    whose check passed and whose digest is a state of that workload, or its naive kernel, becomes a
@@ -58,7 +58,7 @@ class ImportReport:
 
 
 def export_states(store: Store, out_dir: Path, workloads: list[str] | None = None) -> dict[str, Any]:
-    """Write every state's source and the index `materialized_bench.py --extra` reads; returns the index."""
+    """Write every state's source and the index `klineage timings bench --extra` reads; returns the index."""
     rows = lineage_rows.state_sources(store)
     known = sorted({r.workload for r in rows})
     if workloads:

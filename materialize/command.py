@@ -58,7 +58,7 @@ class MaterializeArgs:
     ncu: bool = False
     timeout_s: float = 120.0
     as_json: bool = False
-    measured: list[Path] | None = None  # materialized_bench.py JSON: GPU times for the judge of a CPU run
+    measured: list[Path] | None = None  # `klineage timings bench` JSON: GPU times for the judge of a CPU run
     llm_timeout_s: float | None = (
         None  # seconds of silence allowed per LLM attempt (None: the client's default)
     )

@@ -3,7 +3,7 @@
 A `cuda` gate per candidate costs about 20 s on the H200 (a child process that builds, checks,
 profiles and times one kernel), so the loop's GPU rule over a corpus of runs costs hours. The
 same decisions come cheaper in rounds: run the loop on the emulator, time every candidate it gated
-on the GPU in one process (`benchmarks/materialized_bench.py`: the correctness protocol on the
+on the GPU in one process (`klineage timings bench`: the correctness protocol on the
 test shapes, then the gate's timing at the bench shape), and run the loop again with those times.
 Wherever the current kernel and a candidate both have a measured time, the judge applies the GPU
 rule (faster by more than the larger spread of the two), as a `cuda` loop measuring the same
@@ -56,7 +56,7 @@ def _timing(k: dict[str, Any], row: dict[str, Any], device: str, stamp: str, pat
 
 
 def read_measured(paths: list[Path]) -> MeasuredTimes:
-    """Every kernel whose check passed and that has a time, from `materialized_bench.py` JSON
+    """Every kernel whose check passed and that has a time, from `klineage timings bench` JSON
     files of one device; a later file wins where two time the same kernel."""
     times: dict[tuple[str, str], Timing] = {}
     devices: set[str] = set()

@@ -338,3 +338,30 @@ def test_a_packed_ldg_element_is_read_from_the_lane_view() -> None:
     out = OP.apply(src, sites[0]).text
     packed = out[out.index("kl_first") :]
     assert "_lane[" in packed and not re.search(r"__ldg\(\s*&\s*\(?\s*kl_\w+_lane", packed)
+
+
+def test_the_structure_check_runs_once_per_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """find_forward and each site's preconditions ask whether the kernel still waits for its
+    tiling; the GEMM-loop and strided-copy analyses run once per source text, not once per ask."""
+    import klineage.deopt.vectorize as V
+
+    calls: list[str] = []
+    real = V.gemm_loops
+
+    def counted(src: CudaSource) -> list:
+        calls.append(src.text)
+        return real(src)
+
+    monkeypatch.setattr(V, "gemm_loops", counted)
+    src = CudaSource.from_text(
+        "__global__ void scale_once_per_text(const float* x, float* y, int n) {\n"
+        "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i < n) y[i] = 2.0f * x[i];\n"
+        "}\n"
+    )
+    sites = OP.find_forward(src)
+    assert sites
+    for site in sites:
+        OP.preconditions(src, site)
+    OP.preconditions(CudaSource.from_text(src.text), sites[0])  # another parse of the same text
+    assert calls == [src.text]

@@ -4,7 +4,6 @@ and the lineage's coverage from them; bad files change nothing."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -15,16 +14,11 @@ from klineage import lineage
 from klineage.mining import mine_corpus
 from klineage.skills import load_skills
 from klineage.store.db import Store
+from klineage.timing_bench.select import load_extra
 from tests.conftest import REPO
 from tests.test_cli import run_cli
 
 WL = "scale_test"
-_spec = importlib.util.spec_from_file_location(
-    "materialized_bench_t", REPO / "benchmarks/materialized_bench.py"
-)
-assert _spec and _spec.loader
-mb = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(mb)
 
 
 @pytest.fixture(scope="module")
@@ -76,11 +70,11 @@ def test_export_writes_every_state_named_by_its_hash(
     for rel in files:  # the digest materialized_bench gives a file is the state's hash
         path = tmp_path / "st" / rel
         assert hashlib.sha256(path.read_bytes()).hexdigest()[:16] == path.stem
-    assert mb.load_extra(tmp_path / "st/index.json", [WL]).keys() == {(WL, f"extra:{r}") for r in files}
-    assert mb.load_extra(tmp_path / "st/index.json", ["other"]) == {}
+    assert load_extra(tmp_path / "st/index.json", [WL]).keys() == {(WL, f"extra:{r}") for r in files}
+    assert load_extra(tmp_path / "st/index.json", ["other"]) == {}
     (tmp_path / "st" / files[0]).unlink()
     with pytest.raises(FileNotFoundError):
-        mb.load_extra(tmp_path / "st/index.json", [WL])
+        load_extra(tmp_path / "st/index.json", [WL])
     code, _, err = run_cli(
         ["timings", "export", "--db", str(mined), "--out", str(tmp_path / "x"), "--only", "nope"],
         monkeypatch,

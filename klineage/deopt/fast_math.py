@@ -19,6 +19,7 @@ from klineage.deopt import _cexpr as X
 from klineage.deopt.base import Operator, Precondition, Site
 from klineage.source import edit
 from klineage.source.model import CudaSource
+from klineage.source.syntax import unparenthesized
 
 #: fast intrinsic -> precise function with the same arguments
 RENAME = {
@@ -55,9 +56,7 @@ _LOG2E = re.compile(r"^(?:1\.44269504\d*f?|M_LOG2E(?:_F|f)?|k?_?[lL][oO][gG]2_?[
 
 def _log2e_factor(src: CudaSource, arg: ts.Node) -> ts.Node | None:
     """For `x * LOG2E` or `LOG2E * x`, the node `x`; else None."""
-    a = arg
-    while a.type == "parenthesized_expression" and a.named_children:
-        a = a.named_children[0]
+    a = unparenthesized(arg)
     if a.type != "binary_expression" or src.text_of(a.children[1]) != "*":
         return None
     left, right = a.child_by_field_name("left"), a.child_by_field_name("right")

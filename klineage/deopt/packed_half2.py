@@ -20,6 +20,7 @@ from klineage.deopt import _cexpr as X
 from klineage.deopt.base import Operator, Precondition, Refused, Site
 from klineage.source import edit
 from klineage.source.model import CudaSource
+from klineage.source.syntax import unparenthesized
 
 #: packed op -> scalar op on one lane
 ARITH = {
@@ -67,9 +68,7 @@ def _aliases(src: CudaSource) -> dict[str, str]:
 
 def _packed_type(src: CudaSource, node: ts.Node) -> str | None:
     """'half2' or 'bf162' for an expression of packed type we can tell; None if unknown."""
-    n = node
-    while n.type == "parenthesized_expression" and n.named_children:
-        n = n.named_children[0]
+    n = unparenthesized(node)
     if n.type == "call_expression":
         name = X.callee_name(n)
         if name in TO_PACKED:
@@ -111,9 +110,7 @@ class _Lanes:
     def lanes(self, node: ts.Node) -> tuple[str, str, str | None]:
         """(x lane, y lane, packed type) of a packed-valued expression."""
         src = self.src
-        n = node
-        while n.type == "parenthesized_expression" and n.named_children:
-            n = n.named_children[0]
+        n = unparenthesized(node)
         if n.type == "call_expression" and X.callee_name(n) in ARITH:
             op = ARITH[X.callee_name(n)]
             parts = [self.lanes(a) for a in X.call_args(n)]

@@ -38,7 +38,14 @@ from klineage.deopt.rows import COLLECTIVE
 from klineage.deopt.rows import LOOPS as ROW_LOOPS
 from klineage.source import edit
 from klineage.source.model import CudaSource
-from klineage.source.syntax import eval_int, file_constants, squash, writes_to, written_names
+from klineage.source.syntax import (
+    eval_int,
+    file_constants,
+    squash,
+    unparenthesized,
+    writes_to,
+    written_names,
+)
 
 PACK_BYTES = 16
 #: element sizes of the scalar types a pack can carry
@@ -433,8 +440,7 @@ def _index_decl(src: CudaSource, stmt: ts.Node) -> tuple[str, str] | None:
 
 def _comparison(src: CudaSource, cond: ts.Node, index: str) -> tuple[str, str] | None:
     """(op, other side) with the index moved to the left, for `index op B` or `B op index`."""
-    while cond.type in ("parenthesized_expression", "condition_clause") and cond.named_children:
-        cond = cond.named_children[-1]
+    cond = unparenthesized(cond, clause=True)
     if cond.type != "binary_expression":
         return None
     op = src.text_of(cond.children[1])
@@ -593,12 +599,7 @@ def _branch_extremum(src: CudaSource, n: ts.Node, v: str) -> ts.Node | None:
     if p is None or p.type != "if_statement" or p.child_by_field_name("alternative") is not None:
         return None
     cond = p.child_by_field_name("condition")
-    while (
-        cond is not None
-        and cond.type in ("parenthesized_expression", "condition_clause")
-        and cond.named_children
-    ):
-        cond = cond.named_children[-1]
+    cond = unparenthesized(cond, clause=True) if cond is not None else None
     if cond is None or cond.type != "binary_expression":
         return None
     a, b = cond.child_by_field_name("left"), cond.child_by_field_name("right")
@@ -786,18 +787,12 @@ def _ldg_subscript(src: CudaSource, n: ts.Node) -> ts.Node | None:
     """The subscript `P[i]` of a call `__ldg(&P[i])` (parentheses allowed), else None."""
     if n.type != "call_expression" or X.callee_name(n) != "__ldg" or len(args := X.call_args(n)) != 1:
         return None
-    arg = _unparen(args[0])
+    arg = unparenthesized(args[0])
     if arg.type != "pointer_expression" or arg.children[0].type != "&":
         return None
     inner = arg.child_by_field_name("argument")
-    inner = _unparen(inner) if inner is not None else None
+    inner = unparenthesized(inner) if inner is not None else None
     return inner if inner is not None and inner.type == "subscript_expression" else None
-
-
-def _unparen(n: ts.Node) -> ts.Node:
-    while n.type == "parenthesized_expression" and n.named_child_count == 1:
-        n = n.named_children[0]
-    return n
 
 
 def _indent(lines: list[str], by: str) -> list[str]:

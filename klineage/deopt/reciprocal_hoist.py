@@ -16,15 +16,14 @@ from klineage.deopt import _cexpr as X
 from klineage.deopt.base import Operator, Precondition, Refused, Site
 from klineage.source import edit
 from klineage.source.model import CudaSource
+from klineage.source.syntax import unparenthesized
 
 _ONE = re.compile(r"^1(?:\.0*)?[fF]?$|^1\.$")
 
 
 def _reciprocal_of(src: CudaSource, value: ts.Node) -> tuple[str, str] | None:
     """For `1.0f / E`, `__frcp_rn(E)`, `rsqrtf(E)`, `1.0f / sqrtf(E)`: (divisor text, form); else None."""
-    v = value
-    while v.type == "parenthesized_expression" and v.named_children:
-        v = v.named_children[0]
+    v = unparenthesized(value)
     if v.type == "binary_expression" and src.text_of(v.children[1]) == "/":
         left, right = v.child_by_field_name("left"), v.child_by_field_name("right")
         if left is not None and right is not None and _ONE.match(src.text_of(left).strip()):

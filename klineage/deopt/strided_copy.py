@@ -26,7 +26,7 @@ import tree_sitter as ts
 from klineage.deopt import _cexpr as X
 from klineage.source.constructs import Function
 from klineage.source.model import CudaSource
-from klineage.source.syntax import file_constants, paren, subst_idents
+from klineage.source.syntax import file_constants, paren, subst_idents, unparenthesized
 
 #: a monomial's factors (sorted identifier names); a polynomial maps factors -> integer coefficient
 Factors = tuple[str, ...]
@@ -181,12 +181,6 @@ class StridedCopy:
 _THREAD = re.compile(r"^(threadIdx|blockIdx|blockDim)\.([xyz])$")
 
 
-def _unwrap(n: ts.Node) -> ts.Node:
-    while n.type in ("parenthesized_expression", "condition_clause") and n.named_children:
-        n = n.named_children[-1]
-    return n
-
-
 class _Reader:
     """Evaluates the kernel's straight-line statements into polynomials and digits."""
 
@@ -207,7 +201,7 @@ class _Reader:
 
     # expressions
     def value(self, n: ts.Node) -> Value:
-        n = _unwrap(n)
+        n = unparenthesized(n, clause=True)
         t = n.type
         if t == "number_literal":
             try:
@@ -279,7 +273,7 @@ class _Reader:
     def _bare(self, n: ts.Node) -> ts.Node:
         """`n` without parentheses, C casts and `static_cast<T>(...)`."""
         while True:
-            n = _unwrap(n)
+            n = unparenthesized(n, clause=True)
             if n.type == "cast_expression" and n.child_by_field_name("value") is not None:
                 n = n.child_by_field_name("value")  # type: ignore[assignment]
             elif n.type == "call_expression" and X.callee_name(n) == "static_cast":
@@ -309,7 +303,7 @@ class _Reader:
     # guards
     def bound(self, cond: ts.Node, negated: bool) -> None:
         """Record `index < E` facts from a guard (`negated`: an early-return condition `index >= E`)."""
-        cond = _unwrap(cond)
+        cond = unparenthesized(cond, clause=True)
         if cond.type == "binary_expression" and self.text(cond.children[1]) in ("&&", "||"):
             if self.text(cond.children[1]) != ("||" if negated else "&&"):
                 raise self.fail(cond, "a guard that is not a conjunction of bounds")
@@ -373,12 +367,16 @@ class _Reader:
 
 def _access(r: _Reader, n: ts.Node) -> tuple[str, Poly]:
     """(pointer, index) of `p[i]` or `__ldg(&p[i])`."""
-    n = _unwrap(n)
+    n = unparenthesized(n, clause=True)
     if n.type == "call_expression" and X.callee_name(n) == "__ldg":
         args = n.child_by_field_name("arguments")
-        arg = _unwrap(args.named_children[0]) if args is not None and len(args.named_children) == 1 else n
+        arg = (
+            unparenthesized(args.named_children[0], clause=True)
+            if args is not None and len(args.named_children) == 1
+            else n
+        )
         if arg.type == "pointer_expression" and arg.children[0].type == "&":
-            n = _unwrap(arg.child_by_field_name("argument"))  # type: ignore[arg-type]
+            n = unparenthesized(arg.child_by_field_name("argument"), clause=True)  # type: ignore[arg-type]
     if n.type != "subscript_expression":
         raise r.fail(n, "not a load or store of one element")
     base = n.child_by_field_name("argument")

@@ -30,6 +30,7 @@ from klineage.deopt import strided_copy as SC
 from klineage.deopt.base import Operator, Precondition, Refused, Site
 from klineage.deopt.gemm_loop import GemmLoop, gemm_loops
 from klineage.source import edit
+from klineage.source.memo import per_text
 from klineage.source.model import CudaSource
 
 VECTOR_TYPES = frozenset(
@@ -725,11 +726,13 @@ def _lane_rewriter(src: CudaSource, arrays: list[str], lane: str):  # noqa: ANN2
     return rw
 
 
-def _awaiting_structure(src: CudaSource) -> set[str]:
+@per_text()
+def _awaiting_structure(src: CudaSource) -> frozenset[str]:
     """Kernels whose structural forward step is still to come: a naive GEMM loop (gemm_loop) or
     a copy that reads and writes along different coordinates (strided_copy). Packing their
     accesses first fixes the naive layout in place and hides them from the tiling operators, so
-    vectorization waits until the tiled form exists (it then vectorizes the tile loads)."""
+    vectorization waits until the tiled form exists (it then vectorizes the tile loads). Once per
+    text: find_forward and each of its sites' preconditions ask it of the same kernel."""
     names = {k.name for k, g in gemm_loops(src) if isinstance(g, GemmLoop)}
     for k in src.kernels:
         try:
@@ -737,4 +740,4 @@ def _awaiting_structure(src: CudaSource) -> set[str]:
                 names.add(k.name)
         except SC.NotACopy:
             continue
-    return names
+    return frozenset(names)

@@ -130,6 +130,19 @@ def call_args(call: ts.Node) -> list[ts.Node]:
     return [c for c in args.named_children if c.type != "comment"] if args is not None else []
 
 
+def unparenthesized(node: ts.Node, *, clause: bool = False) -> ts.Node:
+    """The expression `node` stands for, its parentheses taken off (`((x))` is `x`); with `clause`,
+    an `if`/`while` condition clause too (its condition: the last part, after any initializer).
+    Comments are not part of it. Operators read structure, not how many parentheses an author wrote."""
+    kinds = ("parenthesized_expression", "condition_clause") if clause else ("parenthesized_expression",)
+    while node.type in kinds:
+        inner = [c for c in node.named_children if c.type != "comment"]
+        if not inner:
+            break
+        node = inner[-1]
+    return node
+
+
 def calls_named(node: ts.Node, pattern: str) -> list[ts.Node]:
     rx = re.compile(pattern)
     return [
