@@ -11,6 +11,7 @@ from deopt_parallel_checks import assert_passes
 from klineage.deopt.base import Refused
 from klineage.deopt.gemm_loop import gemm_loops
 from klineage.deopt.gemm_tiling import GemmTiling
+from klineage.deopt.registry import get_operator
 from klineage.source.model import CudaSource
 
 OP = GemmTiling()
@@ -77,33 +78,62 @@ def test_untiled_and_tiled_again_pass_the_emu_gate(tmp_path: Path) -> None:
     assert_passes(again.text, SGEMM, tmp_path, "retiled.cu")
 
 
-def test_expert_style_warp_tiled_kernel_untiles(tmp_path: Path) -> None:
-    """The sgemm expert as the walker leaves it: warp tiles, a double buffer, a register micro-tile,
-    a template flag fixed at the launch; the C store through a pointer alias of the tile."""
+def _walk_back(src: CudaSource) -> list[CudaSource]:
+    """deep_micro_tile (re-derived at 4 x 4), register_blocking, gemm_tiling: each removal's
+    forward step recovers the optimization on the simpler state (the walker's roundtrip)."""
+    states = [src]
+    for name in ("deep_micro_tile", "register_blocking", "gemm_tiling"):
+        op = get_operator(name)
+        site = op.find(states[-1])[0]
+        facts = op.removal_preconditions(states[-1], site)
+        assert all(f.holds for f in facts), (name, facts)
+        states.append(op.remove(states[-1], site))
+        (fwd,) = op.find_forward(states[-1])
+        assert op.find(op.apply(states[-1], fwd)), name
+    return states[1:]
+
+
+def test_expert_style_warp_tiled_kernel_walks_back_to_naive(tmp_path: Path) -> None:
+    """The sgemm expert as the walker leaves it: warp tiles, a double buffer, a register micro-tile
+    sized in a template struct, a template flag fixed at the launch, C stored through an alias."""
     text = (SGEMM / "expert.cu").read_text()
     text = text.replace("__launch_bounds__(Tiles<BM, BN, WM, WN>::kThreads, 2)", "")
     text = text.replace(
         "sgemm_tiled<BM, BN, WM, WN, true>", "sgemm_tiled<BM, BN, WM, WN, false>"
     )  # VEC fixed
-    naive = _untiled(text)
+    src = CudaSource.from_text(text, "sgemm.cu")
+    (site,) = OP.find(src)
+    with pytest.raises(Refused, match="one_output_per_thread"):
+        OP.remove(src, site)  # the micro-tile goes first
+    rederived, blocked_1x1, naive = _walk_back(src)
+    assert "constexpr int kSgemm_tiled_TM = 4;" in rederived.text
+    assert "constexpr int kSgemm_tiled_TM = 1;" in blocked_1x1.text
+    assert "kSgemm_tiled_" not in naive.text  # the forward step's constants go with its tiles
     assert "fmaf(beta, C[(size_t)row * N + col], alpha * acc)" in naive.text
     assert "dim3(16, 16, 1)" in naive.text
-    assert_passes(naive.text, SGEMM, tmp_path, "sgemm_untiled.cu")
+    for i, state in enumerate((rederived, naive)):
+        assert_passes(state.text, SGEMM, tmp_path, f"sgemm_{i}.cu")
 
 
-def test_tensor_core_kernel_is_found_and_staged_epilogue_read(tmp_path: Path) -> None:
+def test_tensor_core_kernel_walks_back_to_naive(tmp_path: Path) -> None:
     """gemm_bf16's expert: mma.sync through inline PTX, a cp.async ring, the output staged in
     shared memory as packed bf16 pairs; untiled, the factors are converted as the MMA reads them."""
     wl = ROOT / "expert_kernels" / "gemm_bf16"
     text = (wl / "expert.cu").read_text().replace("__launch_bounds__(Cfg<BM, BN, STAGES>::kThreads, 1)", "")
-    src = CudaSource.from_text(text, "bf16.cu")
-    (site,) = OP.find(src)
-    facts = OP.removal_preconditions(src, site)
-    assert all(f.holds for f in facts), facts
-    naive = OP.remove(src, site)
+    rederived, _, naive = _walk_back(CudaSource.from_text(text, "bf16.cu"))
     assert "__bfloat162float(A[(size_t)row * K + k]) * __bfloat162float(B[(size_t)k * N + col])" in naive.text
     assert "C[(size_t)row * N + col] = __float2bfloat16_rn(acc);" in naive.text
-    assert_passes(naive.text, wl, tmp_path, "bf16_untiled.cu")
+    assert "mma_bf16_16816(" not in rederived.text.split("gemm_bf16_mma(")[1].split("template")[0]
+    for i, state in enumerate((rederived, naive)):
+        assert_passes(state.text, wl, tmp_path, f"bf16_{i}.cu")
+
+
+def test_a_one_output_kernel_has_no_deep_micro_tile() -> None:
+    src = CudaSource.from_text(CLASSIC, "tiled.cu")
+    op = get_operator("deep_micro_tile")
+    (site,) = op.find(src)
+    with pytest.raises(Refused, match="deeper_than_4x4"):
+        op.remove(src, site)
 
 
 @pytest.mark.parametrize(

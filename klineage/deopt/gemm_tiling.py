@@ -85,9 +85,13 @@ class GemmTiling(Operator):
         return sites
 
     def removal_preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
-        return self._untile_plan(src, site)[0]
+        return self.untile_plan(src, site)[0]
 
-    def _untile_plan(self, src: CudaSource, site: Site) -> tuple[list[Precondition], TiledGemm | None]:
+    def untile_plan(
+        self, src: CudaSource, site: Site, any_depth: bool = False
+    ) -> tuple[list[Precondition], TiledGemm | None]:
+        """The facts of un-tiling the kernel at a `find` site, and what was read; `any_depth`
+        leaves out the one-output-per-thread fact (deep_micro_tile re-derives a micro-tile)."""
         kernel = next((k for k in src.kernels if k.name == site.details.get("kernel")), None)
         loop = next(
             (
@@ -113,6 +117,18 @@ class GemmTiling(Operator):
                 "Layout",
             )
         ]
+        one = t.per_thread == 1 or any_depth
+        facts.append(
+            Precondition(
+                "one_output_per_thread",
+                one,
+                "each thread accumulates one output (a deeper micro-tile is deep_micro_tile's and "
+                "register_blocking's to take back first)"
+                if one
+                else f"each thread accumulates {t.per_thread or 'a non-constant number of'} outputs",
+                "Layout",
+            )
+        )
         launches = T.launches_of(src, kernel.name)
         fn = src.node_for(kernel)
         ok = bool(launches) and all(
@@ -144,7 +160,11 @@ class GemmTiling(Operator):
         return facts, t
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
-        facts, t = self._untile_plan(src, site)
+        return self.untile(src, site)
+
+    def untile(self, src: CudaSource, site: Site, any_depth: bool = False) -> CudaSource:
+        """The kernel at a `find` site as one thread per output (the naive loop)."""
+        facts, t = self.untile_plan(src, site, any_depth)
         self._check(facts)
         assert t is not None
         kernel = next(k for k in src.kernels if k.name == t.kernel)
@@ -160,6 +180,7 @@ class GemmTiling(Operator):
             edits.append(edit.replace(cfg[1], f"dim3({', '.join(block)})"))
             if len(cfg) > 2:
                 edits.append(edit.replace(cfg[2], "0"))
+        edits += _own_constants(src, kernel.name)
         return edit.apply_edits(src, edits)
 
     # ---- forward -----------------------------------------------------------------------------
@@ -242,6 +263,19 @@ class GemmTiling(Operator):
         )
         edits.append(edit.Edit(start, start, consts))
         return edit.apply_edits(canon, edits)
+
+
+def _own_constants(src: CudaSource, kernel: str) -> list[edit.Edit]:
+    """Deletions of the tile constants this operator's forward step declared for `kernel`, which
+    the untiled kernel no longer reads (and the forward step declares again)."""
+    p = re.escape(_prefix(kernel))
+    m = re.search(
+        rf"// {re.escape(kernel)}: block tile [^\n]*\n(?:constexpr int {p}\w+ = [^;\n]+;\n)+\n?", src.text
+    )
+    if m is None:
+        return []
+    start, end = (len(src.text[:i].encode()) for i in (m.start(), m.end()))
+    return [edit.Edit(start, end, "")]
 
 
 def _mma_functions(src: CudaSource) -> set[str]:

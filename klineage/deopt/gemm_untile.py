@@ -21,6 +21,7 @@ gemm_loop.analyze reads, so gemm_tiling's forward step applies to the result aga
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -30,7 +31,7 @@ from klineage.deopt import _cexpr as X
 from klineage.deopt import _threads as T
 from klineage.source.constructs import Function
 from klineage.source.model import CudaSource
-from klineage.source.syntax import paren, squash
+from klineage.source.syntax import eval_int, file_constants, paren, squash
 
 #: element type -> the conversion to the accumulator's float when the two differ
 TO_FLOAT = {"__nv_bfloat16": "__bfloat162float", "__half": "__half2float", "half": "__half2float"}
@@ -67,6 +68,8 @@ class TiledGemm:
     value: str  # the stored value, the accumulator written `{acc}` and the C element `{c}`
     body_start: int
     body_end: int
+    #: accumulator elements a thread holds (1: one output per thread; None: not a constant)
+    per_thread: int | None = 1
 
 
 @dataclass(frozen=True)
@@ -313,7 +316,10 @@ def read(src: CudaSource, kernel: Function, k_loop: ts.Node) -> TiledGemm:
         raise NotTiled(f"extents not read: rows {m}, columns {n}, K loop bound over {ks or 'no parameter'}")
     body = r.fn.child_by_field_name("body")
     assert body is not None
-    return TiledGemm(kernel.name, oa, ob, oc, m, n, ks[0], acc_type, value, body.start_byte, body.end_byte)
+    per = _per_thread(r, acc_node)
+    return TiledGemm(
+        kernel.name, oa, ob, oc, m, n, ks[0], acc_type, value, body.start_byte, body.end_byte, per
+    )
 
 
 def _c_address(r: _Reader, c: str) -> ts.Node:
@@ -426,7 +432,7 @@ def _accumulator_reads(r: _Reader, v: ts.Node) -> list[ts.Node]:
     """Outermost subscripts under `v` of a local (non-shared) array or a pointer into one."""
     out = []
     for n in T.walk(v):
-        if n.type == "identifier" and r.src.text_of(n) in r.scalars:
+        if n.type == "identifier" and _is_scalar_accumulator(r, n):
             out.append(n)
             continue
         if n.type != "subscript_expression" or (
@@ -439,6 +445,16 @@ def _accumulator_reads(r: _Reader, v: ts.Node) -> list[ts.Node]:
         if base.type == "identifier" and _is_register_array(r, r.src.text_of(base), n.start_byte):
             out.append(n)
     return out
+
+
+def _is_scalar_accumulator(r: _Reader, n: ts.Node) -> bool:
+    """A scalar the K loop accumulates into, or a local copied from an accumulator element."""
+    name = r.src.text_of(n)
+    if name in r.scalars:
+        return True
+    d = _resolve(r.defs, name, n.start_byte)
+    base = re.match(r"\s*(\w+)\s*\[", d.init) if d is not None else None
+    return base is not None and _is_register_array(r, base.group(1), d.start)  # type: ignore[union-attr]
 
 
 def _is_register_array(r: _Reader, name: str, pos: int) -> bool:
@@ -469,6 +485,32 @@ def _element_value(r: _Reader, v: ts.Node, c: str | None) -> tuple[ts.Node, str]
         return None
 
     return reads[0], " ".join(X.render(r.src, v, rewrite).split())
+
+
+def _per_thread(r: _Reader, node: ts.Node) -> int | None:
+    """Elements of the accumulator array behind `node` (1 for a scalar), None when not constant."""
+    name = r.src.text_of(node)
+    d = _resolve(r.defs, name, node.start_byte) if node.type == "identifier" else None
+    if node.type == "identifier" and name in r.scalars:
+        return 1
+    base = re.match(r"\s*&?\s*(\w+)\s*\[", d.init) if d is not None else None
+    if node.type == "subscript_expression":
+        while node.type == "subscript_expression":
+            node = node.child_by_field_name("argument") or node.named_children[0]
+        base_name = r.src.text_of(node)
+        d = _resolve(r.defs, base_name, node.start_byte)
+        base = re.match(r"\s*&\s*(\w+)\s*\[", d.init) if d is not None else None
+        name = base.group(1) if base else base_name
+    elif base is not None:
+        name = base.group(1)
+    else:
+        return 1
+    for decl in T.walk(r.fn):
+        if decl.type == "array_declarator" and X.declarator_name(decl)[0] == name:
+            dims = re.findall(r"\[([^\]]*)\]", squash(r.src.text_of(decl)))
+            vals = [eval_int(x, file_constants(r.src)) for x in dims]
+            return None if any(v is None for v in vals) else math.prod(vals)  # type: ignore[misc]
+    return None
 
 
 def _acc_type(r: _Reader, node: ts.Node) -> str:
