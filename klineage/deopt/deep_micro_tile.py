@@ -8,18 +8,28 @@ from one output per thread to a micro-tile; this takes the micro-tile to the dep
 wants. Same reading and the same edits as register_blocking (named sizes, block tile written
 `BM / TM`, grid from the block tile): forward doubles every micro-tile size below 8, backward
 halves an 8 x 8 (or deeper) tile.
+
+An expert's micro-tile is rarely written in named sizes (warp tiles, MMA fragments, a size
+derived in a template struct): there the backward step re-derives the kernel from what it
+computes, at the 4 x 4 micro-tile register_blocking's forward step makes (gemm_tiling reads the
+tiled kernel back to its naive loop, tiles it and blocks it again), so the lineage continues
+with register_blocking's and gemm_tiling's removals and each of the three steps is mined.
+Refused when the accumulator holds at most 16 elements a thread (nothing deeper than 4 x 4).
 """
 
 from __future__ import annotations
 
 from klineage.deopt import _threads as T
-from klineage.deopt.base import Precondition, Site
+from klineage.deopt.base import Precondition, Refused, Site
 from klineage.deopt.gemm_loop import block_threads
-from klineage.deopt.register_blocking import RegisterBlocking
+from klineage.deopt.gemm_tiling import GemmTiling
+from klineage.deopt.register_blocking import RegisterBlocking, accumulators
 from klineage.source.model import CudaSource
 
 #: the micro-tile size each dimension reaches (64 accumulators: what 255 registers hold with room)
 DEEP = 8
+#: accumulators a thread holds in the micro-tile a re-derived kernel gets (4 x 4)
+REDERIVED = 16
 #: registers of an SM's file a block may take (64K on sm_80..sm_90), at about two per accumulator
 REGISTER_FILE = 65536
 
@@ -33,6 +43,53 @@ class DeepMicroTile(RegisterBlocking):
         "ahead of the shared-memory port."
     )
     mechanical_apply = True
+
+    def find(self, src: CudaSource) -> list[Site]:
+        sites = super().find(src)
+        named = {s.details.get("kernel") for s in sites} | self._named(src)
+        for s in GemmTiling().find(src):
+            kernel = s.details.get("kernel", "")
+            if kernel not in named:
+                summary = f"register micro-tile of the tiled GEMM {kernel} (re-derived at 4 x 4)"
+                detail = (("kernel", kernel), ("rederive", "1"))
+                sites.append(Site(self.name, s.anchor, s.start, s.end, summary, detail))
+        return sites
+
+    def _named(self, src: CudaSource) -> set[str]:
+        """Kernels whose micro-tile is written in named compile-time sizes (read, not re-derived)."""
+        return {
+            k.name
+            for k in src.kernels
+            for acc in accumulators(src, src.node_for(k))
+            if all(self._value(src, k, d) is not None for d in acc.dims)
+        }
+
+    def removal_preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
+        if not site.details.get("rederive"):
+            return super().removal_preconditions(src, site)
+        facts, t = GemmTiling().untile_plan(src, site, any_depth=True)
+        if t is not None:
+            deep = t.per_thread is None or t.per_thread > REDERIVED
+            facts.append(
+                Precondition(
+                    "deeper_than_4x4",
+                    deep,
+                    f"each thread accumulates {t.per_thread or 'a compile-time number of'} outputs"
+                    + (f" (more than {REDERIVED})" if deep else f", not more than {REDERIVED}"),
+                    "Layout",
+                )
+            )
+        return facts
+
+    def _remove(self, src: CudaSource, site: Site) -> CudaSource:
+        if not site.details.get("rederive"):
+            return super()._remove(src, site)
+        naive = GemmTiling().untile(src, site, any_depth=True)
+        kernel = site.details["kernel"]
+        tiling = GemmTiling()
+        tiled = tiling.apply(naive, _only(tiling.find_forward(naive), kernel))
+        blocking = RegisterBlocking()
+        return blocking.apply(tiled, _only(blocking.find_forward(tiled), kernel))
 
     def _selects(self, vals: list[int | None], forward: bool) -> bool:
         if any(v is None for v in vals):
@@ -70,3 +127,10 @@ class DeepMicroTile(RegisterBlocking):
             + f" {REGISTER_FILE}",
             "Hardware",
         )
+
+
+def _only(sites: list[Site], kernel: str) -> Site:
+    mine = [s for s in sites if s.details.get("kernel") == kernel]
+    if len(mine) != 1:
+        raise Refused(f"deep_micro_tile: {len(mine)} forward sites in {kernel} after un-tiling")
+    return mine[0]

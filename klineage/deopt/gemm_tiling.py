@@ -14,9 +14,12 @@ and block are rewritten from the guard's extents, which is the form register_blo
 a 2-D micro-tile. Refused, with the failing fact, on anything gemm_loop does not recognise.
 
 Backward (`find`): a K loop stepping by a tile width whose body synchronizes and accumulates
-products read from `__shared__` arrays (the experts' and this operator's tiled loops). Undoing it
-is left to smem_staging, register_blocking and tile_size, which take such a kernel apart step by
-step; `remove` refuses.
+products read from `__shared__` arrays (or pointers into them), by FMAs or by tensor-core MMAs
+(`mma.sync` / `wgmma` PTX in a device function, WMMA's `mma_sync`). `remove` un-tiles the whole
+kernel back to one thread per output: gemm_untile reads the operands' global addresses (two
+coordinates, one following a block index), the extents and the value stored per output element
+(directly, or through a shared staging buffer), and writes the naive loop gemm_loop reads, with
+the launch set to 16 x 16 threads over the output; refused, with the failing fact, otherwise.
 """
 
 from __future__ import annotations
@@ -27,8 +30,10 @@ import re
 import tree_sitter as ts
 
 from klineage.deopt import _threads as T
-from klineage.deopt.base import Operator, Precondition, Refused, Site
+from klineage.deopt import gemm_untile as untile
+from klineage.deopt.base import Operator, Precondition, Site
 from klineage.deopt.gemm_loop import GemmLoop, block_threads, gemm_loops
+from klineage.deopt.gemm_untile import TiledGemm
 from klineage.source import edit
 from klineage.source.canon import canonical_form
 from klineage.source.constructs import Function, LaunchSite
@@ -56,23 +61,127 @@ class GemmTiling(Operator):
         shared = {d.name for d in src.shared_decls}
         if not shared:
             return []
-        reads = re.compile(r"=[^;=]*(?<![\w.])(" + "|".join(re.escape(s) for s in shared) + r")\[")
+        mmas = _mma_functions(src)
         for k in src.kernels:
+            fn = src.node_for(k)
+            staged = _shared_aliases(src, fn, shared)
+            reads = re.compile(
+                r"=[^;=]*(?<![\w.])(" + "|".join(re.escape(s) for s in sorted(staged)) + r")\b"
+            )
             taken: list[ts.Node] = []
-            for loop in (n for n in T.walk(src.node_for(k)) if n.type == "for_statement"):
+            for loop in (n for n in T.walk(fn) if n.type == "for_statement"):
                 if any(t.start_byte <= loop.start_byte < t.end_byte for t in taken):
                     continue
                 cl = T.counting_loop(src, loop, any_step=True)
                 text = squash(src.text_of(loop))
-                if cl is None or "__syncthreads()" not in text or not reads.search(text):
+                if cl is None or "__syncthreads()" not in text:
                     continue
-                if re.search(r"\+=[^;]*\*|fmaf?\(", text):
+                mma = any(re.search(rf"(?<![\w.]){re.escape(m)}\s*\(", text) for m in mmas)
+                if not mma and not reads.search(text):
+                    continue
+                if mma or re.search(r"\+=[^;]*\*|fmaf?\(", text):
                     taken.append(loop)
                     sites.append(self.site(src, loop, f"K loop over shared tiles in {k.name}", kernel=k.name))
         return sites
 
+    def removal_preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
+        return self.untile_plan(src, site)[0]
+
+    def untile_plan(
+        self, src: CudaSource, site: Site, any_depth: bool = False
+    ) -> tuple[list[Precondition], TiledGemm | None]:
+        """The facts of un-tiling the kernel at a `find` site, and what was read; `any_depth`
+        leaves out the one-output-per-thread fact (deep_micro_tile re-derives a micro-tile)."""
+        kernel = next((k for k in src.kernels if k.name == site.details.get("kernel")), None)
+        loop = next(
+            (
+                n
+                for n in T.walk(src.tree.root_node)
+                if n.type == "for_statement" and n.start_byte == site.start
+            ),
+            None,
+        )
+        if kernel is None or loop is None:
+            return [Precondition("tiled_k_loop", False, "the K loop is not in this source", "Layout")], None
+        try:
+            t = untile.read(src, kernel, loop)
+        except untile.NotTiled as e:
+            return [Precondition("tiled_gemm_read", False, str(e), "Layout")], None
+        facts = [
+            Precondition(
+                "tiled_gemm_read",
+                True,
+                f"{t.a.pointer} read at (blockIdx.{t.a.out_axis} rows, k), {t.b.pointer} at (k, blockIdx."
+                f"{t.b.out_axis} columns), {t.c.pointer} written with one expression of the accumulator; "
+                f"extents {t.m} x {t.n}, K loop over {t.k}",
+                "Layout",
+            )
+        ]
+        one = t.per_thread == 1 or any_depth
+        facts.append(
+            Precondition(
+                "one_output_per_thread",
+                one,
+                "each thread accumulates one output (a deeper micro-tile is deep_micro_tile's and "
+                "register_blocking's to take back first)"
+                if one
+                else f"each thread accumulates {t.per_thread or 'a non-constant number of'} outputs",
+                "Layout",
+            )
+        )
+        launches = T.launches_of(src, kernel.name)
+        fn = src.node_for(kernel)
+        ok = bool(launches) and all(
+            T.kernel_expr_in_launcher(src, kernel, ls, e, fn) is not None
+            for ls in launches
+            for e in (t.m, t.n)
+        )
+        facts.append(
+            Precondition(
+                "extents_at_launch",
+                ok,
+                "every launch passes the extents" if ok else "a launch's extents cannot be read",
+                "Layout",
+            )
+        )
+        bounded = "__launch_bounds__" in squash(
+            src.text_of(fn)[: fn.child_by_field_name("body").start_byte - fn.start_byte]
+        )  # type: ignore[union-attr]
+        facts.append(
+            Precondition(
+                "no_launch_bounds",
+                not bounded,
+                "the kernel declares no __launch_bounds__ (the naive launch uses 16 x 16 threads)"
+                if not bounded
+                else "a __launch_bounds__ may forbid the naive 16 x 16 block",
+                "Hardware",
+            )
+        )
+        return facts, t
+
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
-        raise Refused(f"{self.name}: untiling is left to smem_staging, register_blocking and tile_size")
+        return self.untile(src, site)
+
+    def untile(self, src: CudaSource, site: Site, any_depth: bool = False) -> CudaSource:
+        """The kernel at a `find` site as one thread per output (the naive loop)."""
+        facts, t = self.untile_plan(src, site, any_depth)
+        self._check(facts)
+        assert t is not None
+        kernel = next(k for k in src.kernels if k.name == t.kernel)
+        fn = src.node_for(kernel)
+        edits = [edit.Edit(t.body_start, t.body_end, untile.naive_body(t, {p.name for p in kernel.params}))]
+        for ls in T.launches_of(src, kernel.name):
+            m, n = (T.kernel_expr_in_launcher(src, kernel, ls, e, fn) for e in (t.m, t.n))
+            extent = {t.a.out_axis: m, t.b.out_axis: n}
+            dims = [T.ceil_div(extent.get(d, "1"), "16") if d in extent else "1" for d in "xyz"]
+            cfg = T.config_nodes(src, ls)
+            edits.append(edit.replace(cfg[0], f"dim3({', '.join(dims)})"))
+            block = ["16" if d in extent else "1" for d in "xyz"]
+            edits.append(edit.replace(cfg[1], f"dim3({', '.join(block)})"))
+            if len(cfg) > 2:
+                edits.append(edit.replace(cfg[2], "0"))
+        edits += _own_constants(src, kernel.name)
+        return edit.apply_edits(src, edits)
 
     # ---- forward -----------------------------------------------------------------------------
     def find_forward(self, src: CudaSource) -> list[Site]:
@@ -154,6 +263,46 @@ class GemmTiling(Operator):
         )
         edits.append(edit.Edit(start, start, consts))
         return edit.apply_edits(canon, edits)
+
+
+def _own_constants(src: CudaSource, kernel: str) -> list[edit.Edit]:
+    """Deletions of the tile constants this operator's forward step declared for `kernel`, which
+    the untiled kernel no longer reads (and the forward step declares again)."""
+    p = re.escape(_prefix(kernel))
+    m = re.search(
+        rf"// {re.escape(kernel)}: block tile [^\n]*\n(?:constexpr int {p}\w+ = [^;\n]+;\n)+\n?", src.text
+    )
+    if m is None:
+        return []
+    start, end = (len(src.text[:i].encode()) for i in (m.start(), m.end()))
+    return [edit.Edit(start, end, "")]
+
+
+def _mma_functions(src: CudaSource) -> set[str]:
+    """Callees that accumulate a tile product on tensor cores: device functions issuing
+    `mma.sync` / `wgmma` PTX, and the WMMA API's `mma_sync`."""
+    out = {"mma_sync", "wmma::mma_sync", "nvcuda::wmma::mma_sync"}
+    for f in src.functions:
+        if f.kind == "device" and re.search(
+            r"\b(mma\.sync|wgmma\.mma_async)\b", src.text_of(src.node_for(f))
+        ):
+            out.add(f.name)
+    return out
+
+
+def _shared_aliases(src: CudaSource, fn: ts.Node, shared: set[str]) -> set[str]:
+    """The shared arrays and the locals of `fn` pointing into them (`T* As = (T*)smem;`)."""
+    out = set(shared)
+    for _ in range(3):
+        for d in T.walk(fn):
+            ident = d.child_by_field_name("declarator") if d.type == "init_declarator" else None
+            value = d.child_by_field_name("value") if ident is not None else None
+            if ident is None or value is None or ident.type != "pointer_declarator":
+                continue
+            nm = squash(src.text_of(ident)).lstrip("*")
+            if re.fullmatch(r"\w+", nm) and set(re.findall(r"\w+", src.text_of(value))) & out:
+                out.add(nm)
+    return out
 
 
 def _prefix(kernel: str) -> str:

@@ -34,7 +34,7 @@ class _Acc:
     dims: tuple[str, ...]  # the array's dimension texts (TM, TN) as written
 
 
-def _accumulators(src: CudaSource, fn: ts.Node) -> list[_Acc]:
+def accumulators(src: CudaSource, fn: ts.Node) -> list[_Acc]:
     """Local arrays updated by `acc[i][j] += x * y` (or fmaf) inside loops."""
     out = []
     for d in T.walk(fn):
@@ -81,7 +81,7 @@ class RegisterBlocking(Operator):
         sites = []
         for k in src.kernels:
             fn = src.node_for(k)
-            for acc in _accumulators(src, fn):
+            for acc in accumulators(src, fn):
                 vals = [self._value(src, k, d) for d in acc.dims]
                 if not self._selects(vals, forward):
                     continue

@@ -20,9 +20,13 @@ import re
 import tree_sitter as ts
 
 from klineage.deopt import _cexpr as X
+from klineage.deopt import _threads as T
+from klineage.deopt import wmma_gemm
 from klineage.deopt.base import Operator, Precondition, Refused, Site
+from klineage.deopt.gemm_loop import GemmLoop, gemm_loops
 from klineage.deopt.smem_padding import resolve_int
 from klineage.source import edit
+from klineage.source.canon import canonical_form
 from klineage.source.model import CudaSource
 
 CALLS = ("fill_fragment", "load_matrix_sync", "mma_sync", "store_matrix_sync")
@@ -180,6 +184,7 @@ class TensorCore(Operator):
         "Multiply tiles on tensor cores with WMMA (16x16x16 fragments, mma_sync) instead of per-thread "
         "scalar FMA loops."
     )
+    mechanical_apply = True  # forward on naive 16-bit GEMM loops (wmma_gemm)
 
     def find(self, src: CudaSource) -> list[Site]:
         sites = []
@@ -269,6 +274,8 @@ class TensorCore(Operator):
         return facts
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
+        if site.details.get("kind") == "gemm":
+            return self._gemm_plan(src, site)[0]
         fn = src.node_at(site.anchor)
         facts = [
             Precondition("tensor_cores", True, "sm_70+ (half), sm_80+ (bf16, tf32)", "Hardware"),
@@ -318,6 +325,70 @@ class TensorCore(Operator):
             )
         )
         return facts
+
+    # ---- forward: a naive 16-bit GEMM loop to WMMA (wmma_gemm) ------------------------------
+    def find_forward(self, src: CudaSource) -> list[Site]:
+        canon = canonical_form(src).source
+        out = []
+        for k, g in gemm_loops(canon):
+            mine = next((f for f in src.kernels if f.name == k.name), None)
+            if mine is not None and not isinstance(g, str) and wmma_gemm.why_not(g) is None:
+                out.append(
+                    self.site(
+                        src, mine, f"16-bit GEMM loop in {k.name} onto WMMA", kernel=k.name, kind="gemm"
+                    )
+                )
+        return out
+
+    def _gemm_plan(
+        self, src: CudaSource, site: Site
+    ) -> tuple[list[Precondition], CudaSource, GemmLoop | None]:
+        canon = canonical_form(src).source
+        found = {k.name: g for k, g in gemm_loops(canon)}
+        g = found.get(site.details.get("kernel", ""), "no loop accumulating a product")
+        if isinstance(g, str):
+            return [Precondition("gemm_shaped", False, g, "Layout")], canon, None
+        why = wmma_gemm.why_not(g)
+        facts = [
+            Precondition(
+                "gemm_shaped", True, f"{g.acc.name} sums {g.a.text} * {g.b.text} over {g.k.name}", "Layout"
+            ),
+            Precondition(
+                "sixteen_bit_factors",
+                why is None,
+                why or "both factors are the same 16-bit type converted to float; the sum is float",
+                "Data types",
+            ),
+        ]
+        kernel = next(k for k in canon.kernels if k.name == g.kernel)
+        fn = canon.node_for(kernel)
+        launches = T.launches_of(canon, kernel.name)
+        ok = bool(launches) and all(
+            T.kernel_expr_in_launcher(canon, kernel, ls, e, fn) is not None
+            for ls in launches
+            for e in (g.m_extent, g.n_extent)
+        )
+        facts.append(
+            Precondition("extents_at_launch", ok, "every launch passes the guard's extents", "Layout")
+        )
+        return facts, canon, g
+
+    def _apply(self, src: CudaSource, site: Site) -> CudaSource:
+        facts, canon, g = self._gemm_plan(src, site)
+        self._check(facts)
+        assert g is not None
+        kernel = next(k for k in canon.kernels if k.name == g.kernel)
+        fn = canon.node_for(kernel)
+        edits = [edit.Edit(g.body_start, g.body_end, wmma_gemm.body(g))]
+        for ls in T.launches_of(canon, kernel.name):
+            m, n = (T.kernel_expr_in_launcher(canon, kernel, ls, e, fn) for e in (g.m_extent, g.n_extent))
+            cfg = T.config_nodes(canon, ls)
+            grid = f"dim3({T.ceil_div(n, str(wmma_gemm.BN))}, {T.ceil_div(m, str(wmma_gemm.BM))})"  # type: ignore[arg-type]
+            edits += [edit.replace(cfg[0], grid), edit.replace(cfg[1], f"dim3({wmma_gemm.THREADS})")]
+        if not re.search(r"#\s*include\s*<mma\.h>", canon.text):
+            pos = _after_includes(canon)
+            edits.append(edit.Edit(pos, pos, wmma_gemm.include(g)))
+        return edit.apply_edits(canon, edits)
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
         fn = src.node_at(site.anchor)

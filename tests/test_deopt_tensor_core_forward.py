@@ -1,0 +1,69 @@
+"""tensor_core forward: a naive 16-bit GEMM loop (bf16 or half converted to float, float sum) onto
+WMMA 16x16x16 fragments from zero-filled shared tiles; correct on odd shapes on the emulator, with
+the alignment the hardware requires."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from deopt_parallel_checks import DATA, assert_passes
+
+from klineage.deopt.base import Refused
+from klineage.deopt.tensor_core import TensorCore
+from klineage.source.model import CudaSource
+
+OP = TensorCore()
+ROOT = Path(__file__).resolve().parents[1]
+NT_HALF = DATA / "wmma_gemm" / "nt_half"
+
+
+def _wmma(path: Path) -> CudaSource:
+    src = CudaSource.from_file(path)
+    (site,) = OP.find_forward(src)
+    facts = OP.preconditions(src, site)
+    assert all(f.holds for f in facts), facts
+    return OP.apply(src, site)
+
+
+def test_bf16_naive_loop_goes_onto_wmma() -> None:
+    out = _wmma(ROOT / "expert_kernels" / "gemm_bf16" / "naive.cu")
+    assert "#include <mma.h>" in out.text
+    assert "nvcuda::wmma::mma_sync(" in out.text
+    assert "__nv_bfloat16 kl_As[64][40]" in out.text  # staged as the 16-bit elements it reads
+    assert "gemm_bf16_naive<<<dim3((N + 63) / 64, (M + 63) / 64), dim3(128)" in out.text
+    (site,) = OP.find(out)  # the backward step sees the WMMA it can take out again
+    ldm = next(f for f in OP.preconditions(out, site) if f.name == "ldm_multiple_of_16_bytes")
+    assert ldm.holds, ldm
+
+
+def test_transposed_half_operand_on_odd_shapes_passes_the_emu_gate(tmp_path: Path) -> None:
+    out = _wmma(NT_HALF / "naive.cu")
+    assert "Bt[n * K + k] : __float2half(0.0f)" in out.text  # zero outside the matrix
+    assert_passes(out.text, NT_HALF, tmp_path, "nt_half_wmma.cu")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"__half2float(Bt[n * K + k])": "(float)(Bt[n * K + k])"},
+        {"const __half* A,": "const float* A,", "__half2float(A[m * K + k])": "A[m * K + k]"},
+        {"float s = 0.f;": "double s = 0.0;"},
+    ],
+    ids=["unconverted_factor", "fp32_factor", "double_sum"],
+)
+def test_a_site_only_with_two_16_bit_factors_and_a_float_sum(change: dict[str, str]) -> None:
+    text = (NT_HALF / "naive.cu").read_text()
+    assert len(OP.find_forward(CudaSource.from_text(text, "k.cu"))) == 1
+    for a, b in change.items():
+        assert a in text
+        text = text.replace(a, b)
+    assert OP.find_forward(CudaSource.from_text(text, "k.cu")) == []
+
+
+def test_apply_refuses_a_site_whose_loop_is_gone() -> None:
+    src = CudaSource.from_file(NT_HALF / "naive.cu")
+    (site,) = OP.find_forward(src)
+    other = CudaSource.from_text(src.text.replace("s += __half2float", "s -= __half2float"), "k.cu")
+    with pytest.raises(Refused):
+        OP.apply(other, site)
