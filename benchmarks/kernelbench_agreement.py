@@ -135,8 +135,11 @@ class ToleranceProbe:
 
     def __enter__(self) -> ToleranceProbe:
         def allclose(a: Any, b: Any, *args: Any, **kw: Any) -> bool:
-            self.at_tol.append(bool(self._orig(a, b, atol=self.tol, rtol=self.tol)))
-            self.max_abs = max(self.max_abs, float((a - b).abs().max()))
+            try:  # the side measurement never changes what the evaluator sees
+                self.at_tol.append(bool(self._orig(a, b, atol=self.tol, rtol=self.tol)))
+                self.max_abs = max(self.max_abs, float((a - b).abs().max()))
+            except Exception:  # noqa: BLE001
+                self.at_tol.append(False)
             return self._orig(a, b, *args, **kw)
 
         self.torch.allclose = allclose

@@ -44,8 +44,10 @@ def test_the_probe_records_v0_without_changing_the_evaluators_answer() -> None:
     with ka.ToleranceProbe(torch) as probe:
         assert torch.allclose(want, got, atol=1e-4, rtol=1e-4) is False
         assert torch.allclose(want, want + 0.5, atol=1e-4, rtol=1e-4) is False
+        with pytest.raises(RuntimeError):  # the evaluator's own failure is its own, as without the probe
+            torch.allclose(torch.zeros(0), torch.zeros(3), atol=1e-4, rtol=1e-4)
     assert torch.allclose is original
-    assert probe.at_tol == [True, False]
+    assert probe.at_tol == [True, False, False]
     assert probe.max_abs == pytest.approx(0.5)
 
 
