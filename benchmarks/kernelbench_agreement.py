@@ -240,6 +240,21 @@ def _tail(r: subprocess.CompletedProcess[str]) -> str:
     return ((r.stderr.strip().splitlines() or [""])[-1])[:200]
 
 
+def _worker_phases(artifact_id: str) -> dict[str, float]:
+    """The gate worker's seconds per phase (load, correctness: shapes x seeds x runs, profile),
+    left in the archived run folder's result.json: the part of a gate that holds the device."""
+    from klineage.gates import cache
+
+    root = cache.artifact_dir(artifact_id or "none").parent.parent
+    for f in root.glob(f"*/{artifact_id}*/run/result.json") if artifact_id else ():
+        try:
+            phases = json.loads(f.read_text()).get("phases") or {}
+        except (OSError, json.JSONDecodeError):
+            continue
+        return {f"worker_{k}": round(float(v), 2) for k, v in phases.items()}
+    return {}
+
+
 class Agreement:
     """One run: the CPU pool (imports, builds), the gate pool (our gates in this process) and the
     evaluation pool (KernelBench's children); a pair's row is emitted once both sides are in."""
@@ -363,6 +378,7 @@ class Agreement:
         wl = self.out / p.name
         res = gate(wl / "solution.cu", wl, GateOptions(backend=self.backend))
         (self.out / f"{p.name}.gate.json").write_text(json.dumps(res.to_dict(), indent=1, default=str))
+        self.rows[p.name].seconds |= {"gate_own": round(res.elapsed_s, 1)} | _worker_phases(res.artifact_id)
         return {"gate": res.category, "gate_message": res.message[:300]}
 
     def _side_done(self, p: Pair, fields: dict[str, Any]) -> None:
@@ -397,6 +413,7 @@ def table(rows: list[Row], skipped: Iterable[str] = (), unfinished: Iterable[str
     for attr in ("agree", "agree_v0"):
         judged = [getattr(r, attr) for r in rows if getattr(r, attr) is not None]
         lines.append(f"{attr}: {sum(judged)}/{len(judged)} ({len(rows) - len(judged)} without both verdicts)")
+    lines.append(where_the_time_went(rows))
     for what, names in (
         ("not started before the deadline", sorted(skipped)),
         ("unfinished at --stop", unfinished),
@@ -404,6 +421,17 @@ def table(rows: list[Row], skipped: Iterable[str] = (), unfinished: Iterable[str
         if names:
             lines.append(f"{what} ({len(list(names))}): {', '.join(names)}")
     return "\n".join(lines)
+
+
+def where_the_time_went(rows: list[Row]) -> str:
+    """Median and total seconds of each step over the rows (a step's seconds include its wait for
+    the device; gate_own is the gate's own elapsed time, gate_profile its profile stage)."""
+    steps = sorted({k for r in rows for k in r.seconds})
+    parts = []
+    for k in steps:
+        xs = sorted(r.seconds[k] for r in rows if k in r.seconds)
+        parts.append(f"{k} median {xs[len(xs) // 2]:.1f} s / total {sum(xs):.0f} s (n={len(xs)})")
+    return "seconds: " + "; ".join(parts) if parts else "seconds: none"
 
 
 def main(argv: list[str] | None = None) -> int:

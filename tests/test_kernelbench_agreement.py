@@ -131,3 +131,15 @@ def test_bad_pairs_file_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Ca
     assert ka.main(["--pairs", str(tmp_path / "none.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no such file" in err[0]
+
+
+def test_the_gate_workers_phases_come_from_the_archived_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KLINEAGE_HOME", str(tmp_path))
+    key = "ab" + "c" * 62
+    run = tmp_path / "gate" / key[:2] / key / "run"
+    run.mkdir(parents=True)
+    (run / "result.json").write_text(json.dumps({"phases": {"load_s": 1.234, "correctness_s": 2.0}}))
+    assert ka._worker_phases(key[:16]) == {"worker_load_s": 1.23, "worker_correctness_s": 2.0}
+    assert ka._worker_phases("") == {} and ka._worker_phases("ff" * 8) == {}
