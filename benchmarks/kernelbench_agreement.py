@@ -413,6 +413,7 @@ def table(rows: list[Row], skipped: Iterable[str] = (), unfinished: Iterable[str
     for attr in ("agree", "agree_v0"):
         judged = [getattr(r, attr) for r in rows if getattr(r, attr) is not None]
         lines.append(f"{attr}: {sum(judged)}/{len(judged)} ({len(rows) - len(judged)} without both verdicts)")
+    lines += [f"disagreement {r.name}: {explain(r)}" for r in rows if False in (r.agree, r.agree_v0)]
     lines.append(where_the_time_went(rows))
     for what, names in (
         ("not started before the deadline", sorted(skipped)),
@@ -421,6 +422,20 @@ def table(rows: list[Row], skipped: Iterable[str] = (), unfinished: Iterable[str
         if names:
             lines.append(f"{what} ({len(list(names))}): {', '.join(names)}")
     return "\n".join(lines)
+
+
+def explain(row: Row) -> str:
+    """Which side is stricter where the verdicts differ (a first reading, for a person to check)."""
+    if row.gate != "ok":
+        theirs = row.kernelbench if row.agree is False else row.kernelbench_v0
+        return f"KernelBench says {theirs}; our gate is stricter: {row.gate}: {row.gate_message}"
+    if row.kernelbench == "incorrect" and row.kernelbench_v0 == "correct":
+        return (
+            "the gate accepts; KernelBench 423217d's fp32 tolerance (atol = rtol = 1e-4) rejects what its "
+            "v0 tolerance (1e-2, the leaderboard's and the gate's for imported problems) accepts: "
+            + row.kernelbench_detail[:160]
+        )
+    return f"the gate accepts; KernelBench says {row.kernelbench}: {row.kernelbench_detail[:200]}"
 
 
 def where_the_time_went(rows: list[Row]) -> str:

@@ -143,3 +143,24 @@ def test_the_gate_workers_phases_come_from_the_archived_run(
     (run / "result.json").write_text(json.dumps({"phases": {"load_s": 1.234, "correctness_s": 2.0}}))
     assert ka._worker_phases(key[:16]) == {"worker_load_s": 1.23, "worker_correctness_s": 2.0}
     assert ka._worker_phases("") == {} and ka._worker_phases("ff" * 8) == {}
+
+
+def test_each_disagreement_names_the_stricter_side() -> None:
+    rows = [
+        ka.judge(ka.Row("tol", gate="ok", kernelbench="incorrect", kernelbench_v0="correct")),
+        ka.judge(
+            ka.Row(
+                "ours",
+                gate="mismatch",
+                gate_message="odd shape",
+                kernelbench="correct",
+                kernelbench_v0="correct",
+            )
+        ),
+        ka.judge(ka.Row("same", gate="ok", kernelbench="correct", kernelbench_v0="correct")),
+    ]
+    text = ka.table(rows)
+    assert "disagreement tol: the gate accepts; KernelBench 423217d's fp32 tolerance" in text
+    assert "disagreement ours: KernelBench says correct; our gate is stricter: mismatch: odd shape" in text
+    assert "disagreement same" not in text
+    assert "agree: 1/3" in text and "agree_v0: 2/3" in text
