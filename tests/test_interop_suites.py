@@ -359,3 +359,26 @@ def test_a_shim_abort_says_why(tmp_path: Path) -> None:
         r.category,
         r.message,
     )
+
+
+def test_standard_names_torch_extension_h_brings_compile_through_the_shim(tmp_path: Path) -> None:
+    """A binding that throws std::runtime_error / std::invalid_argument and reads
+    std::numeric_limits with only <torch/extension.h> included (which brings <stdexcept> and
+    <limits>) compiles against the shim as it does against torch (l1 p49 gpt-o1 was a false
+    compile_error)."""
+    text = (DATA / "kb_level_rowmax_solution.py").read_text()
+    sol = tmp_path / "sol.py"
+    sol.write_text(
+        text.replace("#include <cassert>\n", "")
+        .replace(
+            "    assert(dim == 1);",
+            '    if (dim != 1) throw std::runtime_error("dim " + std::to_string(dim));',
+        )
+        .replace(
+            "    int rows = flat.size(0);",
+            '    if (flat.size(0) > std::numeric_limits<int>::max()) throw std::invalid_argument("rows");\n    int rows = flat.size(0);',
+        )
+    )
+    import_problem(LEVEL / "1_RowMax.py", tmp_path / "w", solution=sol)
+    r = gate((tmp_path / "w/solution.cu").read_text(), load_workload(tmp_path / "w"), name="std.cu")
+    assert r.accepted, (r.category, r.message)
