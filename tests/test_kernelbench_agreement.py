@@ -164,3 +164,64 @@ def test_each_disagreement_names_the_stricter_side() -> None:
     assert "disagreement ours: KernelBench says correct; our gate is stricter: mismatch: odd shape" in text
     assert "disagreement same" not in text
     assert "agree: 1/3" in text and "agree_v0: 2/3" in text
+
+
+FAKE_EVAL = '''
+import torch
+
+
+class Result:
+    def __init__(self, compiled, correctness, metadata):
+        self.compiled, self.correctness, self.metadata = compiled, correctness, metadata
+
+
+def build_compile_cache(src, verbose=False, build_dir=None):
+    return (True, "", None) if "builds" in src else (False, "", "nvcc: boom")
+
+
+def eval_kernel_against_ref(original, custom, seed_num, num_correct_trials, measure_performance, build_dir, device):
+    """Its trial loop, as 423217d writes it: allclose at its fp32 tolerance, every trial."""
+    off = float(custom.split("=")[1])
+    passed = sum(
+        bool(torch.allclose(torch.ones(4), torch.ones(4) + off, atol=1e-4, rtol=1e-4))
+        for _ in range(num_correct_trials)
+    )
+    return Result(True, passed == num_correct_trials, {"hardware": "x", "correctness_trials": passed})
+'''
+
+
+@pytest.mark.parametrize(
+    ("offset", "verdict", "v0"),
+    [(0.0, "correct", "correct"), (1e-3, "incorrect", "correct"), (0.1, "incorrect", "incorrect")],
+)
+def test_kernelbench_side_through_a_checkout(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+    offset: float,
+    verdict: str,
+    v0: str,
+) -> None:
+    """The glue to a KernelBench checkout (its src/kernelbench package, imported with stand-ins):
+    its verdict as it gives it, and the v0 verdict from the same trials."""
+    pkg = tmp_path / "kb" / "src" / "kernelbench"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "eval.py").write_text(FAKE_EVAL)
+    monkeypatch.setenv("KLINEAGE_GPU_LOCK_DIR", str(tmp_path / "locks"))
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))  # restored after: kb_eval sets it
+    absent = [m for m in ka.EVAL_UNUSED_IMPORTS if m not in sys.modules]
+    request.addfinalizer(lambda: [sys.modules.pop(m, None) for m in absent])  # the stand-ins go
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    for name in [m for m in sys.modules if m.startswith("kernelbench")]:
+        monkeypatch.delitem(sys.modules, name)
+    problem, sol = tmp_path / "p.py", tmp_path / "s.py"
+    problem.write_text("")
+    sol.write_text(f"off={offset}")
+    res = ka.kb_eval(str(tmp_path / "kb"), problem, sol, tmp_path / "ext")
+    assert (res["verdict"], res["v0"]) == (verdict, v0)
+    assert '"correctness_trials"' in res["detail"] and '"hardware"' not in res["detail"]
+    sol.write_text("builds")
+    assert ka.kb_build(str(tmp_path / "kb"), sol, tmp_path / "ext") == {"ok": True, "error": ""}
+    sol.write_text("fails")
+    assert ka.kb_build(str(tmp_path / "kb"), sol, tmp_path / "ext") == {"ok": False, "error": "nvcc: boom"}
