@@ -98,7 +98,8 @@ def load_pairs(path: Path) -> list[Pair]:
 
 def stub_unused_imports(names: Iterable[str] = EVAL_UNUSED_IMPORTS) -> list[str]:
     """Stand-ins for modules KernelBench's package imports but its evaluator never calls, where
-    they are not installed (the GPU machine has no registry); returns the names stubbed."""
+    they are not installed (the GPU machine has no registry); returns the names stubbed. Import
+    torch first: it looks for numpy on its own."""
     stubbed = []
     for name in names:
         try:
@@ -153,6 +154,8 @@ def kb_build(kb_src: str, solution: Path, build_dir: Path) -> dict[str, Any]:
     """CPU only: the solution's load_inline build into its own extensions folder."""
     os.environ["TORCH_EXTENSIONS_DIR"] = str(build_dir)
     if kb_src:
+        import torch  # noqa: F401 - first: torch probes numpy itself, before any stand-in exists
+
         sys.path.insert(0, str(Path(kb_src) / "src"))
         stub_unused_imports()
         from kernelbench.eval import build_compile_cache
