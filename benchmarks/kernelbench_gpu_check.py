@@ -6,6 +6,8 @@ CUDA-event timing of both forwards).
 
     source benchmarks/gpu_env.sh && python3 benchmarks/kernelbench_gpu_check.py --out "$OUT"
 
+The agreement check over real solutions (`--pairs`, issue 29) is benchmarks/kernelbench_agreement.py.
+
 KernelBench itself is not installed on the GPU machine (no registry there); the evaluation below
 follows its protocol with plain torch. Each ModelNew is loaded in a child process of its own:
 `load_inline` compiles and loads a shared library, which must not outlive one problem.
@@ -77,113 +79,6 @@ def evaluate(problem: Path, model_new: Path, timed: bool = True) -> dict[str, An
     return out
 
 
-def _pair(item: dict[str, str], base: Path, out: Path) -> dict[str, Any]:
-    """One real solution: imported and wrapped by us, gated on cuda; and, at the same time, the
-    original solution file evaluated as KernelBench's evaluator does (its own load_inline build,
-    the problem's size)."""
-    import os
-
-    name = item["name"]
-    wl = out / name
-    kl = [sys.executable, "-m", "klineage"]
-    problem, solution = base / item["problem"], base / item["solution"]
-    row: dict[str, Any] = {"name": name}
-    env = os.environ | {"TORCH_EXTENSIONS_DIR": str(out / f"{name}.ext")}  # solutions share extension names
-    steps = [
-        (
-            "import",
-            kl + ["import", "kernelbench", str(problem), "--solution", str(solution), "--out", str(wl)],
-        ),
-        (
-            "gate",
-            kl + ["gate", str(wl / "solution.cu"), "--workload", str(wl), "--backend", "cuda", "--json"],
-        ),
-    ]
-    # KernelBench's side needs nothing of ours: its load_inline build runs while we import and gate
-    ev_cmd = [sys.executable, __file__, "--child", str(problem), str(solution), "--untimed"]
-    ev = subprocess.Popen(ev_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    for label, cmd in steps:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env)
-        (out / f"{name}.{label}.log").write_text(f"$ {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
-        if label == "import" and r.returncode != 0:
-            row["gate"] = "refused: " + ((r.stderr.strip().splitlines() or [""])[-1])[:160]
-            break
-        if label == "gate":
-            try:
-                g = json.loads(r.stdout)
-                g = g[0] if isinstance(g, list) else g
-                row["gate"], row["gate_message"] = g["category"], g.get("message", "")[:300]
-            except (json.JSONDecodeError, KeyError, IndexError):
-                row["gate"] = f"rc {r.returncode}"
-    try:
-        stdout, stderr = ev.communicate(timeout=400)
-    except subprocess.TimeoutExpired:
-        ev.kill()
-        stdout, stderr = ev.communicate()
-    r = subprocess.CompletedProcess(ev_cmd, ev.returncode, stdout, stderr)
-    (out / f"{name}.evaluate.log").write_text(f"$ {' '.join(ev_cmd)}\n{r.stdout}\n{r.stderr}")
-    if r.returncode == 0:
-        res = json.loads(r.stdout.strip().splitlines()[-1])
-        row["kernelbench"] = (
-            "correct" if res["correct"] == res["trials"] else f"incorrect ({res['correct']}/{res['trials']})"
-        )
-        row["max_abs_diff"] = res["max_abs_diff"]
-    else:
-        row["kernelbench"] = "error: " + ((r.stderr.strip().splitlines() or [""])[-1])[:160]
-    # a side that produced no verdict (the gate's process failed, the evaluator raised) judges nothing
-    judged = not str(row.get("gate", "")).startswith("rc ") and not row["kernelbench"].startswith("error")
-    row["agree"] = (row.get("gate") == "ok") == (row["kernelbench"] == "correct") if judged else None
-    return row
-
-
-def agreement(pairs: Path, out: Path, jobs: int, deadline_s: float = 0.0) -> int:
-    """The cuda gate's verdict beside KernelBench's evaluator's on the same real solutions. Each
-    row is appended to agreement.jsonl as it completes (a run cut short keeps what finished); with
-    `deadline_s`, pairs not started by then are skipped and listed."""
-    from concurrent.futures import ThreadPoolExecutor, as_completed
-
-    out.mkdir(parents=True, exist_ok=True)
-    items = json.loads(pairs.read_text())
-    t0, rows, skipped = time.monotonic(), [], []
-    log = out / "agreement.jsonl"
-    log.write_text("")
-
-    def one(it: dict[str, str]) -> dict[str, Any] | None:
-        if deadline_s and time.monotonic() - t0 > deadline_s:
-            skipped.append(it["name"])
-            return None
-        start = time.monotonic()
-        row = _pair(it, pairs.parent, out)
-        row["seconds"] = round(time.monotonic() - start, 1)
-        return row
-
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for fut in as_completed([pool.submit(one, it) for it in items]):
-            row = fut.result()
-            if row is not None:
-                rows.append(row)
-                with log.open("a") as f:
-                    f.write(json.dumps(row) + "\n")
-                print(f"done {row['name']}: {row.get('gate', '-')} / {row['kernelbench']}", flush=True)
-    order = {it["name"]: i for i, it in enumerate(items)}
-    rows.sort(key=lambda r: order[r["name"]])
-    (out / "agreement.json").write_text(json.dumps(rows, indent=2))
-    print("| solution | cuda gate | KernelBench-style | agree |")
-    print("| --- | --- | --- | --- |")
-    for r in rows:
-        print(
-            f"| {r['name']} | {r.get('gate', '-')} | {r['kernelbench']} | "
-            f"{'-' if r['agree'] is None else 'yes' if r['agree'] else 'NO'} |"
-        )
-    if skipped:
-        print(f"not started before the deadline: {', '.join(sorted(skipped))}")
-    judged = [r for r in rows if r["agree"] is not None]
-    print(
-        f"agreement {sum(r['agree'] for r in judged)}/{len(judged)} ({len(rows) - len(judged)} without a verdict)"
-    )
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="")
@@ -193,23 +88,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--pairs",
         default="",
-        help="JSON list of {name, problem, solution} (paths relative to it): the agreement check (issue 29)",
+        help="the agreement check (issue 29): now benchmarks/kernelbench_agreement.py, which this runs",
     )
-    p.add_argument("--jobs", type=int, default=4)
-    p.add_argument(
-        "--deadline", type=float, default=0.0, help="--pairs: start no pair after this many seconds"
-    )
-    args = p.parse_args(argv)
+    args, rest = p.parse_known_args(argv)
     if args.child:
         print(json.dumps(evaluate(Path(args.child[0]), Path(args.child[1]), timed=not args.untimed)))
         return 0
+    if rest and not args.pairs:
+        p.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.pairs:
-        return agreement(
-            Path(args.pairs),
-            Path(args.out) if args.out else Path(tempfile.mkdtemp()),
-            args.jobs,
-            args.deadline,
-        )
+        sys.path.insert(0, str(Path(__file__).parent))
+        from kernelbench_agreement import main as agreement
+
+        return agreement(["--pairs", args.pairs, "--out", args.out or tempfile.mkdtemp(), *rest])
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp())
     out.mkdir(parents=True, exist_ok=True)
     kl = [sys.executable, "-m", "klineage"]

@@ -23,6 +23,11 @@ from klineage.gates.result import Resources
 _DIAG = re.compile(
     r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?P<sev>error|warning|catastrophic error)[^:]*: (?P<msg>.*)$"
 )
+#: the host compiler's (and the preprocessor's) form, `file:line[:col]: [fatal ]error: message`,
+#: e.g. a missing header; nvcc prints it as it is and then only "compilation terminated."
+_HOST_DIAG = re.compile(
+    r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:\d+:)? (?P<sev>fatal error|error|warning): (?P<msg>.*)$"
+)
 _ENTRY = re.compile(
     r"ptxas info\s*: (?:Compiling entry function|Function properties for) '?(?P<name>[\w$]+)'?"
 )
@@ -125,7 +130,7 @@ def _version_memo() -> Path | None:
 def parse_diagnostics(log: str) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     for line in log.splitlines():
-        m = _DIAG.match(line.strip())
+        m = _DIAG.match(line.strip()) or _HOST_DIAG.match(line.strip())
         if m:
             sev = "error" if "error" in m.group("sev") else "warning"
             out.append(Diagnostic(m.group("file"), int(m.group("line")), sev, m.group("msg").strip()))

@@ -38,6 +38,21 @@ def test_parse_diagnostics() -> None:
     assert str(d[0]) == 'kernel.cu:12: error: identifier "undefined_x" is undefined'
 
 
+def test_a_host_compiler_error_is_the_first_error_not_compilation_terminated() -> None:
+    from klineage.gates.compile import first_error
+
+    log = (
+        "kernel.cu:12:9: warning: #pragma once in main file\n"
+        "   12 | #pragma once\n"
+        "kernel.cu:573:10: fatal error: cublas_v2.h: No such file or directory\n"
+        "  573 | #include <cublas_v2.h>\n"
+        "compilation terminated.\n"
+    )
+    assert first_error(log) == "kernel.cu:573: error: cublas_v2.h: No such file or directory"
+    assert [(d.line, d.severity) for d in parse_diagnostics(log)] == [(12, "warning"), (573, "error")]
+    assert not parse_diagnostics("nvcc fatal   : Unknown option '-foo'\n")
+
+
 def test_arch_flags() -> None:
     assert arch_flags("sm_90a") == ["-gencode=arch=compute_90a,code=sm_90a"]
 

@@ -165,7 +165,23 @@ def test_a_refused_solution_names_the_construct_and_writes_nothing(
     assert not (tmp_path / "w").exists()
 
 
-def test_shape_specialised_solution_is_judged_at_the_problems_own_size(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        (
+            (
+                ("#include <cassert>", "#include <cassert>\n#define FEATURES 96"),
+                ("int cols = flat.size(1);", "int cols = FEATURES;"),
+            ),
+            "FEATURES = 96",
+        ),
+        ((("for (int c = 1; c < cols; ++c)", "for (int c = 1; c < 96; ++c)"),), "loop bound c < 96"),
+    ],
+    ids=["define", "literal-loop-bound"],
+)
+def test_shape_specialised_solution_is_judged_at_the_problems_own_size(
+    tmp_path: Path, edit: tuple[tuple[str, str], ...], named: str
+) -> None:
     problem = tmp_path / "6_RowMaxSmall.py"
     problem.write_text(
         (LEVEL / "1_RowMax.py")
@@ -175,13 +191,12 @@ def test_shape_specialised_solution_is_judged_at_the_problems_own_size(tmp_path:
     )
     text = (DATA / "kb_level_rowmax_solution.py").read_text()
     sol = tmp_path / "sol.py"
-    sol.write_text(
-        text.replace("#include <cassert>", "#include <cassert>\n#define FEATURES 96").replace(
-            "int cols = flat.size(1);", "int cols = FEATURES;"
-        )
-    )
+    for old, new in edit:
+        assert old in text
+        text = text.replace(old, new)
+    sol.write_text(text)
     wl = import_problem(problem, tmp_path / "w", solution=sol)
-    assert "FEATURES = 96" in wl.verdict_note
+    assert named in wl.verdict_note
     assert all(b == wl.shapes["bench"][0] for s in ("emu", "test") for b in wl.shapes[s])
     r = gate((tmp_path / "w/solution.cu").read_text(), load_workload(tmp_path / "w"), name="fixed.cu")
     assert r.accepted and "judged at the problem's own sizes only" in r.message, (r.category, r.message)
@@ -359,3 +374,26 @@ def test_a_shim_abort_says_why(tmp_path: Path) -> None:
         r.category,
         r.message,
     )
+
+
+def test_standard_names_torch_extension_h_brings_compile_through_the_shim(tmp_path: Path) -> None:
+    """A binding that throws std::runtime_error / std::invalid_argument and reads
+    std::numeric_limits with only <torch/extension.h> included (which brings <stdexcept> and
+    <limits>) compiles against the shim as it does against torch (l1 p49 gpt-o1 was a false
+    compile_error)."""
+    text = (DATA / "kb_level_rowmax_solution.py").read_text()
+    sol = tmp_path / "sol.py"
+    sol.write_text(
+        text.replace("#include <cassert>\n", "")
+        .replace(
+            "    assert(dim == 1);",
+            '    if (dim != 1) throw std::runtime_error("dim " + std::to_string(dim));',
+        )
+        .replace(
+            "    int rows = flat.size(0);",
+            '    if (flat.size(0) > std::numeric_limits<int>::max()) throw std::invalid_argument("rows");\n    int rows = flat.size(0);',
+        )
+    )
+    import_problem(LEVEL / "1_RowMax.py", tmp_path / "w", solution=sol)
+    r = gate((tmp_path / "w/solution.cu").read_text(), load_workload(tmp_path / "w"), name="std.cu")
+    assert r.accepted, (r.category, r.message)

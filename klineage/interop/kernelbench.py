@@ -484,10 +484,14 @@ _FIXED_SIZE = re.compile(
     r"(\w+)\s*=\s*(\d+)\s*;"
 )
 
+#: a size written into a loop's bound: `for (int i = 0; i < 4096; i++)` over a row of 4096
+_FIXED_BOUND = re.compile(r"\bfor\s*\([^;]*;\s*(\w+)\s*(<=?|!=)\s*(\d+)\s*;")
+
 
 def fixed_sizes(cuda: str, wl: KernelBenchWorkload) -> list[str]:
-    """`NAME = value` for every constant of the solution's CUDA that equals one of the problem's
-    size knobs where the derived shapes change it: the solution is specialised to the problem's
+    """`NAME = value` for every constant (and `loop bound i < value` for every literal loop bound)
+    of the solution's CUDA that equals one of the problem's size knobs where the derived shapes
+    change it: the solution is specialised to the problem's
     own sizes and can only be judged there (as KernelBench judges every solution)."""
     own = flat(wl.problem.source.knobs)
     derived = [b for sset in ("emu", "test") for b in wl.shapes[sset]]
@@ -497,6 +501,9 @@ def fixed_sizes(cuda: str, wl: KernelBenchWorkload) -> list[str]:
         name, value = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
         if int(value) in moving:
             found.append(f"{name} = {value}")
+    for m in _FIXED_BOUND.finditer(cuda):
+        if int(m.group(3)) in moving:
+            found.append(f"loop bound {m.group(1)} {m.group(2)} {m.group(3)}")
     return list(dict.fromkeys(found))
 
 

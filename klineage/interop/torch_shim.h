@@ -17,6 +17,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <limits>     // these four: standard headers <torch/extension.h> brings, which bindings
+#include <stdexcept>  // name without including them (std::runtime_error, std::numeric_limits,
+#include <string>     // std::to_string, std::tuple)
+#include <tuple>
 #include <vector>
 
 namespace klshim {
