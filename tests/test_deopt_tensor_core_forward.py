@@ -30,8 +30,8 @@ def test_bf16_naive_loop_goes_onto_wmma() -> None:
     out = _wmma(ROOT / "expert_kernels" / "gemm_bf16" / "naive.cu")
     assert "#include <mma.h>" in out.text
     assert "nvcuda::wmma::mma_sync(" in out.text
-    assert "__nv_bfloat16 kl_As[64][40]" in out.text  # staged as the 16-bit elements it reads
-    assert "gemm_bf16_naive<<<dim3((N + 63) / 64, (M + 63) / 64), dim3(128)" in out.text
+    assert "__nv_bfloat16 kl_As[128][40]" in out.text  # staged as the 16-bit elements it reads
+    assert "gemm_bf16_naive<<<dim3((N + 127) / 128, (M + 127) / 128), dim3(256)" in out.text
     (site,) = OP.find(out)  # the backward step sees the WMMA it can take out again
     ldm = next(f for f in OP.preconditions(out, site) if f.name == "ldm_multiple_of_16_bytes")
     assert ldm.holds, ldm
