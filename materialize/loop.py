@@ -47,7 +47,13 @@ from klineage.materialize.alternatives import alternatives
 from klineage.materialize.curriculum import ORDERS, rank
 from klineage.materialize.judge import judge
 from klineage.materialize.lines import Line, Tried, faster, go_back, hold_tournament, outcome, structural
-from klineage.materialize.matching import MatchReport, Target, forward_sites, match_skills
+from klineage.materialize.matching import (
+    MatchReport,
+    Target,
+    bench_launch_values,
+    forward_sites,
+    match_skills,
+)
 from klineage.materialize.measured import MeasuredTimes
 from klineage.materialize.providers.base import Move, ProposalRequest, Provider
 from klineage.materialize.record import RunRecorder, device_of, safe_name
@@ -204,7 +210,9 @@ def _resources(r: GateResult) -> dict[str, Any]:
     return {k: asdict(v) for k, v in r.resources.items()}
 
 
-def _operator_moves(src: CudaSource, provider: Provider, order: str, rng: random.Random) -> list[Move]:
+def _operator_moves(
+    src: CudaSource, provider: Provider, order: str, rng: random.Random, target: Target
+) -> list[Move]:
     """The operator library as moves, no skill needed: every operator's mechanical forward step
     that finds a site in the current kernel (registry order, or shuffled under `random`); an LLM
     provider gets one free move instead (it is guided by gate feedback alone)."""
@@ -215,7 +223,7 @@ def _operator_moves(src: CudaSource, provider: Provider, order: str, rng: random
         if not op.mechanical_apply:
             continue
         try:
-            sites, _bad = forward_sites(op, src)
+            sites, _bad = forward_sites(op, src, target.bench)
         except Exception:  # an operator bug: that operator offers no move here
             continue
         if sites:
@@ -237,7 +245,7 @@ def _moves(
 ) -> tuple[list[Move], MatchReport]:
     """The ranked moves for the current kernel, and the matching report (skips with reasons)."""
     if mode == "none":
-        return _operator_moves(src, provider, order, rng), MatchReport()
+        return _operator_moves(src, provider, order, rng, target), MatchReport()
     report = match_skills(src, skills, target, mechanical_only=provider.mechanical)
     ranked = rank(report.applicable, order, rng, applied_ops)
     return [Move(m.skill.skill_id, m.skill, m.operator, tuple(m.sites)) for m in ranked], report
@@ -322,7 +330,12 @@ class _Run:
             res = self._save("start_rejected")
             self.rec.finish("start_rejected", None, {"stop_reason": self.stop_reason})
             return res
-        self.target = Target(self.workload.name, tuple(self.workload.dtypes), device_of(self.start_gate))
+        self.target = Target(
+            self.workload.name,
+            tuple(self.workload.dtypes),
+            device_of(self.start_gate),
+            bench_launch_values(self.workload),
+        )
         self.seen.add(source_hash(start_source))
         while self._round():
             pass
@@ -399,7 +412,7 @@ class _Run:
         explored = False
         if not open_moves and self.opts.explore and self.opts.skills_mode == "all":
             # the skills ran out on this line: the operator library, counted apart from the skills
-            moves = _operator_moves(src, self.provider, self.opts.order, self.rng)
+            moves = _operator_moves(src, self.provider, self.opts.order, self.rng, self.target)
             open_moves, explored = self._open(moves), True
         if not open_moves:
             if self.parked:

@@ -13,11 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from klineage.cards import precondition_kind
-from klineage.deopt.base import Operator, Site
+from klineage.deopt.base import LaunchValues, Operator, Site
 from klineage.deopt.registry import get_operator
 from klineage.errors import KLineageError
 from klineage.skills import Skill
 from klineage.source.model import CudaSource
+from klineage.workload import Tensor, Workload
 
 EMULATOR = "cpu-emulator"
 
@@ -29,6 +30,20 @@ class Target:
     workload: str
     dtypes: tuple[str, ...]
     platform: str = EMULATOR
+    #: per bench shape, the launcher's argument values (None for tensors): the sizes that matter
+    bench: tuple[LaunchValues, ...] = ()
+
+
+def bench_launch_values(wl: Workload) -> tuple[LaunchValues, ...]:
+    """Per bench shape of the workload, the launcher's arguments in the protocol's order: each
+    scalar's value, None for each tensor (shapes whose scalars cannot be evaluated are left out)."""
+    out = []
+    for shape in wl.shape_set("bench"):
+        try:
+            out.append(tuple(None if isinstance(a, Tensor) else wl.scalar_value(a, shape) for a in wl.args))
+        except (KeyError, ValueError):
+            continue
+    return tuple(out)
 
 
 @dataclass
@@ -87,20 +102,27 @@ def scope_problem(skill: Skill, target: Target) -> tuple[str | None, list[str]]:
     return None, notes
 
 
-def site_problem(op: Operator, src: CudaSource, site: Site) -> str | None:
-    """Why `site` cannot take the optimization: the operator's failing static preconditions.
+def site_problem(op: Operator, src: CudaSource, site: Site, bench: Sequence[LaunchValues] = ()) -> str | None:
+    """Why `site` cannot take the optimization: the operator's failing static preconditions, and
+    with the target's bench sizes, its failing shape preconditions.
 
     A skill's recorded preconditions are the same named facts, evaluated where it was mined; here
     they are evaluated again on the target code, so a fact that held there must hold here too."""
-    failed = [f for f in op.preconditions(src, site) if not f.holds]
+    facts = op.preconditions(src, site)
+    if bench and all(f.holds for f in facts):
+        facts = facts + op.shape_preconditions(src, site, bench)
+    failed = [f for f in facts if not f.holds]
     return "; ".join(f"{f.name}: {f.reason}" for f in failed) if failed else None
 
 
-def forward_sites(op: Operator, src: CudaSource) -> tuple[list[Site], list[str]]:
-    """Forward sites where the preconditions hold, and the reasons of the ones that fail."""
+def forward_sites(
+    op: Operator, src: CudaSource, bench: Sequence[LaunchValues] = ()
+) -> tuple[list[Site], list[str]]:
+    """Forward sites where the preconditions hold (at the bench sizes, when given), and the
+    reasons of the ones that fail."""
     good, bad = [], []
     for site in op.find_forward(src):
-        why = site_problem(op, src, site)
+        why = site_problem(op, src, site, bench)
         if why is None:
             good.append(site)
         else:
@@ -159,7 +181,7 @@ def match_skills(
             )
             continue
         try:
-            sites, failures = forward_sites(op, src)
+            sites, failures = forward_sites(op, src, target.bench)
         except Exception as e:  # an operator bug skips its skills; it must not end the run
             report.skipped.append(
                 (skill.skill_id, f"operator '{op.name}' failed on this code: {type(e).__name__}: {e}")

@@ -77,6 +77,11 @@ def test_marshalling_of_softmax_arguments():
             "illegal memory access",
         ),
         ("CUDA error: misaligned address", "crash", "misaligned"),
+        (
+            "CUDA error: operation not supported on global/shared address space",
+            "crash",
+            "__ldg of a register",
+        ),
         ("torch.AcceleratorError: CUDA error: unspecified launch failure", "crash", "faulted"),
         (
             "cudaErrorNoKernelImageForDevice: no kernel image is available for execution",

@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from klineage.deopt.base import Refused
 from klineage.deopt.vectorize import Vectorize
@@ -365,3 +367,96 @@ def test_the_structure_check_runs_once_per_text(monkeypatch: pytest.MonkeyPatch)
         OP.preconditions(src, site)
     OP.preconditions(CudaSource.from_text(src.text), sites[0])  # another parse of the same text
     assert calls == [src.text]
+
+
+# ---- the launch side: the packed threads take ceil(G / W) blocks (pack_grid.py) -----------------
+
+#: launch spellings of the held-out elementwise kernels: (launcher body, names it defines)
+LAUNCHES = [
+    "k<<<(n + threads - 1) / threads, threads, 0, stream>>>(x, y, n);",
+    "size_t total = (size_t)n;\n    k<<<(unsigned)((total + threads - 1) / threads), threads, 0, stream>>>(x, y, n);",
+    "unsigned blocks = (unsigned)((n + threads - 1) / threads);\n    k<<<blocks, threads, 0, stream>>>(x, y, n);",
+    "k<<<static_cast<unsigned>((n + threads - 1) / threads), threads>>>(x, y, n);",
+]
+
+
+def _launched(launch: str, element: str = "float") -> CudaSource:
+    return CudaSource.from_text(
+        f"__global__ void k(const {element}* x, {element}* y, int n) {{\n"
+        "    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i >= (size_t)n) return;\n"
+        "    y[i] = x[i] * x[i];\n"
+        "}\n"
+        f'extern "C" void launch(const {element}* x, {element}* y, int n, cudaStream_t stream) {{\n'
+        "    const int threads = 256;\n"
+        f"    {launch}\n"
+        "}\n"
+    )
+
+
+def _grid_value(text: str, n: int) -> int:
+    from klineage.source.syntax import eval_int
+
+    grid = re.sub(r"\((?:unsigned|size_t)\)", "", text)
+    got = eval_int(grid, {"n": n, "threads": 256, "total": n, "blocks": (n + 255) // 256})
+    assert got is not None, text
+    return got
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+@pytest.mark.parametrize(("element", "width"), [("float", 4), ("__half", 8)])
+@given(n=st.integers(min_value=1, max_value=1 << 26))
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_every_launch_spelling_takes_a_grid_of_packs_when_aligned(
+    launch: str, element: str, width: int, n: int
+) -> None:
+    """Packed, thread t takes elements [t*W, t*W + W): the aligned launch needs ceil(n / (W*block))
+    blocks (the original grid left 1 - 1/W of them empty: slower than naive on the H200), the
+    unaligned one keeps its grid for the one-element-per-thread scalar path."""
+    from klineage.deopt import _threads as T
+
+    src = _launched(launch, element)
+    site = packed_site(src)
+    assert all(p.holds for p in OP.preconditions(src, site)), OP.preconditions(src, site)
+    out = OP.apply(src, site)
+    (ls,) = T.launches_of(out, "k")
+    cond = T.config_nodes(out, ls)[0]
+    while cond.type == "parenthesized_expression":
+        cond = cond.named_children[0]
+    assert cond.type == "conditional_expression"
+    test = out.text_of(cond.child_by_field_name("condition"))
+    assert (
+        "reinterpret_cast<unsigned long long>(x)" in test
+        and "reinterpret_cast<unsigned long long>(y)" in test
+    )
+    packed, scalar = cond.child_by_field_name("consequence"), cond.child_by_field_name("alternative")
+    assert _grid_value(out.text_of(packed), n) == -(-n // (width * 256))
+    assert _grid_value(out.text_of(scalar), n) == -(-n // 256)
+    (dispatch,) = [s for s in OP.find(out) if s.details["kind"] == "aligned_dispatch"]
+    assert normalize(OP.remove(out, dispatch).text) == normalize(src.text)
+
+
+@pytest.mark.parametrize(
+    ("launch", "why"),
+    [
+        ("dim3 grid((n + 255) / 256);\n    k<<<grid, threads, 0, stream>>>(x, y, n);", "dim3"),
+        ("k<<<next_grid(n), threads, 0, stream>>>(x, y, n);", "side effects or calls"),
+    ],
+)
+def test_a_grid_that_cannot_shrink_refuses_the_pack(launch: str, why: str) -> None:
+    src = _launched(launch)
+    facts = {p.name: p for p in OP.preconditions(src, packed_site(src))}
+    assert not facts["grid_shrinks"].holds and why in facts["grid_shrinks"].reason
+
+
+def test_a_reassigned_pointer_refuses_the_pack() -> None:
+    src = CudaSource.from_text(
+        "__global__ void k(const float* x, float* y, int n, int off) {\n"
+        "    x += off;\n"
+        "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i < n) y[i] = x[i];\n"
+        "}\n"
+        "void launch(const float* x, float* y, int n) { k<<<(n + 255) / 256, 256>>>(x, y, n, 0); }\n"
+    )
+    facts = {p.name: p for p in OP.preconditions(src, packed_site(src))}
+    assert not facts["grid_shrinks"].holds and "reassigns x" in facts["grid_shrinks"].reason

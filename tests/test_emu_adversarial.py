@@ -43,6 +43,11 @@ CASES = [
         ("kernel 'vadd'", "invalid memory access", "invalid_pointer.cu:6"),
     ),
     ("vadd/spin_flag.cu", "vadd", "timeout", False, ()),
+    # global-only loads (ld.global.*) of a local or shared address: the GPU faults
+    ("vadd/ldg_register_copy.cu", "vadd", "crash", False, ("__ldg at line 10", "local memory")),
+    ("vadd/ldg_local_fiber.cu", "vadd", "crash", False, ("__ldg at line 8", "local memory")),
+    ("vadd/ldcs_shared.cu", "vadd", "crash", False, ("__ldcs at line 9", "shared memory")),
+    ("vadd/ldg_register_copy.cu", "vadd", "crash", True, ("__ldg at line 10", "local memory")),
     ("vadd/inline_ptx.cu", "vadd", "unsupported", False, ("inline_ptx.cu:6", "mov.u32")),
     # a block wider than the kernel's __launch_bounds__: a GPU refuses the launch
     (

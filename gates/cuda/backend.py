@@ -24,6 +24,11 @@ DEFAULT_SHAPE_SET = "test"
 _FAILURES: tuple[tuple[str, str, str], ...] = (
     (r"illegal memory access|illegal address", "crash", "illegal memory access in the kernel"),
     (r"misaligned address", "crash", "misaligned memory access in the kernel"),
+    (
+        r"operation not supported on global/shared address space",
+        "crash",
+        "a global-only or shared-only access to an address of another space (e.g. __ldg of a register copy)",
+    ),
     (r"an illegal instruction was encountered", "crash", "illegal instruction in the kernel"),
     (
         r"device-side assert|unspecified launch failure|hardware stack error|cudaErrorLaunchFailure",

@@ -386,6 +386,26 @@ def _in_condition_of_self_update(n: ts.Node, name: str) -> bool:
     return cons is not None and name in assigned_in(cons)
 
 
+def grid_is_dim3(src: CudaSource, ls: LaunchSite) -> bool:
+    """Whether the launch's grid is a dim3 (`dim3(...)`, a braced list, or a dim3 variable of the
+    launcher), not one count of blocks that arithmetic can scale."""
+    cfg = config_nodes(src, ls)
+    grid = squash(src.text_of(cfg[0])) if cfg else ""
+    if not cfg or grid.startswith("dim3") or "{" in grid:
+        return True
+    launcher = enclosing_launcher(src, ls)
+    return bool(
+        launcher is not None
+        and re.fullmatch(r"\w+", grid)
+        and any(
+            n.type == "declaration"
+            and decl_name(n) == grid
+            and "dim3" in src.text_of(n.child_by_field_name("type"))
+            for n in walk(launcher)
+        )
+    )
+
+
 def replace_grid(src: CudaSource, ls: LaunchSite, text: str) -> edit.Edit:
     """An edit setting the launch's grid expression."""
     cfg = config_nodes(src, ls)

@@ -11,7 +11,7 @@ Like libcst codemods, each operator is a small class with no state beyond its co
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -35,6 +35,10 @@ CATEGORIES: tuple[str, ...] = (
     "fusion",
     "tiling",
 )
+
+
+#: the launcher's arguments at one problem size, in order: a scalar's value, None for a tensor
+LaunchValues = tuple[int | float | None, ...]
 
 
 class Refused(KLineageError):
@@ -134,6 +138,14 @@ class Operator(ABC):
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         """Static facts that make the optimization valid at a site (recorded in skills)."""
+        return []
+
+    def shape_preconditions(
+        self, src: CudaSource, site: Site, bench: Sequence[LaunchValues]
+    ) -> list[Precondition]:
+        """Facts about the problem's sizes, checked where a materializer knows them: `bench` holds,
+        per bench shape, the launcher's argument values in order (None for a tensor). A step that
+        is correct at every size may still only cost time at the sizes that matter."""
         return []
 
     # ---- helpers ----------------------------------------------------------------------------

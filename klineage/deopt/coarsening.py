@@ -276,11 +276,7 @@ class Coarsening(Operator):
                     else f"launch at line {ls.line}: factor {c.factor} not known in the launcher",
                 )
             )
-            grid = T.config_nodes(src, ls)[0]
-            dim3 = src.text_of(grid).strip().startswith("dim3") or _dim3_var(
-                src, ls, src.text_of(grid).strip()
-            )
-            if dim3:
+            if T.grid_is_dim3(src, ls):
                 facts.append(Precondition("grid_1d", False, f"launch at line {ls.line}: grid is a dim3"))
         return facts
 
@@ -442,18 +438,6 @@ def _inside(n: ts.Node | None, outer: ts.Node | None) -> bool:
         and outer is not None
         and outer.start_byte <= n.start_byte
         and n.end_byte <= outer.end_byte
-    )
-
-
-def _dim3_var(src: CudaSource, ls, name: str) -> bool:
-    launcher = T.enclosing_launcher(src, ls)
-    if launcher is None or not re.fullmatch(r"\w+", name):
-        return False
-    return any(
-        n.type == "declaration"
-        and T.decl_name(n) == name
-        and "dim3" in src.text_of(n.child_by_field_name("type"))
-        for n in T.walk(launcher)
     )
 
 

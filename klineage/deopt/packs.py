@@ -33,6 +33,7 @@ import tree_sitter as ts
 
 from klineage.deopt import _cexpr as X
 from klineage.deopt import _threads as T
+from klineage.deopt import pack_grid
 from klineage.deopt.base import Precondition
 from klineage.deopt.rows import COLLECTIVE
 from klineage.deopt.rows import LOOPS as ROW_LOOPS
@@ -47,7 +48,7 @@ from klineage.source.syntax import (
     written_names,
 )
 
-PACK_BYTES = 16
+PACK_BYTES = pack_grid.PACK_BYTES
 #: element sizes of the scalar types a pack can carry
 ELEMENT_BYTES = {
     "float": 4,
@@ -355,6 +356,9 @@ def remove_dispatch(src: CudaSource, node: ts.Node) -> CudaSource:
             break
         comment = comment.prev_sibling
     if fallback == node:
+        fn = X.enclosing_function(node)
+        if fn is not None and node.parent == X.body_of(fn):
+            edits += pack_grid.restore(src, fn)  # the per-thread form: its launches shrank the grid
         return edit.apply_edits(src, [*edits, edit.delete(src, node)])
     inner = _statements(fallback)
     if fallback.type == "compound_statement" and len(inner) == 1:
@@ -694,6 +698,19 @@ def facts(lanes: Lanes, shape: str) -> list[Precondition]:
     ]
 
 
+def grid_fact(src: CudaSource, kern: ElementwiseKernel) -> Precondition:
+    """Whether every launch can hand the packed threads ceil(G / W) blocks (pack_grid.py)."""
+    why = pack_grid.refusals(src, kern.lanes.fn, [(a.name, a.base) for a in kern.lanes.arrays])
+    return Precondition(
+        "grid_shrinks",
+        not why,
+        f"every launch takes 1/{kern.lanes.width} of its blocks when the packed pointers are aligned"
+        if not why
+        else "; ".join(why),
+        "Layout",
+    )
+
+
 def _fresh(taken: set[str], name: str) -> str:
     out, k = name, 1
     while out in taken:
@@ -824,7 +841,8 @@ def apply_elementwise(src: CudaSource, kern: ElementwiseKernel) -> CudaSource:
         "}",
     ]
     ind = edit.indent_of(src, kern.guard)
-    return edit.apply_edits(src, [edit.insert_before(kern.guard, f"\n{ind}".join(lines) + f"\n{ind}")])
+    grid = pack_grid.shrink(src, lanes.fn, [a.name for a in lanes.arrays], w)
+    return edit.apply_edits(src, [edit.insert_before(kern.guard, f"\n{ind}".join(lines) + f"\n{ind}"), *grid])
 
 
 def apply_row_loop(src: CudaSource, row: RowLoop) -> CudaSource:

@@ -25,13 +25,14 @@ coordinates as a batch), and its launches get the tile grid and a 32 x 8 block.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import tree_sitter as ts
 
 from klineage.deopt import _cexpr as X
 from klineage.deopt import _threads as T
 from klineage.deopt import strided_copy as SC
-from klineage.deopt.base import Operator, Precondition, Refused, Site
+from klineage.deopt.base import LaunchValues, Operator, Precondition, Refused, Site
 from klineage.source import edit
 from klineage.source.constructs import SharedDecl
 from klineage.source.model import CudaSource
@@ -481,6 +482,24 @@ class SmemStaging(Operator):
             )
         return sites
 
+    def shape_preconditions(
+        self, src: CudaSource, site: Site, bench: Sequence[LaunchValues]
+    ) -> list[Precondition]:
+        if site.details.get("kind") != "transpose":
+            return []
+        small = _tile_never_runs(src, site.details.get("kernel", ""), bench)
+        return [
+            Precondition(
+                "tile_fits_the_sizes",
+                small is None,
+                "a transposed extent reaches a tile at some bench size"
+                if small is None
+                else f"at every bench size a transposed extent is shorter than the {SC.TILE}-wide tile "
+                f"({small}): only the one-element path would run, with more index work than the naive copy",
+                "Layout",
+            )
+        ]
+
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
         kernel = src.function(site.details.get("kernel", ""))
         if site.details.get("kind") != "transpose" or kernel is None:
@@ -500,6 +519,34 @@ class SmemStaging(Operator):
                 edit.replace(cfg[1], SC.tiled_block()),
             ]
         return _drop_dead_locals(edit.apply_edits(src, edits), config_names)
+
+
+def _tile_never_runs(src: CudaSource, name: str, bench: Sequence[LaunchValues]) -> str | None:
+    """The transposed extents at each bench size (`P x Q, ...`) when every launch at every size
+    has one shorter than the tile; None when a tile runs somewhere or a size cannot be evaluated."""
+    kernel = src.function(name)
+    try:
+        copy = SC.analyze(src, kernel) if kernel is not None else None
+    except SC.NotACopy:
+        return None
+    pair = copy.transposed if copy is not None else None
+    if kernel is None or pair is None or not bench:
+        return None
+    seen = []
+    for ls in T.launches_of(src, name):
+        launcher = src.function(ls.function or "")
+        if launcher is None:
+            return None
+        args = T.param_map(kernel, ls)
+        for values in bench:
+            env = {
+                p.name: int(v) for p, v in zip(launcher.params, values, strict=False) if isinstance(v, int)
+            }
+            ext = [eval_int(T.strip_casts(SC.c_text(c.extent, args)), env) for c in pair]
+            if any(e is None for e in ext) or min(e for e in ext if e is not None) >= SC.TILE:
+                return None
+            seen.append(" x ".join(str(e) for e in ext))
+    return ", ".join(dict.fromkeys(seen)) or None
 
 
 def _drop_dead_locals(src: CudaSource, names: set[str]) -> CudaSource:

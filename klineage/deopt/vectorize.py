@@ -601,7 +601,8 @@ class Vectorize(Operator):
                 if isinstance(found, pack.ElementwiseKernel)
                 else f"the loop partitions its range among threads ({found.start} by {found.step})"
             )
-            return pack.facts(found.lanes, shape)
+            grid = [pack.grid_fact(src, found)] if isinstance(found, pack.ElementwiseKernel) else []
+            return pack.facts(found.lanes, shape) + grid
         if site.details.get("kind") == "scalarize":
             return [
                 Precondition(

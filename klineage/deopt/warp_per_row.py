@@ -129,6 +129,38 @@ def _launch_facts(src: CudaSource, kernel: str) -> list[Precondition]:
     ]
 
 
+def _owns_its_row(src: CudaSource, body: ts.Node, row: str) -> Precondition:
+    """A thread index divided by (or taken modulo) the extent of a row loop is an element of a
+    row, not a row: the N threads of a row would each become a warp or block that repeats the
+    row's loops (softmax_bf16_short: a warp per element of 100-element rows, 5x slower than
+    naive on the H200). Only a thread that owns its row gives the lanes disjoint work."""
+    extents = set()
+    for loop in outer_loops(body):
+        parts = T.counting_loop(src, loop, True)
+        if parts is not None and (bound := parts[2].child_by_field_name("right")) is not None:
+            extents.add(T.strip_casts(T.squash(src.text_of(bound))))
+    split = next(
+        (
+            n
+            for n in T.walk(body)
+            if n.type == "binary_expression"
+            and n.child_by_field_name("operator").type in ("/", "%")
+            and T.strip_casts(T.squash(src.text_of(n.child_by_field_name("left")))) == row
+            and T.strip_casts(T.squash(src.text_of(n.child_by_field_name("right")))) in extents
+        ),
+        None,
+    )
+    return fact(
+        "thread_owns_its_row",
+        split is None,
+        f"`{row}` indexes whole rows (it is never split by a row loop's extent)"
+        if split is None
+        else f"`{row}` is an element of a row ({T.squash(src.text_of(split))}, line {split.start_point.row + 1}): "
+        "the row's threads would each take a warp or block and repeat the row's loops",
+        "Layout",
+    )
+
+
 def _index_uses(src: CudaSource, body: ts.Node, allowed: tuple[ts.Node, ...]) -> list[ts.Node]:
     """Uses of threadIdx/blockIdx/blockDim in `body` outside the `allowed` expressions."""
     return [
@@ -282,6 +314,7 @@ class WarpPerRow(Operator):
                 "Pipeline",
             )
         )
+        out.facts.append(_owns_its_row(src, body, row))
         out.stores = tuple(self._stores_outside(src, fn, body, loops))
         if re.search(r"\blane\b", text) and "kl_lane" in text:
             out.facts.append(fact("lane_name_free", False, "both `lane` and `kl_lane` are taken", "Layout"))

@@ -419,6 +419,41 @@ void fail(const char* category, const char* fmt, ...) {
   _exit(86);
 }
 
+// ---- global-only loads and stores (__ldg, __ldcs, __stcs, ...) -------------------------------------------
+uint64_t shared_window(const volatile void* p);  // klemu_tc.cpp
+
+namespace {
+// The calling OS thread's stack: where a plain-loop kernel's locals live.
+bool on_os_stack(uintptr_t a) {
+  thread_local uintptr_t lo = 0, hi = 0;
+  if (!hi) {
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0) return false;
+    void* base = nullptr;
+    size_t sz = 0;
+    pthread_attr_getstack(&attr, &base, &sz);
+    pthread_attr_destroy(&attr);
+    lo = (uintptr_t)base;
+    hi = lo + sz;
+  }
+  return a >= lo && a < hi;
+}
+}  // namespace
+
+// A CUDA thread's locals are on its fiber stack (fiber mode) or on the OS thread's stack (plain loop):
+// on a GPU they are registers or local memory, and a global-only access to them faults.
+void check_global(const volatile void* p, const char* what, int line) {
+  const uintptr_t a = (uintptr_t)p, s = (uintptr_t)g_stacks;
+  const char* space = nullptr;
+  if ((g_stacks && a >= s && a < s + g_stack_size * kMaxThreads) || on_os_stack(a))
+    space = "local memory (a thread's register or stack copy)";
+  else if (shared_window(p))
+    space = "shared memory";
+  if (space)
+    fail("crash", "%s at line %d reads or writes %p, which is %s, not global memory (a GPU faults: "
+         "operation not supported on global/shared address space)", what, line, const_cast<const void*>(p), space);
+}
+
 // ---- shared memory -------------------------------------------------------------------------------------------
 void poison_shared(const volatile void* p, size_t n) { std::memset(const_cast<void*>(p), poison_byte(), n); }
 SharedRegGlobal::SharedRegGlobal(SharedReg* r) {

@@ -80,7 +80,8 @@ void register_shared(SharedReg* r) {
   r->id = g_nregions + 1;
 }
 
-uint64_t cvta_shared(const volatile void* pv, int line) {
+// The 32-bit shared address of a generic pointer into shared memory (one past the end included), or 0.
+uint64_t shared_window(const volatile void* pv) {
   const unsigned char* p = (const unsigned char*)const_cast<const void*>(pv);
   const unsigned char* d = (const unsigned char*)dyn_smem();
   if (d && p >= d && p <= d + dyn_smem_size()) return ((uint64_t)kDynRegion << 24) | (uint64_t)(p - d);
@@ -88,6 +89,11 @@ uint64_t cvta_shared(const volatile void* pv, int line) {
     const unsigned char* b = (const unsigned char*)const_cast<const void*>(g_regions[i]->p);
     if (p >= b && p <= b + g_regions[i]->n) return ((uint64_t)g_regions[i]->id << 24) | (uint64_t)(p - b);
   }
+  return 0;
+}
+
+uint64_t cvta_shared(const volatile void* pv, int line) {
+  if (uint64_t a = shared_window(pv)) return a;
   fail("crash", "line %d: __cvta_generic_to_shared / cvta.to.shared of %p, which is not shared memory", line, pv);
 }
 

@@ -155,17 +155,34 @@ static inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s) { u
 static inline unsigned __funnelshift_lc(unsigned lo, unsigned hi, unsigned s) { return __funnelshift_l(lo, hi, s > 31 ? 32 : s) ; }
 static inline unsigned __funnelshift_rc(unsigned lo, unsigned hi, unsigned s) { unsigned long long v = ((unsigned long long)hi << 32) | lo; return (unsigned)(v >> (s > 32 ? 32 : s)); }
 
-// ---- read-only loads ------------------------------------------------------------------------------
-template <class T> static inline T __ldg(const T* p) { return *p; }
-template <class T> static inline T __ldcg(const T* p) { return *p; }
-template <class T> static inline T __ldca(const T* p) { return *p; }
-template <class T> static inline T __ldcs(const T* p) { return *p; }
-template <class T> static inline T __ldlu(const T* p) { return *p; }
-template <class T> static inline T __ldcv(const T* p) { return *p; }
-template <class T> static inline void __stcg(T* p, T v) { *p = v; }
-template <class T> static inline void __stcs(T* p, T v) { *p = v; }
-template <class T> static inline void __stwb(T* p, T v) { *p = v; }
-template <class T> static inline void __stwt(T* p, T v) { *p = v; }
+// ---- global-only loads and stores ------------------------------------------------------------------
+// They compile to ld.global.* / st.global.*: on a GPU, an address that is not global memory (a local
+// copy in registers or on the stack, shared memory) faults, so the emulator refuses it too.
+namespace klemu {
+void check_global(const volatile void* p, const char* what, int line);
+}
+#define KLEMU_GLOBAL_LOAD(NAME)                                                                        \
+  template <class T> static inline T NAME(const T* p, int line = __builtin_LINE()) {                    \
+    ::klemu::check_global(p, #NAME, line);                                                             \
+    return *p;                                                                                         \
+  }
+#define KLEMU_GLOBAL_STORE(NAME)                                                                       \
+  template <class T> static inline void NAME(T* p, T v, int line = __builtin_LINE()) {                  \
+    ::klemu::check_global(p, #NAME, line);                                                             \
+    *p = v;                                                                                            \
+  }
+KLEMU_GLOBAL_LOAD(__ldg)
+KLEMU_GLOBAL_LOAD(__ldcg)
+KLEMU_GLOBAL_LOAD(__ldca)
+KLEMU_GLOBAL_LOAD(__ldcs)
+KLEMU_GLOBAL_LOAD(__ldlu)
+KLEMU_GLOBAL_LOAD(__ldcv)
+KLEMU_GLOBAL_STORE(__stcg)
+KLEMU_GLOBAL_STORE(__stcs)
+KLEMU_GLOBAL_STORE(__stwb)
+KLEMU_GLOBAL_STORE(__stwt)
+#undef KLEMU_GLOBAL_LOAD
+#undef KLEMU_GLOBAL_STORE
 
 // ---- atomics: fibers never preempt each other, so a plain read-modify-write is atomic --------------
 #define KLEMU_ATOMIC(NAME, T, EXPR)                                                                    \
