@@ -28,6 +28,7 @@ from klineage.deopt.smem_staging import SmemStaging
 from klineage.deopt.tensor_core import TensorCore
 from klineage.deopt.tile_size import TileSize
 from klineage.deopt.tree_addressing import TreeAddressing
+from klineage.deopt.tree_compaction import TreeCompaction
 from klineage.deopt.two_level_reduce import TwoLevelReduce
 from klineage.deopt.unrolled_tree import UnrolledTree
 from klineage.deopt.vectorize import Vectorize
@@ -50,6 +51,7 @@ _OPERATORS: list[Operator] = [
     CgReduce(),
     SmemPadding(),  # smem_layout
     TreeAddressing(),
+    TreeCompaction(),
     TwoLevelReduce(),
     SmemStaging(),  # staging
     Vectorize(),  # vectorization
