@@ -6,6 +6,7 @@ from klineage.deopt.base import Operator
 from klineage.deopt.block_atomic import BlockAtomic
 from klineage.deopt.block_per_row import BlockPerRow
 from klineage.deopt.cg_reduce import CgReduce
+from klineage.deopt.coalesced_mapping import CoalescedMapping
 from klineage.deopt.coarsening import Coarsening
 from klineage.deopt.deep_micro_tile import DeepMicroTile
 from klineage.deopt.fast_math import FastMath
@@ -67,6 +68,7 @@ _OPERATORS: list[Operator] = [
     RegisterBlocking(),
     WarpPerRow(),
     BlockPerRow(),
+    CoalescedMapping(),
     SizeDispatch(),
     GridReduce(),  # after size_dispatch: the step closest to the naive kernel
 ]
