@@ -47,7 +47,10 @@ def test_roundtrip_on_a_canonical_kernel_passes_the_gate(tmp_path: Path) -> None
     canon = canonical_form(src).source
     (site,) = op.find(canon)
     simpler = op.remove(canon, site)
-    assert "unsigned int index = 2 * s * t;" in simpler.text and "if (index < kBlock) buf[index] += buf[index + s];" in simpler.text
+    assert (
+        "unsigned int index = 2 * s * t;" in simpler.text
+        and "if (index < kBlock) buf[index] += buf[index + s];" in simpler.text
+    )
     assert op.find(simpler) == []
     assert_passes(simpler.text, CANON, tmp_path)
     (fwd,) = op.find_forward(simpler)
@@ -81,7 +84,9 @@ def test_refuses_a_tree_that_is_not_a_power_of_two() -> None:
 def test_the_strided_index_takes_a_name_the_function_does_not_use() -> None:
     """A kernel that already has an `index` gets another name: the tree must not shadow it."""
     op = TreeAddressing()
-    src = CudaSource.from_text(KERNEL.format(n=256, loop=SEQ).replace("unsigned int tid", "int index = 0; unsigned int tid"))
+    src = CudaSource.from_text(
+        KERNEL.format(n=256, loop=SEQ).replace("unsigned int tid", "int index = 0; unsigned int tid")
+    )
     (site,) = op.find(src)
     out = op.remove(src, site).text
     assert "unsigned int kl_index = 2 * s * tid;" in out

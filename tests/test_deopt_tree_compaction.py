@@ -50,7 +50,10 @@ def test_strided_index_tree_backward_is_the_modulo_tree_and_forward_restores_it(
     assert op.find(out) == [] and TreeAddressing().find(out) == []
     (fwd,) = op.find_forward(out)
     back = op.apply(out, fwd).text
-    assert "unsigned int index = 2 * stride * t;" in back and "if (index < blockDim.x) part[index] += part[index + stride];" in back
+    assert (
+        "unsigned int index = 2 * stride * t;" in back
+        and "if (index < blockDim.x) part[index] += part[index + stride];" in back
+    )
 
 
 def test_walk_from_sequential_passes_through_strided_to_modulo_under_the_gate(tmp_path: Path) -> None:
@@ -80,22 +83,35 @@ def test_registered() -> None:
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.sampled_from([2, 4, 8, 16, 32, 64, 128, 256]), st.integers(0, 2**31 - 1))
-def test_both_addressings_add_the_same_pairs_in_the_same_rounds(block: int, seed: int) -> None:
-    """Simulated on the host: the modulo tree and the strided-index tree give bit-identical sums."""
-    import random
-
-    rng = random.Random(seed)
-    vals = [rng.uniform(-1, 1) for _ in range(block)]
-    mod, strd = list(vals), list(vals)
-    s = 1
-    while s < block:
-        for t in range(block):
-            if t % (2 * s) == 0:
-                mod[t] += mod[t + s]
-        for t in range(block):
-            k = 2 * s * t
-            if k < block:
-                strd[k] += strd[k + s]
-        s *= 2
-    assert mod[0] == strd[0]
+@given(
+    block=st.sampled_from([32, 64, 128, 256, 1024]),
+    combine=st.sampled_from(["{a}[{i}] += {a}[{i} + {s}];", "{a}[{i}] = fmaxf({a}[{i}], {a}[{i} + {s}]);"]),
+    names=st.sampled_from(
+        [("part", "stride", "t", "k"), ("buf", "s", "tid", "idx"), ("red", "h", "me", "j")]
+    ),
+)
+def test_remove_then_apply_gives_the_strided_tree_back(
+    block: int, combine: str, names: tuple[str, ...]
+) -> None:
+    """Any array, stride, thread and index name, a sum or a max, any power-of-two block."""
+    a, s, t, i = names
+    text = (
+        STRIDED.replace("BLOCK 256", f"BLOCK {block}")
+        .replace("part[k] += part[k + stride];", combine.format(a=a, i=i, s=s))
+        .replace("part", a)
+        .replace("stride", s)
+        .replace("unsigned int t ", f"unsigned int {t} ")
+        .replace("* t;", f"* {t};")
+        .replace("[t]", f"[{t}]")
+        .replace("(t == 0)", f"({t} == 0)")
+        .replace("int k", f"int {i}")
+        .replace("(k <", f"({i} <")
+    )
+    op = TreeCompaction()
+    src = CudaSource.from_text(text)
+    (site,) = op.find(src)
+    out = op.remove(src, site)
+    assert f"if ({t} % (2 * {s}) == 0)" in out.text
+    (fwd,) = op.find_forward(out)
+    again = op.apply(out, fwd)
+    assert op.find(again) and f"= 2 * {s} * {t};" in again.text
