@@ -58,6 +58,7 @@ from klineage.materialize.measured import MeasuredTimes
 from klineage.materialize.providers.base import Move, ProposalRequest, Provider
 from klineage.materialize.record import RunRecorder, device_of, safe_name
 from klineage.skills import Skill, offered
+from klineage.source.canon import canonical_form
 from klineage.source.digest import source_hash
 from klineage.source.model import CudaSource
 from klineage.store.db import Store
@@ -155,6 +156,7 @@ class MaterializeResult:
     unmeasured: list[str] = field(default_factory=list)  # correct candidates judged without a time (hashes)
     explore: bool = False  # the run went on with the operator library after the skills ran out
     explored: list[str] = field(default_factory=list)  # the best kernel's steps that came from exploration
+    canonical: list[str] = field(default_factory=list)  # canon rules the start was rewritten by first
 
     @property
     def origins(self) -> dict[str, dict[str, int]]:
@@ -299,6 +301,7 @@ class _Run:
             offered(list(skills), opts.include_unverified) if opts.skills_mode == "all" else ([], [])
         )
         self.steps: list[StepRecord] = []
+        self.canonical: list[str] = []  # the canon rules the first line's head was rewritten by
         self.skipped_at_start: list[tuple[str, str]] = []
         self.gated = 0
         self.proposals = 0
@@ -377,9 +380,41 @@ class _Run:
             else None
         )
         self.start_timed = self._judged(start_source, self.start_gate)  # with its measured time, if any
-        self.line = Line(start_source, self.start_timed, None, None, None, [], [], source_hash(start_source))
+        head, head_gate = start_source, self.start_timed
+        if self.start_gate.accepted:
+            head, head_gate = self._canonical_start(start_source)
+        self.line = Line(head, head_gate, None, None, None, [], [], source_hash(head))
         self.best = self.line  # the best kernel over all lines (a line's head; replaced, never mutated)
         return self.start_gate.accepted
+
+    def _canonical_start(self, start_source: str) -> tuple[str, GateResult]:
+        """The first line's head: the start kernel's canonical form (klineage.source.canon) when
+        the rules change it and the gate accepts the result, else the start kernel itself. Skills
+        were mined on canonical forms, so their forward sites are found there; this gate run is
+        not a candidate (not counted in the budget). A canonical form the gate timed nothing for
+        keeps the start's time: the rules respell, they do not change what runs."""
+        try:
+            canon = canonical_form(CudaSource.from_text(start_source, self.opts.start_name))
+        except SourceError:
+            return start_source, self.start_timed
+        if not canon.changed:
+            return start_source, self.start_timed
+        text, name = canon.source.text, "start.canonical.cu"
+        self.rec.write_source(name, text)
+        r = gate(text, self.workload, self.gopts, name=name)
+        self.rec.gate_run(text, r)
+        rules = list(dict.fromkeys(canon.applied))
+        if not r.accepted:
+            self._say(
+                f"canonical form of the start kernel rejected ({r.category}); starting from it as given"
+            )
+            return start_source, self.start_timed
+        self.canonical = rules
+        self._say(f"starting from the canonical form of the start kernel ({', '.join(rules)})")
+        judged = self._judged(text, r)
+        if judged.timing is None and self.start_timed.timing is not None:
+            judged = dataclasses.replace(judged, timing=self.start_timed.timing)
+        return text, judged
 
     def _round(self) -> bool:
         """Pick the next move (and its alternatives), gate them, settle the tournament; False
@@ -615,6 +650,7 @@ class _Run:
             unmeasured=list(self.unmeasured),
             explore=self.opts.explore,
             explored=list(best.explored),
+            canonical=list(self.canonical),
         )
 
     def _save(self, status: str) -> MaterializeResult:

@@ -130,3 +130,24 @@ def test_removal_grows_a_fixed_shared_buffer_and_refuses_one_sized_at_launch(tmp
     (site,) = OP.find(ext)
     with pytest.raises(Refused, match="shared_covers_block"):
         OP.remove(ext, site)
+
+
+def test_canonical_form_template_sizes_as_body_constexprs(tmp_path: Path) -> None:
+    """The canonical form fixes the launch's template arguments as constexprs in the kernel's body;
+    the removal reads them as the block size and the factor and edits them with the launch."""
+    from klineage.source.canon import canonical_form
+
+    raw, folder = fixture("load_add", "items_chunk")
+    src = canonical_form(raw).source
+    assert "constexpr int THREADS = 128;" in src.text and "constexpr int ITEMS = 4;" in src.text
+    (site,) = OP.find(src)
+    assert all(p.holds for p in OP.removal_preconditions(src, site))
+    simpler = OP.remove(src, site)
+    assert "constexpr int THREADS = 512;" in simpler.text and "constexpr int ITEMS = 1;" in simpler.text
+    assert "<<<B, 512, 0, stream>>>" in simpler.text and "acc += in[base];" in simpler.text
+    assert_passes(simpler.text, folder, tmp_path)
+    (fwd,) = OP.find_forward(simpler)
+    assert all(p.holds for p in OP.preconditions(simpler, fwd)), OP.preconditions(simpler, fwd)
+    again = OP.apply(simpler, fwd)
+    assert "constexpr int THREADS = 256;" in again.text and "<<<B, 256, 0, stream>>>" in again.text
+    assert_passes(again.text, folder, tmp_path, "again.cu")

@@ -182,3 +182,47 @@ def test_half_tile_is_padded_by_one_word() -> None:
     )
     (site,) = OP.find_forward(src)
     assert "__shared__ __half t[32][32 + 2];" in OP.apply(src, site).text
+
+
+WMMA_STRIDE = """
+#include <cuda_fp16.h>
+#include <mma.h>
+using namespace nvcuda;
+#define A_LD 32
+__global__ void k(const __half* a, float* c) {
+    __shared__ __half tile[64][A_LD];
+    for (int i = threadIdx.x; i < 64 * 32; i += blockDim.x) tile[i / 32][i % 32] = a[i];
+    __syncthreads();
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+    wmma::load_matrix_sync(fa, &tile[(threadIdx.x / 32) * 16][0], A_LD);
+}
+"""
+
+
+def test_forward_pads_a_wmma_stride_constant_by_16_bytes_and_roundtrips() -> None:
+    """A row stride written as one `#define` that wmma reads as its leading dimension: the forward
+    step pads it at its definition by 16 bytes (8 halves, what wmma's ldm allows), and the
+    backward step reads that literal as padded and takes it back."""
+    src = CudaSource.from_text(WMMA_STRIDE)
+    (fwd,) = OP.find_forward(src)
+    assert fwd.details["kind"] == "stride" and fwd.details["constant"] == "A_LD"
+    assert all(p.holds for p in OP.preconditions(src, fwd))
+    padded = OP.apply(src, fwd)
+    assert "#define A_LD 40" in padded.text and "tile[64][A_LD]" in padded.text
+    (back,) = [s for s in OP.find(padded) if s.details["kind"] == "stride"]
+    assert normalize(OP.remove(padded, back).text) == normalize(src.text)
+
+
+def test_forward_pads_a_float_row_constant_by_one_word(tmp_path: Path) -> None:
+    """`tile[TILE][LD]` with `#define LD 32` (a stride distinct from the row count): LD becomes 33
+    at its definition, once (no second `[..][LD + 1]` site), and the transpose still passes."""
+    src, wl = load("smem_padding", "transpose_pad")
+    text = src.text.replace("#define ROWS 8", "#define ROWS 8\n#define LD 32").replace("[TILE + 1]", "[LD]")
+    plain = CudaSource.from_text(text)
+    (fwd,) = OP.find_forward(plain)
+    assert fwd.details["kind"] == "stride" and fwd.details["ldm"] == "0"
+    out = OP.apply(plain, fwd)
+    assert "#define LD 33" in out.text
+    passes_gate(out.text, wl, tmp_path)
+    same = CudaSource.from_text(src.text.replace("[TILE + 1]", "[TILE]"))  # TILE also counts the rows
+    assert [s.details["kind"] for s in OP.find_forward(same)] == ["padding"]

@@ -55,3 +55,32 @@ extern "C" void launch(float* y, int n, cudaStream_t s) { k<<<n / kBlockThreads,
 def test_scratch_counts_are_not_sizes() -> None:
     src = CudaSource.from_text("constexpr int kMaxPartials = 2048;\nconstexpr int kSmemBytes = 4096;\n")
     assert OP.find(src) == []
+
+
+UNREAD = """
+#define THREAD_PER_BLOCK 256
+#define TILE_ROWS 64
+#define TILE_ELEMS (TILE_ROWS * 4)
+// THREAD_PER_BLOCK is the block the old version used
+template <unsigned int blockSize>
+__global__ void sums(const float* in, float* out) {
+    __shared__ float buf[TILE_ELEMS];
+    buf[threadIdx.x] = in[blockIdx.x * blockSize + threadIdx.x];
+    __syncthreads();
+    if (threadIdx.x == 0) out[blockIdx.x] = buf[0] + buf[blockSize - 1];
+}
+extern "C" void launch(const float* in, float* out, int n, cudaStream_t s) {
+    sums<128><<<n / 128, 128, 0, s>>>(in, out);
+}
+"""
+
+
+def test_refuses_a_size_nothing_reads() -> None:
+    """A leftover `#define` no code reads (only a comment names it): changing it changes no
+    kernel, so it is no tuning step. A size read only through another macro is still read."""
+    op = TileSize()
+    src = CudaSource.from_text(UNREAD)
+    by_name = {s.details["name"]: s for s in op.find(src)}
+    with pytest.raises(Refused, match="size_is_read"):
+        op.remove(src, by_name["THREAD_PER_BLOCK"])
+    assert "#define TILE_ROWS 32" in op.remove(src, by_name["TILE_ROWS"]).text

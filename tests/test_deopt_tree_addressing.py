@@ -1,4 +1,4 @@
-"""tree_addressing: sequential <-> interleaved addressing of a shared-memory reduction tree."""
+"""tree_addressing: sequential <-> strided-index addressing of a shared-memory reduction tree."""
 
 from __future__ import annotations
 
@@ -47,7 +47,11 @@ def test_roundtrip_on_a_canonical_kernel_passes_the_gate(tmp_path: Path) -> None
     canon = canonical_form(src).source
     (site,) = op.find(canon)
     simpler = op.remove(canon, site)
-    assert "t % (2 * s) == 0" in simpler.text and op.find(simpler) == []
+    assert (
+        "unsigned int index = 2 * s * t;" in simpler.text
+        and "if (index < kBlock) buf[index] += buf[index + s];" in simpler.text
+    )
+    assert op.find(simpler) == []
     assert_passes(simpler.text, CANON, tmp_path)
     (fwd,) = op.find_forward(simpler)
     assert normalize(op.apply(simpler, fwd).text) == normalize(canon.text)
@@ -58,7 +62,7 @@ def test_max_tree_and_strided_variant() -> None:
     src = CudaSource.from_text(KERNEL.format(n=256, loop=SEQ))
     (site,) = op.find(src)
     assert "fmaxf" in site.summary
-    assert "v[tid] = fmaxf(v[tid], v[tid + s]);" in op.remove(src, site).text
+    assert "if (index < THREADS) v[index] = fmaxf(v[index], v[index + s]);" in op.remove(src, site).text
     strided = CudaSource.from_text(KERNEL.format(n=256, loop=STRIDED))
     (fwd,) = op.find_forward(strided)
     assert fwd.details["form"] == "strided"
@@ -75,3 +79,16 @@ def test_refuses_a_tree_that_is_not_a_power_of_two() -> None:
     (site,) = op.find(src)
     with pytest.raises(Refused, match="power_of_two_tree"):
         op.remove(src, site)
+
+
+def test_the_strided_index_takes_a_name_the_function_does_not_use() -> None:
+    """A kernel that already has an `index` gets another name: the tree must not shadow it."""
+    op = TreeAddressing()
+    src = CudaSource.from_text(
+        KERNEL.format(n=256, loop=SEQ).replace("unsigned int tid", "int index = 0; unsigned int tid")
+    )
+    (site,) = op.find(src)
+    out = op.remove(src, site).text
+    assert "unsigned int kl_index = 2 * s * tid;" in out
+    (fwd,) = op.find_forward(CudaSource.from_text(out))
+    assert fwd.details["form"] == "strided"

@@ -368,3 +368,18 @@ def test_candidate_gate_options_leave_the_cpu_gate_alone() -> None:
     assert candidate_gate_options(cuda).extra == {"reps": 5, "skip_reference": True} and cuda.extra == {
         "reps": 5
     }
+
+
+def test_start_kernel_is_read_in_canonical_form(wl, tmp_path: Path) -> None:  # noqa: ANN001
+    """A block size spelled as an enum is a compile-time constant only once canonicalized (the
+    skills were mined on canonical forms): the run starts from the canonical form, gated but not
+    counted in the budget, and launch_bounds' forward site is found there."""
+    start = NAIVE.replace(
+        "#include <cuda_runtime.h>\n", "#include <cuda_runtime.h>\nenum { kBlock = 128 };\n"
+    ).replace("<<<(n + 127) / 128, 128, 0, stream>>>", "<<<(n + kBlock - 1) / kBlock, kBlock, 0, stream>>>")
+    res = materialize(
+        wl, start, scale_skills(), make_provider("offline"), 3, MaterializeOptions(out_dir=tmp_path)
+    )
+    assert res.canonical == ["enum_to_constexpr"] and (tmp_path / "start.canonical.cu").is_file()
+    assert "launch_bounds-scale_test" in res.applied and res.gated == len(res.steps) <= 3
+    assert "constexpr int kBlock = 128;" in res.best_source and "__launch_bounds__(128)" in res.best_source

@@ -38,6 +38,7 @@ from klineage.deopt.rows import BLOCK_COOP, COLLECTIVE, fact, fn_texts, reaches
 from klineage.source import edit
 from klineage.source.constructs import Function
 from klineage.source.model import CudaSource
+from klineage.source.syntax import IntConstant, int_constants
 
 #: elements per thread the forward step adds during the load
 FACTOR = 2
@@ -58,14 +59,24 @@ class _Index:
     fn: ts.Node
     decl: ts.Node  # the init_declarator
     var: str
-    block: str  # S: `blockDim.x` or a template parameter
+    block: str  # S: `blockDim.x`, a template parameter or a constexpr of the kernel's body
     factor: str  # F ("1" when the index is not scaled)
     uses: tuple[ts.Node, ...]  # identifier uses of `var` after its declaration
 
 
+def _local_sizes(src: CudaSource, fn: ts.Node) -> dict[str, IntConstant]:
+    """The integer constexprs declared in a kernel's body: what a template size fixed at every launch
+    becomes in the canonical form (`constexpr unsigned int blockSize = 128;`)."""
+    return {
+        c.name: c
+        for c in int_constants(src)
+        if c.kind == "constexpr" and fn.start_byte <= c.start and c.end <= fn.end_byte
+    }
+
+
 def _indices(src: CudaSource, k: Function) -> list[_Index]:
     fn = src.node_for(k)
-    tparams = {tp.name for tp in k.template_params}
+    tparams = {tp.name for tp in k.template_params} | set(_local_sizes(src, fn))
     out = []
     for d in T.walk(fn):
         value = d.child_by_field_name("value") if d.type == "init_declarator" else None
@@ -286,7 +297,7 @@ class LoadAdd(Operator):
         return facts
 
     def _launch_edits(self, src: CudaSource, ix: _Index, grow: bool) -> list[edit.Edit]:
-        edits = []
+        edits, new_block = [], 0
         names = [tp.name for tp in ix.kernel.template_params]
         for ls in T.launches_of(src, ix.kernel.name):
             block = _block_of(src, ls)
@@ -299,6 +310,14 @@ class LoadAdd(Operator):
                 edits.append(edit.replace(targs[names.index(ix.block)], str(new)))
             if grow and ix.factor in names and names.index(ix.factor) < len(targs):
                 edits.append(edit.replace(targs[names.index(ix.factor)], "1"))
+            new_block = new
+        local = _local_sizes(src, ix.fn)
+        if ix.block in local and edits:  # one value for every launch (the facts checked S == block)
+            c = local[ix.block]
+            edits.append(edit.Edit(c.start, c.end, str(new_block)))
+        if grow and ix.factor in local:
+            c = local[ix.factor]
+            edits.append(edit.Edit(c.start, c.end, "1"))
         return edits
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
@@ -410,11 +429,13 @@ class LoadAdd(Operator):
             block = _block_of(src, ls)
             if block is None:
                 continue
+            own = {c.start for name, c in _local_sizes(src, ix.fn).items() if name == ix.block}
             tied = sorted(
                 {
                     src.text_of(n)
                     for n in T.walk(ix.fn)
                     if n.type == "number_literal"
+                    and n.start_byte not in own  # S's own value: the step edits it with the block
                     and T.eval_int(src.text_of(n), {}) in (block, block // 2)
                     and not any(
                         a.type == "array_declarator"

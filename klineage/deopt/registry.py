@@ -6,6 +6,7 @@ from klineage.deopt.base import Operator
 from klineage.deopt.block_atomic import BlockAtomic
 from klineage.deopt.block_per_row import BlockPerRow
 from klineage.deopt.cg_reduce import CgReduce
+from klineage.deopt.coalesced_mapping import CoalescedMapping
 from klineage.deopt.coarsening import Coarsening
 from klineage.deopt.deep_micro_tile import DeepMicroTile
 from klineage.deopt.fast_math import FastMath
@@ -28,6 +29,7 @@ from klineage.deopt.smem_staging import SmemStaging
 from klineage.deopt.tensor_core import TensorCore
 from klineage.deopt.tile_size import TileSize
 from klineage.deopt.tree_addressing import TreeAddressing
+from klineage.deopt.tree_compaction import TreeCompaction
 from klineage.deopt.two_level_reduce import TwoLevelReduce
 from klineage.deopt.unrolled_tree import UnrolledTree
 from klineage.deopt.vectorize import Vectorize
@@ -50,6 +52,7 @@ _OPERATORS: list[Operator] = [
     CgReduce(),
     SmemPadding(),  # smem_layout
     TreeAddressing(),
+    TreeCompaction(),
     TwoLevelReduce(),
     SmemStaging(),  # staging
     Vectorize(),  # vectorization
@@ -65,6 +68,7 @@ _OPERATORS: list[Operator] = [
     RegisterBlocking(),
     WarpPerRow(),
     BlockPerRow(),
+    CoalescedMapping(),
     SizeDispatch(),
     GridReduce(),  # after size_dispatch: the step closest to the naive kernel
 ]

@@ -5,7 +5,10 @@ Backward: the padding goes (`[T][T + 1]` -> `[T][T]`), or every XOR of the array
 dropped (`c ^ f(r)` -> `c`). Dropping a swizzle keeps the function only when every access of the
 array is swizzled the same way (a consistent bijection within each row), so an unswizzled access
 refuses. Forward: a 2-D 4-byte tile whose rows are a multiple of 32 words and that is walked down
-a column by consecutive threads gets one word of padding.
+a column by consecutive threads gets one word of padding; a row stride written as one constant
+(`#define LDS 32`, the last dimension of a shared array or a wmma leading dimension, never
+compared) is padded at its definition: by 16 bytes where a matrix load/store reads it (wmma's ldm
+is in 16-byte units), else by one word.
 """
 
 from __future__ import annotations
@@ -188,10 +191,9 @@ def _strip_parens(t: str) -> str:
     return t
 
 
-def padded_constant(src: CudaSource, name: str) -> tuple[int, int, str, str] | None:
-    """(start, end, base, pad) of the one definition of a row-stride constant written padded:
-    `#define STRIDE (TILE + 1)`, `constexpr int kLd = kK + kPad;`, or a literal that is a power of
-    two of at least 16 elements plus a small pad (`#define AB_SMEM_STRIDE 40`: 32 + 8)."""
+def stride_definition(src: CudaSource, name: str) -> tuple[int, int, str] | None:
+    """(start, end, text) of the value of the one definition of `name` (`#define`, `constexpr` or
+    `const`), when no preprocessor test reads it."""
     rx = [
         re.compile(rf"^[ \t]*#[ \t]*define[ \t]+{re.escape(name)}[ \t]+([^\n]*?)[ \t]*(?://[^\n]*)?$", re.M),
         re.compile(
@@ -202,9 +204,17 @@ def padded_constant(src: CudaSource, name: str) -> tuple[int, int, str, str] | N
     if len(defs) != 1 or re.search(rf"#\s*(?:if|ifdef|ifndef|elif)\b[^\n]*\b{re.escape(name)}\b", src.text):
         return None
     m = defs[0]
-    text = m.group(1)
     start = len(src.text[: m.start(1)].encode())
-    end = start + len(text.encode())
+    return start, start + len(m.group(1).encode()), m.group(1)
+
+
+def padded_constant(src: CudaSource, name: str) -> tuple[int, int, str, str] | None:
+    """(start, end, base, pad) of the one definition of a row-stride constant written padded:
+    `#define STRIDE (TILE + 1)`, `constexpr int kLd = kK + kPad;`, or a literal that is a power of
+    two of at least 16 elements plus a small pad (`#define AB_SMEM_STRIDE 40`: 32 + 8)."""
+    if (found := stride_definition(src, name)) is None:
+        return None
+    start, end, text = found
     if (pm := _PADDED.match(_strip_parens(text))) is not None:
         return start, end, pm.group("base"), pm.group("pad")
     v = resolve_int(src, text)
@@ -264,6 +274,21 @@ def _flat_padding(src: CudaSource, decl: SharedDecl) -> tuple[str, list[ts.Node]
             missing.append(f"line {u.start_point.row + 1}")
         nodes += same
     return key, nodes, missing
+
+
+def _ldm_names(src: CudaSource, d: SharedDecl) -> list[str]:
+    """The constants a matrix load/store in `d`'s function passes as its leading dimension
+    (`wmma::store_matrix_sync(p, frag, C_STRIDE, ...)`)."""
+    fn = src.function(d.function) if d.function else None
+    out: list[str] = []
+    if fn is None:
+        return out
+    for call in X.calls_in(src.node_for(fn), lambda n: n.endswith(("load_matrix_sync", "store_matrix_sync"))):
+        args = call.child_by_field_name("arguments")
+        ld = args.named_children[2] if args is not None and len(args.named_children) >= 3 else None
+        if ld is not None and ld.type == "identifier" and src.text_of(ld) not in out:
+            out.append(src.text_of(ld))
+    return out
 
 
 class SmemPadding(Operator):
@@ -343,15 +368,7 @@ class SmemPadding(Operator):
             names = [last] if last not in {x.strip() for x in d.dims[:-1]} else []
         else:
             names = re.findall(r"[A-Za-z_]\w*", last) if "*" in last else []
-        fn = src.function(d.function) if d.function else None
-        if fn is not None:
-            for call in X.calls_in(
-                src.node_for(fn), lambda n: n.endswith(("load_matrix_sync", "store_matrix_sync"))
-            ):
-                args = call.child_by_field_name("arguments")
-                ld = args.named_children[2] if args is not None and len(args.named_children) >= 3 else None
-                if ld is not None and ld.type == "identifier" and src.text_of(ld) not in names:
-                    names.append(src.text_of(ld))
+        names += [n for n in _ldm_names(src, d) if n not in names]
         out = []
         for name in names:
             if (
@@ -360,6 +377,24 @@ class SmemPadding(Operator):
                 and (c := padded_constant(src, name)) is not None
             ):
                 out.append((name, c))
+        return out
+
+    def _plain_strides(self, src: CudaSource, d: SharedDecl) -> list[tuple[str, int, bool]]:
+        """(name, value, read as a matrix load/store's leading dimension) of the unpadded stride
+        constants of `d` (a power of two of at least 16 elements, defined once, never compared):
+        where the forward step pads a stride written as one constant."""
+        last = d.dims[-1].strip() if len(d.dims) >= 2 else ""
+        rows = {x.strip() for x in d.dims[:-1]}
+        names: dict[str, bool] = (
+            {last: False} if re.fullmatch(r"[A-Za-z_]\w*", last) and last not in rows else {}
+        )
+        names.update(dict.fromkeys(_ldm_names(src, d), True))
+        out = []
+        for name, ldm in names.items():
+            found = stride_definition(src, name)
+            v = resolve_int(src, found[2]) if found is not None else None
+            if v is not None and v >= 16 and v & (v - 1) == 0 and not _compared(src, name):
+                out.append((name, v, ldm))
         return out
 
     def _decl(self, src: CudaSource, site: Site) -> SharedDecl:
@@ -471,7 +506,26 @@ class SmemPadding(Operator):
     def find_forward(self, src: CudaSource) -> list[Site]:
         sites = []
         for d in self._decls(src):
-            if len(d.dims) == 2 and not _PADDED.match(d.dims[-1].strip()) and not _xors(src, d)[0]:
+            strides = self._plain_strides(src, d)
+            for name, v, ldm in strides:
+                sites.append(
+                    self.site(
+                        src,
+                        d,
+                        f"shared {d.name}{d.dims_text}: row stride {name} = {v} could be padded",
+                        kind="stride",
+                        array=d.name,
+                        constant=name,
+                        base=str(v),
+                        ldm="1" if ldm else "0",
+                    )
+                )
+            if (
+                len(d.dims) == 2
+                and not _PADDED.match(d.dims[-1].strip())
+                and not _xors(src, d)[0]
+                and d.dims[-1].strip() not in {n for n, _, _ in strides}  # padded at its definition
+            ):
                 sites.append(
                     self.site(
                         src,
@@ -495,6 +549,8 @@ class SmemPadding(Operator):
                     "Layout",
                 )
             ]
+        if site.details.get("kind") == "stride":
+            return self._stride_facts(src, d, site)
         cols = launch_fixed_int(src, d.function, site.details["base"])
         elem = " ".join(w for w in d.element_type.split() if w not in ("const", "volatile"))
         column_walk = [
@@ -543,8 +599,48 @@ class SmemPadding(Operator):
             ),
         ]
 
+    def _stride_pad(self, d: SharedDecl, site: Site) -> int | None:
+        """Elements of padding: 16 bytes where a matrix load/store reads the stride (wmma wants a
+        leading dimension of whole 16-byte units), else one 4-byte bank word."""
+        elem = " ".join(w for w in d.element_type.split() if w not in ("const", "volatile"))
+        word = _pad_elements(elem)
+        if word is None:
+            return None
+        return 4 * word if site.details.get("ldm") == "1" else word
+
+    def _stride_facts(self, src: CudaSource, d: SharedDecl, site: Site) -> list[Precondition]:
+        name = site.details["constant"]
+        plain = any(n == name for n, _, _ in self._plain_strides(src, d))
+        pad = self._stride_pad(d, site)
+        return [
+            Precondition(
+                "stride_defined_once",
+                plain,
+                f"{name} is defined once as a power of two of at least 16 and never compared (a stride, not a size)"
+                if plain
+                else f"{name} is not one unpadded stride definition",
+                "Layout",
+            ),
+            Precondition(
+                "bank_word_elements",
+                pad is not None,
+                f"{d.element_type} elements: the stride grows by {pad}"
+                if pad is not None
+                else f"{d.element_type} elements are neither 4 nor 2 bytes",
+                "Data types",
+            ),
+        ]
+
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
         d = self._decl(src, site)
+        if site.details.get("kind") == "stride":
+            found = stride_definition(src, site.details["constant"])
+            pad = self._stride_pad(d, site)
+            if found is None or pad is None:
+                raise Refused(f"{self.name}: {site.details['constant']} is not one stride definition")
+            return edit.apply_edits(
+                src, [edit.Edit(found[0], found[1], str(int(site.details["base"]) + pad))]
+            )
         node = src.node_for(d)
         outer = next(
             n

@@ -16,6 +16,7 @@ import re
 from klineage.deopt import _threads as T
 from klineage.deopt.base import Operator, Precondition, Refused, Site
 from klineage.source import edit
+from klineage.source import syntax as S
 from klineage.source.model import CudaSource
 from klineage.source.syntax import int_constants
 
@@ -45,6 +46,18 @@ def _template_sites(src: CudaSource) -> list[tuple[str, int, str, int]]:
                 continue
             out.setdefault((k.name, i, int(arg)), tp.name)
     return [(k, i, name, v) for (k, i, v), name in out.items()]
+
+
+def mentions(src: CudaSource, name: str) -> int:
+    """How often `name` is written as an identifier (comments excluded), its definition included;
+    a macro's replacement text counts too, it is not parsed into identifiers."""
+    n = 0
+    for node in S.walk(src.tree.root_node):
+        if node.type == "identifier" and src.text_of(node) == name:
+            n += 1
+        elif node.type == "preproc_arg":
+            n += len(re.findall(rf"\b{re.escape(name)}\b", src.text_of(node)))
+    return n
 
 
 def smaller(value: int) -> int:
@@ -159,6 +172,18 @@ class TileSize(Operator):
             )
         if threads and d["kind"] == "template":
             facts += self._covers_block(src, site, old, new)
+        if d["kind"] != "template":
+            read = mentions(src, d["name"]) > 1
+            facts.append(
+                Precondition(
+                    "size_is_read",
+                    read,
+                    f"{d['name']} is read outside its definition"
+                    if read
+                    else f"nothing reads {d['name']}: changing it changes no kernel (a step that does nothing)",
+                    "Layout",
+                )
+            )
         return facts
 
     def _covers_block(self, src: CudaSource, site: Site, old: int, new: int) -> list[Precondition]:
