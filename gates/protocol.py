@@ -555,7 +555,7 @@ def _check_one(
             return Verdict(
                 "nondeterministic",
                 f"output '{t.name}' differs between two runs ({_schedule_words(runner)}) at index {idx}: "
-                f"{_elem(a, idx)} vs {_elem(b, idx)} ({where})",
+                "{} vs {} ({})".format(*_elem_pair(a, b, idx), where),
                 checks,
             )
     for t in outs:
@@ -670,6 +670,19 @@ def _accumulation_hint(
 def _elem(t: torch.Tensor, idx: Sequence[int]) -> str:
     v = t[tuple(idx)].item()
     return f"{v:.6g}" if isinstance(v, float) else str(v)
+
+
+def _elem_pair(a: torch.Tensor, b: torch.Tensor, idx: Sequence[int]) -> tuple[str, str]:
+    """Two elements known to differ, printed with as many digits as it takes to see it: a
+    last-bit difference (an atomic sum's order) reads equal at six digits."""
+    x, y = a[tuple(idx)].item(), b[tuple(idx)].item()
+    if not (isinstance(x, float) and isinstance(y, float)):
+        return str(x), str(y)
+    for digits in (6, 9, 12, 17):
+        sx, sy = f"{x:.{digits}g}", f"{y:.{digits}g}"
+        if sx != sy:
+            return sx, sy
+    return x.hex(), y.hex()
 
 
 def _schedule_words(runner: Runner) -> str:

@@ -278,3 +278,18 @@ def test_accumulation_tolerance_accepts_honest_and_rejects_wrong(tmp_path: Path)
 def test_bad_accumulation_tolerance_is_one_clear_problem(tmp_path: Path, tol: str, words: str) -> None:
     with pytest.raises(WorkloadError, match=words):
         _rowsum_workload(tmp_path, tol)
+
+
+@pytest.mark.parametrize(
+    ("x", "y"), [(-0.000137417, -0.000137417 * (1 + 2**-52)), (1.0, 2.0), (3.0, 3.0000001)]
+)
+def test_a_nondeterministic_verdict_prints_values_that_differ(x: float, y: float) -> None:
+    """Two runs that differ in the last bit (an atomic sum's order) read equal at six digits; the
+    verdict prints as many digits as it takes to show the difference, and no more."""
+    from klineage.gates.protocol import _elem_pair
+
+    a, b = torch.tensor([[x]], dtype=torch.float64), torch.tensor([[y]], dtype=torch.float64)
+    sx, sy = _elem_pair(a, b, [0, 0])
+    assert sx != sy, (sx, sy)
+    if f"{x:.6g}" != f"{y:.6g}":
+        assert (sx, sy) == (f"{x:.6g}", f"{y:.6g}")
