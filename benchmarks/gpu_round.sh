@@ -80,7 +80,9 @@ for s in "$@"; do
       cp "$DB" "$OUT/mine/mined.duckdb" ;;
     materialize) stage materialize "${KL_MATERIALIZE_S:-420}" python3 benchmarks/materialize_bench.py --db "$DB" \
       --backend cuda --modes "${KL_MODES:-curriculum,random,none}" ${KL_WORKLOADS:+--workloads "$KL_WORKLOADS"} \
-      --jobs "${KL_JOBS:-8}" --out "$OUT/materialize" ;;
+      --jobs "${KL_JOBS:-8}" --out "$OUT/materialize"
+      # the worker's per-candidate phases (load, correctness, profile): where the loop's time goes
+      cp "$KLINEAGE_HOME/resident-worker.log" "$OUT/materialize/worker.log" 2>/dev/null ;;
     judge)
       run=${KL_JUDGE_RUN:-.gpu/r1}
       stage judge "${KL_JUDGE_S:-560}" python3 -m klineage timings bench --suite corpus \
