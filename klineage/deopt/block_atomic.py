@@ -207,7 +207,7 @@ class BlockAtomic(Operator):
 
     def _g(self, src: CudaSource, site: Site) -> tuple[_Guarded, ts.Node]:
         node = src.node_at(site.anchor)
-        k = next((k for k in src.kernels if k.name == site.details.get("kernel")), None)
+        k = src.kernel(site.details.get("kernel"))
         if node is None or k is None:
             raise Refused(f"{self.name}: site {site.anchor} not found")
         fn = src.node_for(k)

@@ -25,7 +25,7 @@ import tree_sitter as ts
 from klineage.deopt import _threads as T
 from klineage.source.constructs import Function, LaunchSite
 from klineage.source.model import CudaSource
-from klineage.source.syntax import eval_int, file_constants, paren, squash, subst_idents
+from klineage.source.syntax import eval_int, file_constants, paren, squash, subst_idents, unparenthesized
 
 #: conversion calls and the type they return (a factor `conv(P[i])` is staged converted)
 _CONVERSIONS = {"__bfloat162float": "float", "__half2float": "float", "float": "float", "double": "double"}
@@ -323,8 +323,7 @@ def _update(src: CudaSource, stmt: ts.Node) -> tuple[str, str, str, str]:
     if left is None or right is None or op is None or left.type != "identifier":
         raise NotGemm("the K loop does not accumulate into a scalar local")
     acc = src.text_of(left)
-    while right.type == "parenthesized_expression":
-        right = right.named_children[0]
+    right = unparenthesized(right)
     if op.type == "=" and right.type == "call_expression":
         args = T.call_args(right)
         if T.call_name(right) in ("fmaf", "fma", "__fmaf_rn") and len(args) == 3:
@@ -345,8 +344,7 @@ def _update(src: CudaSource, stmt: ts.Node) -> tuple[str, str, str, str]:
             raise NotGemm("the K loop's update is not acc + X * Y")
     elif op.type != "+=":
         raise NotGemm("the K loop's update is not acc += X * Y")
-    while right.type == "parenthesized_expression":
-        right = right.named_children[0]
+    right = unparenthesized(right)
     if right.type != "binary_expression" or src.text_of(right.child_by_field_name("operator")) != "*":
         raise NotGemm("the accumulated value is not a product of two factors")
     return (

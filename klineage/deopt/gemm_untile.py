@@ -31,7 +31,7 @@ from klineage.deopt import _cexpr as X
 from klineage.deopt import _threads as T
 from klineage.source.constructs import Function
 from klineage.source.model import CudaSource
-from klineage.source.syntax import eval_int, file_constants, paren, squash
+from klineage.source.syntax import eval_int, file_constants, paren, squash, unparenthesized
 
 #: element type -> the conversion to the accumulator's float when the two differ
 TO_FLOAT = {"__nv_bfloat16": "__bfloat162float", "__half": "__half2float", "half": "__half2float"}
@@ -118,8 +118,7 @@ def _axes(defs: list[_Def], text: str, pos: int, depth: int = 8) -> set[str]:
 
 
 def _terms(node: ts.Node) -> list[ts.Node]:
-    while node.type == "parenthesized_expression" and node.named_child_count == 1:
-        node = node.named_children[0]
+    node = unparenthesized(node)
     op = node.child_by_field_name("operator")
     if node.type == "binary_expression" and op is not None and op.type == "+":
         return _terms(node.child_by_field_name("left")) + _terms(node.child_by_field_name("right"))  # type: ignore[arg-type]

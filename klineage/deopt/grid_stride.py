@@ -104,10 +104,6 @@ def _balanced(t: str) -> bool:
     return depth == 0 and bool(t)
 
 
-def _kernel_fn(src: CudaSource, name: str) -> Function | None:
-    return next((k for k in src.kernels if k.name == name), None)
-
-
 def _grid_loops(src: CudaSource, fn: ts.Node) -> list[_Loop]:
     out = []
     for n in T.walk(fn):
@@ -171,7 +167,7 @@ class GridStride(Operator):
 
     def _loop(self, src: CudaSource, site: Site) -> tuple[_Loop, Function, ts.Node]:
         node = src.node_at(site.anchor)
-        kernel = _kernel_fn(src, site.details.get("kernel", ""))
+        kernel = src.kernel(site.details.get("kernel", ""))
         if node is None or kernel is None:
             raise Refused(f"{self.name}: site {site.anchor} not found")
         fn = src.node_for(kernel)
@@ -360,7 +356,7 @@ class GridStride(Operator):
         return sites
 
     def _forward_parts(self, src: CudaSource, site: Site) -> tuple[ts.Node, ts.Node, str, Function, ts.Node]:
-        kernel = _kernel_fn(src, site.details.get("kernel", ""))
+        kernel = src.kernel(site.details.get("kernel", ""))
         if kernel is None:
             raise Refused(f"{self.name}: kernel {site.details.get('kernel')} not found")
         fn = src.node_for(kernel)

@@ -225,7 +225,7 @@ class LoadAdd(Operator):
 
     def _index(self, src: CudaSource, site: Site, scaled: bool) -> _Index:
         node = src.node_at(site.anchor)
-        k = next((k for k in src.kernels if k.name == site.details.get("kernel")), None)
+        k = src.kernel(site.details.get("kernel"))
         ix = next((x for x in _indices(src, k) if x.decl == node), None) if k is not None else None
         if ix is None or (ix.factor == "1") == scaled:
             raise Refused(f"{self.name}: no {'scaled ' if scaled else ''}chunk index at {site.anchor}")

@@ -24,9 +24,8 @@ import tree_sitter as ts
 from klineage.deopt import _cexpr as X
 from klineage.deopt import _threads as T
 from klineage.source import edit
-from klineage.source.constructs import Function
 from klineage.source.model import CudaSource
-from klineage.source.syntax import squash, written_names
+from klineage.source.syntax import squash, unparenthesized, written_names
 
 PACK_BYTES = 16
 _SIDE_EFFECT = frozenset({"assignment_expression", "update_expression"})
@@ -35,15 +34,11 @@ _INT_CAST = re.compile(r"reinterpret_cast<unsignedlonglong>\(")
 _MODULO_ZERO = re.compile(rf"%{PACK_BYTES}u\)==0$")
 
 
-def _kernel(src: CudaSource, name: str) -> Function | None:
-    return next((k for k in src.kernels if k.name == name), None)
-
-
 def refusals(src: CudaSource, fn: ts.Node, arrays: list[tuple[str, str]]) -> list[str]:
     """Why the launches of kernel `fn` cannot shrink their grid for packs of `arrays`
     ((name, base) pairs); empty when every launch can (or the file launches it nowhere)."""
     name = X.N.func_name(fn)
-    kernel = _kernel(src, name)
+    kernel = src.kernel(name)
     launches = T.launches_of(src, name)
     if kernel is None or not launches:
         return []
@@ -84,7 +79,7 @@ def shrink(src: CudaSource, fn: ts.Node, arrays: list[str], width: int) -> list[
     """Edits giving every launch of kernel `fn` ceil(G / width) blocks when the packed pointers
     (`arrays`, kernel parameters) are aligned, G blocks otherwise."""
     name = X.N.func_name(fn)
-    kernel = _kernel(src, name)
+    kernel = src.kernel(name)
     if kernel is None:
         return []
     out = []
@@ -96,18 +91,12 @@ def shrink(src: CudaSource, fn: ts.Node, arrays: list[str], width: int) -> list[
     return out
 
 
-def _unparen(n: ts.Node) -> ts.Node:
-    while n.type == "parenthesized_expression" and n.named_child_count == 1:
-        n = n.named_children[0]
-    return n
-
-
 def restore(src: CudaSource, fn: ts.Node) -> list[edit.Edit]:
     """Edits giving back G to each launch of kernel `fn` whose grid is `(aligned(...) ? ... : G)`."""
     out = []
     for ls in T.launches_of(src, X.N.func_name(fn)):
         cfg = T.config_nodes(src, ls)
-        cond = _unparen(cfg[0]) if cfg else None
+        cond = unparenthesized(cfg[0]) if cfg else None
         if cond is None or cond.type != "conditional_expression":
             continue
         test, alt = cond.child_by_field_name("condition"), cond.child_by_field_name("alternative")

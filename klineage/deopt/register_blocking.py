@@ -138,7 +138,7 @@ class RegisterBlocking(Operator):
         self, src: CudaSource, site: Site, forward: bool
     ) -> tuple[list[Precondition], list[tuple[IntConstant, int]]]:
         d = site.details
-        kernel = next((k for k in src.kernels if k.name == d.get("kernel")), None)
+        kernel = src.kernel(d.get("kernel"))
         if kernel is None:
             raise Refused(f"{self.name}: kernel {d.get('kernel')} not found")
         facts: list[Precondition] = []

@@ -38,7 +38,7 @@ def _template_sites(src: CudaSource) -> list[tuple[str, int, str, int]]:
     """(kernel, template parameter index, parameter name, literal value) passed at launches."""
     out: dict[tuple[str, int, int], str] = {}
     for ls in src.launch_sites:
-        k = next((k for k in src.kernels if k.name == ls.name), None)
+        k = src.kernel(ls.name)
         if k is None:
             continue
         for i, (tp, arg) in enumerate(zip(k.template_params, ls.template_args, strict=False)):
@@ -225,7 +225,7 @@ class TileSize(Operator):
     def _is_block_dim(self, src: CudaSource, site: Site) -> bool:
         d = site.details
         if d["kind"] == "template":
-            k = next((k for k in src.kernels if k.name == d["kernel"]), None)
+            k = src.kernel(d["kernel"])
             return (
                 k is not None
                 and any(T.squash(b) == d["name"] for b in k.launch_bounds)

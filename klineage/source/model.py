@@ -170,6 +170,10 @@ class CudaSource:
         """The first function definition called `name`."""
         return next((f for f in self.functions if f.name == name), None)
 
+    def kernel(self, name: str | None) -> Function | None:
+        """The first `__global__` function called `name` (None for no such kernel)."""
+        return next((k for k in self.kernels if k.name == name), None)
+
     @cached_property
     def templates(self) -> tuple[Template, ...]:
         """Template declarations (functions and structs) with their parameters."""
