@@ -401,7 +401,7 @@ class _Run:
             return start_source, self.start_timed
         text, name = canon.source.text, "start.canonical.cu"
         self.rec.write_source(name, text)
-        r = gate(text, self.workload, self.gopts, name=name)
+        r = gate(text, self.workload, self.cand_gopts, name=name)  # torch is timed with the start
         self.rec.gate_run(text, r)
         rules = list(dict.fromkeys(canon.applied))
         if not r.accepted:

@@ -29,9 +29,8 @@ def per_text(maxsize: int = 32) -> Callable[[Callable[[CudaSource], T]], Callabl
                 if src.text in cache:
                     cache.move_to_end(src.text)
                     return cache[src.text]
-            value = fn(
-                src
-            )  # outside the lock: an analysis may take a while, and two threads may race harmlessly
+            # outside the lock: an analysis may take a while, and two threads may race harmlessly
+            value = fn(src)
             with lock:
                 cache[src.text] = value
                 while len(cache) > maxsize:
