@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import tree_sitter as ts
 
+from klineage.source import memo
 from klineage.source import nodes as N
 from klineage.source.model import CudaSource
 from klineage.source.syntax import (  # noqa: F401  (re-exported: the operators read them as C.<name>)
@@ -130,34 +132,68 @@ def declarator_name(d: ts.Node | None) -> tuple[str | None, bool, ts.Node | None
     return (d.text.decode() if d is not None and d.text else None), ptr, d
 
 
-def declared_type(src: CudaSource, scope: ts.Node, name: str) -> tuple[str, bool] | None:
+#: (base type text, is pointer/array) of a declared name
+Declared = tuple[str, bool]
+#: a function's span (start, end byte): the key of its declarations, the same in every parse of a text
+Span = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Declarations:
+    """Every declaration of a text, indexed once: the last one of each name inside each function
+    (nested scopes included) and anywhere in the file. `declared_type` is asked thousands of
+    times per materializer run on a handful of texts; walking the whole tree for each question
+    was the loop's hottest path."""
+
+    in_function: dict[Span, dict[str, Declared]]
+    anywhere: dict[str, Declared]
+
+
+def _span(n: ts.Node) -> Span:
+    return (n.start_byte, n.end_byte)
+
+
+@memo.per_text(maxsize=64)
+def declarations(src: CudaSource) -> Declarations:
+    """The declaration index of `src` (see `Declarations`), in source order: a later one wins."""
+    in_function: dict[Span, dict[str, Declared]] = {}
+    anywhere: dict[str, Declared] = {}
+    for n in walk(src.tree.root_node):
+        if n.type not in ("parameter_declaration", "declaration", "field_declaration"):
+            continue
+        t = n.child_by_field_name("type")
+        if t is None:
+            continue
+        quals = " ".join(src.text_of(c) for c in n.children if c.type == "type_qualifier")
+        fns = []
+        f = enclosing_function(n)
+        while f is not None:
+            fns.append(in_function.setdefault(_span(f), {}))
+            f = enclosing_function(f)
+        for d in n.children_by_field_name("declarator"):
+            target = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
+            nm, ptr, _ = declarator_name(target)
+            if nm is None:
+                continue
+            found = (f"{quals} {src.text_of(t)}".strip(), ptr)
+            anywhere[nm] = found
+            for index in fns:
+                index[nm] = found
+    return Declarations(in_function, anywhere)
+
+
+def declared_type(src: CudaSource, scope: ts.Node, name: str) -> Declared | None:
     """(base type text, is pointer/array) of the last declaration of `name` in `scope` or the file.
 
-    Looks at parameters and local declarations of the enclosing function first, then at file-scope
-    declarations. Good enough to tell float from double and half2 from bfloat162; None if unknown.
+    Looks at parameters and local declarations of the enclosing function first, then at every
+    declaration of the file (other functions' locals included: the rule the operators were
+    written against). Good enough to tell float from double and half2 from bfloat162; None if
+    unknown.
     """
     fn = scope if scope.type == "function_definition" else enclosing_function(scope)
-    places = [fn] if fn is not None else []
-    places.append(src.tree.root_node)
-    for place in places:
-        found = None
-        for n in walk(place):
-            if n.type not in ("parameter_declaration", "declaration", "field_declaration"):
-                continue
-            if place is src.tree.root_node and fn is not None and enclosing_function(n) is not None:
-                continue
-            t = n.child_by_field_name("type")
-            if t is None:
-                continue
-            quals = " ".join(src.text_of(c) for c in n.children if c.type == "type_qualifier")
-            for d in n.children_by_field_name("declarator"):
-                target = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
-                nm, ptr, _ = declarator_name(target)
-                if nm == name:
-                    found = (f"{quals} {src.text_of(t)}".strip(), ptr)
-        if found is not None:
-            return found
-    return None
+    index = declarations(src)
+    local = index.in_function.get(_span(fn), {}) if fn is not None else {}
+    return local.get(name) or index.anywhere.get(name)
 
 
 _FLOAT_LIT = re.compile(r"^[0-9.]+(?:[eE][-+]?\d+)?[fF]$|^[0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?[fF]$")

@@ -10,6 +10,7 @@ import ast
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 import tree_sitter as ts
 
@@ -193,12 +194,34 @@ def init_text(src: CudaSource, fn: ts.Node, name: str) -> str | None:
     return src.text_of(v) if v is not None else None
 
 
+class _BySubtreeText:
+    """A node as a cache key: its type and source text (the same text parses to the same subtree
+    wherever it stands in a kernel, and the operators ask about the same bodies again and again)."""
+
+    __slots__ = ("node", "key")
+
+    def __init__(self, node: ts.Node) -> None:
+        self.node = node
+        self.key = (node.type, node.text)
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _BySubtreeText) and self.key == other.key
+
+
 def written_names(node: ts.Node, *, through_access: bool = False) -> set[str]:
     """Identifiers written under `node`: assignment targets and ++/--. With `through_access`, also
     the variable a written element or field belongs to (`a` in `a[i] = v`, `s.x++`) and names
     whose address is taken (`&x`: the callee may write it)."""
+    return set(_written_names(_BySubtreeText(node), through_access))
+
+
+@lru_cache(maxsize=1024)
+def _written_names(keyed: _BySubtreeText, through_access: bool) -> frozenset[str]:
     out: set[str] = set()
-    for n in walk(node):
+    for n in walk(keyed.node):
         target = None
         if n.type == "assignment_expression":
             target = n.child_by_field_name("left")
@@ -216,7 +239,7 @@ def written_names(node: ts.Node, *, through_access: bool = False) -> set[str]:
             )
         if target is not None and target.type == "identifier" and target.text:
             out.add(target.text.decode())
-    return out
+    return frozenset(out)
 
 
 def writes_to(node: ts.Node, name: str) -> list[ts.Node]:
