@@ -11,10 +11,10 @@ import contextlib
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from klineage.errors import KLineageError, SourceError
 from klineage.gates import cache
@@ -24,6 +24,8 @@ from klineage.gates.child import run_worker
 from klineage.gates.compile import CompileResult, compile_cubin, nvcc_version
 from klineage.gates.cuda.device_lock import device_slot
 from klineage.gates.result import GateResult, ShapeCheck, Timing
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:  # torch: imported only when a candidate is really gated, not for a cached answer
     from klineage.workload import Workload
@@ -182,20 +184,33 @@ def quick_answer(
 
 
 def _run_stages(text: str, name: str, wl: Workload, options: GateOptions, backend, work: Path) -> GateResult:
+    stages: dict[str, float] = {}
+    t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=2) as pool:
         nvcc_future = pool.submit(
-            compile_cubin, text, work / "nvcc", options.arch, options.nvcc_flags, options.timeout_s
+            _timed,
+            stages,
+            "nvcc_s",
+            compile_cubin,
+            text,
+            work / "nvcc",
+            options.arch,
+            options.nvcc_flags,
+            options.timeout_s,
         )
-        build_future = pool.submit(backend.build, text, work / "build", options)
+        build_future = pool.submit(_timed, stages, "build_s", backend.build, text, work / "build", options)
         comp: CompileResult = nvcc_future.result()
         build: BuildOutcome = build_future.result()
+    stages["compile_s"] = round(time.perf_counter() - t0, 4)
     resources = comp.resources
     nvcc_missing = not nvcc_version()
     if not comp.ok and not nvcc_missing:
-        return GateResult.reject("compile", "compile_error", _map_file(comp.first_error(), name))
+        return GateResult.reject(
+            "compile", "compile_error", _map_file(comp.first_error(), name), stages_s=stages
+        )
     if not build.ok:
         return GateResult.reject(
-            "compile", build.category, _map_file(build.message, name), resources=resources
+            "compile", build.category, _map_file(build.message, name), resources=resources, stages_s=stages
         )
 
     payload = {
@@ -204,14 +219,20 @@ def _run_stages(text: str, name: str, wl: Workload, options: GateOptions, backen
         "options": options.key_fields() | {"timeout_s": options.timeout_s},
     }
     slot = device_slot() if options.backend == "cuda" else contextlib.nullcontext(0.0)
-    with slot:
+    with slot as waited:
+        stages["device_wait_s"] = round(float(waited or 0.0), 4)
+        t_run = time.perf_counter()
         child = run_worker(payload, work / "run", options.timeout_s, env=backend.child_env(options))
+        stages["run_s"] = round(time.perf_counter() - t_run, 4)
+    if child.result is not None:
+        stages.update({f"worker_{k}": float(v) for k, v in (child.result.get("phases") or {}).items()})
     if child.timed_out:
         return GateResult.reject(
             "run",
             "timeout",
             f"{name}: no result within {options.timeout_s:g} s (hang or spin-wait?)",
             resources=resources,
+            stages_s=stages,
         )
     if child.result is None:
         classified = backend.classify_failure(child.returncode, child.stderr)
@@ -223,7 +244,9 @@ def _run_stages(text: str, name: str, wl: Workload, options: GateOptions, backen
                 f"{name}: {cache.UNEXPLAINED_DEATH} ({sig}){': ' + tail[0] if tail else ''}",
             )
         category, message = classified
-        return GateResult.reject("run", category, _map_file(message, name), resources=resources)
+        return GateResult.reject(
+            "run", category, _map_file(message, name), resources=resources, stages_s=stages
+        )
     r = child.result
     checks = [ShapeCheck(**c) for c in r.get("checks", [])]
     category = r["category"]
@@ -238,4 +261,15 @@ def _run_stages(text: str, name: str, wl: Workload, options: GateOptions, backen
         resources=resources,
         timing=Timing(**timing) if timing else None,
         profile=r.get("profile", {}),
+        stages_s=stages,
     )
+
+
+def _timed(stages: dict[str, float], label: str, fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)`, its wall seconds written to `stages[label]` (the gate's own account of where
+    a candidate's time went: compile, waiting for the GPU, the run)."""
+    t0 = time.perf_counter()
+    try:
+        return fn(*args)
+    finally:
+        stages[label] = round(time.perf_counter() - t0, 4)

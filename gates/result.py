@@ -121,6 +121,10 @@ class GateResult:
     artifact_id: str = ""
     cached: bool = False
     elapsed_s: float = 0.0
+    #: wall seconds per stage of this gate (nvcc_s, build_s, compile_s, device_wait_s, run_s and
+    #: the worker's phases as worker_<phase>): where a candidate's time went (a cached verdict
+    #: keeps those of the run that produced it)
+    stages_s: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.category not in VERDICT_CATEGORIES:

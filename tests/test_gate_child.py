@@ -62,6 +62,7 @@ def _gate_both(
         )
         d = r.to_dict()
         d.pop("elapsed_s")
+        d.pop("stages_s")
         out[fork] = (d, spy[-1])
     assert out["1"][1].via == "zygote" and out["0"][1].via == "exec"
     assert out["1"][0] == out["0"][0]

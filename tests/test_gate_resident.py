@@ -98,6 +98,7 @@ def _verdicts(
         )
         d = r.to_dict()
         d.pop("elapsed_s")
+        d.pop("stages_s")
         out.append(d)
     return out
 
