@@ -81,3 +81,23 @@ def test_timing_rule_very_slow_is_one_launch() -> None:
 def test_timing_rule_thresholds_can_be_moved() -> None:
     assert plan_timing(30.0, 50, 3, 5, 30.0, slow_ms=50.0).rule == "default"
     assert plan_timing(30.0, 50, 3, 5, 30.0, slow_budget_s=60.0).reps == 50
+
+
+@pytest.mark.parametrize(("launch_ms", "timed_calls"), [(1500.0, 1), (0.2, 2), (50.0, 2)])
+def test_a_very_slow_kernel_is_launched_for_its_estimate_only(
+    monkeypatch: pytest.MonkeyPatch, launch_ms: float, timed_calls: int
+) -> None:
+    """The very slow rule's one repetition is the estimate's own: no second launch of seconds."""
+    from klineage.gates.cuda import timing
+
+    calls: list[tuple[int, int, int]] = []
+
+    def fake_time_reps(step, before, stream, reps, trials, warmup):  # noqa: ANN001, ANN202
+        calls.append((reps, trials, warmup))
+        return [[launch_ms] * reps for _ in range(trials)]
+
+    monkeypatch.setattr(timing, "time_reps", fake_time_reps)
+    t = timing.timed(lambda: None, lambda i: None, stream=None)  # type: ignore[arg-type]
+    assert len(calls) == timed_calls
+    assert t.summary.median_ms == pytest.approx(launch_ms)
+    assert t.estimate_ms == pytest.approx(launch_ms)

@@ -171,9 +171,14 @@ def timed(
     slow_ms: float = SLOW_MS,
     slow_budget_s: float = SLOW_BUDGET_S,
 ) -> Timed:
-    """Estimate one launch, plan the trials by the timing rule (stats.plan_timing), time them."""
+    """Estimate one launch, plan the trials by the timing rule (stats.plan_timing), time them.
+    A very slow kernel's plan is one trial of one repetition after no further warm-up: exactly
+    the estimate's own measurement (refilled, L2 flushed, after a warm-up launch), which is kept
+    rather than paid again (a naive start kernel of seconds a launch held the GPU that long)."""
     est = estimate_ms(step, before, stream)
     plan = plan_timing(est, reps, trials, warmup, budget_s, slow_ms, slow_budget_s)
+    if (plan.reps, plan.trials, plan.warmup) == (1, 1, 0):
+        return Timed(summarize([[est]]), plan.reduced, plan, est)
     summary = summarize(time_reps(step, before, stream, plan.reps, plan.trials, plan.warmup))
     return Timed(summary, plan.reduced, plan, est)
 
