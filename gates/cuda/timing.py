@@ -172,13 +172,18 @@ def timed(
     slow_budget_s: float = SLOW_BUDGET_S,
 ) -> Timed:
     """Estimate one launch, plan the trials by the timing rule (stats.plan_timing), time them.
-    A very slow kernel's plan is one trial of one repetition after no further warm-up: exactly
-    the estimate's own measurement (refilled, L2 flushed, after a warm-up launch), which is kept
-    rather than paid again (a naive start kernel of seconds a launch held the GPU that long)."""
+
+    A very slow kernel's plan is one trial of one repetition: its first timed launch here
+    (refilled, L2 flushed; the correctness stage has already launched it, so nothing is cold
+    but what a launch of seconds does not notice) is that repetition, kept rather than paid
+    again with a warm-up and an estimate (a naive start kernel of seconds a launch held the
+    GPU four times that long). Anything faster is estimated after a warm-up launch as before."""
+    first = time_reps(step, before, stream, reps=1, trials=1, warmup=0)[0][0]
+    plan = plan_timing(first, reps, trials, warmup, budget_s, slow_ms, slow_budget_s)
+    if plan.rule == "very slow":
+        return Timed(summarize([[first]]), plan.reduced, plan, first)
     est = estimate_ms(step, before, stream)
     plan = plan_timing(est, reps, trials, warmup, budget_s, slow_ms, slow_budget_s)
-    if (plan.reps, plan.trials, plan.warmup) == (1, 1, 0):
-        return Timed(summarize([[est]]), plan.reduced, plan, est)
     summary = summarize(time_reps(step, before, stream, plan.reps, plan.trials, plan.warmup))
     return Timed(summary, plan.reduced, plan, est)
 
