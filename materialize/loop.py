@@ -16,7 +16,9 @@ decided the verdict, and re-gating it spends budget on timing noise. With a tour
 alternatives that lost are parked as lines of their own; when the leading line runs dry with
 budget left, the loop goes back to the fastest parked line and continues it, moves that paid on the
 line it leaves first and moves that were slower there last. The best kernel over all lines is the
-answer (a later line's kernel has to beat it by more than the timing spread).
+answer (a later line's kernel has to beat it by more than the timing spread). A structural step
+that is correct but not faster is parked the same way (an enabling step: shared-memory tiling of a
+GEMM pays only once register blocking is built on it), so a line that runs dry goes back to it.
 
 With `explore`, once the curriculum's skills have run out on the current line, the loop goes on
 with the operator library itself: every operator's mechanical forward step that finds a site (an
@@ -46,7 +48,16 @@ from klineage.llm.base import CostLimitReached, LLMError
 from klineage.materialize.alternatives import alternatives
 from klineage.materialize.curriculum import ORDERS, rank
 from klineage.materialize.judge import judge
-from klineage.materialize.lines import Line, Tried, faster, go_back, hold_tournament, outcome, structural
+from klineage.materialize.lines import (
+    Line,
+    Tried,
+    enabling,
+    faster,
+    go_back,
+    hold_tournament,
+    outcome,
+    structural,
+)
 from klineage.materialize.matching import (
     MatchReport,
     Target,
@@ -519,6 +530,7 @@ class _Run:
         for key, (step, _cand, _r) in zip(keys, tried, strict=True):
             line.tried[key] = outcome(step)
         self.parked += [line.branch(*loser) for loser in losers]
+        self.parked += [line.branch(*t) for t in tried if enabling(*t)]
         if winner is not None:
             self.line = line.extend(*winner, structural=structural(winner[0].operator))
             if head_leads or faster(self.line.gate, self.best.gate):

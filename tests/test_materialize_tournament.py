@@ -206,6 +206,41 @@ def test_a_move_not_kept_waits_for_a_structural_step(cpu_gate: list[str], tmp_pa
     assert res.gated == 4 and "__restrict__" in res.best_source
 
 
+def test_a_structural_step_that_pays_only_with_the_next_is_gone_back_to(
+    cpu_gate: list[str], tmp_path: Path
+) -> None:
+    """An enabling step: a block per row alone is slower than the naive kernel here (12 ms against
+    10), and __restrict__ pays only on it (3 ms). The block step is not kept, but its candidate is
+    parked as a line; when the naive line runs dry the loop goes back to it, __restrict__ is kept
+    there and that kernel becomes the best. A local step that is not faster is not parked."""
+
+    def ms(text: str) -> float:
+        if "blockDim.x)" in text:
+            return 3.0 if "__restrict__" in text else 12.0
+        return 10.0 * (1.02 if "__launch_bounds__" in text else 1.0)
+
+    wl = load_workload(RMSNORM)
+    res = materialize(
+        wl,
+        NAIVE,
+        _skills(("block_per_row", "launch_bounds", "restrict")),
+        make_provider("offline"),
+        10,
+        MaterializeOptions(out_dir=tmp_path, measured=Timed(ms)),
+    )
+    steps = [(s.operator, s.verdict, s.line) for s in res.steps]
+    assert steps[:3] == [
+        ("block_per_row", "not_faster", None),
+        ("launch_bounds", "not_faster", None),
+        ("restrict", "not_faster", None),
+    ]
+    assert ("restrict", "kept", 1) in steps[3:]
+    assert all(line in (None, 1) for _, _, line in steps)  # no line from the local launch_bounds step
+    assert "blockDim.x)" in res.best_source and "__restrict__" in res.best_source
+    assert res.speedup == pytest.approx(10 / 3.0)
+    assert res.applied[:2] == ["block_per_row-other", "restrict-other"]
+
+
 def test_without_times_there_is_no_tournament(cpu_gate: list[str], tmp_path: Path) -> None:
     wl = load_workload(RMSNORM)
     res = materialize(wl, NAIVE, _skills(), make_provider("offline"), 5, MaterializeOptions(out_dir=tmp_path))
