@@ -205,6 +205,9 @@ class Workload:
     description: str = ""
     vendor: Callable[..., Any] | None = None
     flops: Callable[[Mapping[str, int]], float] | None = None
+    #: the fewest bytes any correct kernel must move, where "every input read once" overcounts
+    #: (a gather reads only the rows it is asked for): the speed-of-light floor must stay a floor
+    min_bytes: Callable[[Mapping[str, int]], float] | None = None
     nondeterminism_tolerated: bool = False
     source_dir: Path | None = None
     #: said in every verdict on this workload (e.g. "judged at the problem's own sizes only")
@@ -250,7 +253,10 @@ class Workload:
         return bindings[s.name]
 
     def bytes_moved(self, bindings: Mapping[str, int]) -> int:
-        """Fewest bytes a kernel must move: read every input once, write every output once."""
+        """Fewest bytes a kernel must move: read every input once, write every output once, unless
+        the workload says fewer (`min_bytes`)."""
+        if self.min_bytes is not None:
+            return int(self.min_bytes(bindings))
         total = 0
         for t in self.tensors:
             n = (
