@@ -55,8 +55,19 @@ START_WAIT_S = 180.0
 MAX_RUNS = 200
 #: host memory for generated input sets kept between candidates (gates/protocol.py, `host_inputs`)
 INPUT_MEMO_BYTES = 4 << 30
-#: device memory for generated input sets kept on the device (gates/protocol.py, `device_inputs`)
-DEVICE_MEMO_BYTES = 16 << 30
+#: device memory for generated input sets kept on the device (gates/protocol.py, `device_inputs`):
+#: at most this, and at most a third of the device (`device_memo_bytes`)
+DEVICE_MEMO_BYTES = 48 << 30
+
+
+def device_memo_bytes(total_device_bytes: int) -> int:
+    """The kept input sets' share of a device: a materializer's loop interleaves every workload of
+    the corpus (about 1 GB of bench-shape sets each: three refill sets and the check's), and a
+    set regenerated on the host holds the GPU lock for seconds; a third leaves the candidates and
+    a second worker room."""
+    return min(DEVICE_MEMO_BYTES, total_device_bytes // 3)
+
+
 #: where a worker's own output goes (never a candidate's): under the KLineage home
 LOG_NAME = "resident-worker.log"
 
@@ -289,7 +300,7 @@ def serve(sock: socket.socket, backend_name: str) -> int:
     seed = torch.initial_seed()  # every candidate starts from the generator state a fresh child has
     protocol.INPUT_MEMO_BYTES = INPUT_MEMO_BYTES
     if backend_name == "cuda":  # on the host the kept copies of host_inputs are enough
-        protocol.DEVICE_MEMO_BYTES = DEVICE_MEMO_BYTES
+        protocol.DEVICE_MEMO_BYTES = device_memo_bytes(torch.cuda.get_device_properties(0).total_memory)
     backend = get_backend(backend_name)
     health.warm_up(backend)
     baseline = health.snapshot(backend)

@@ -318,3 +318,14 @@ def test_device_kept_inputs_are_the_seeds_values_and_guarded(monkeypatch: pytest
     monkeypatch.setattr(protocol, "DEVICE_MEMO_BYTES", size)
     protocol.device_inputs(wl, bindings, 1, cpu)
     assert [k[0][4] for k in protocol._dev_memo] == [1]
+
+
+def test_the_kept_input_sets_take_a_third_of_the_device_at_most() -> None:
+    """An H200 keeps about 47 GB of generated sets (the corpus's bench-shape sets all fit, so a
+    materializer's loop does not regenerate them with the GPU lock held); a 24 GB card keeps 8."""
+    from klineage.gates import resident
+
+    h200 = 150_000_000_000
+    assert resident.device_memo_bytes(h200) == h200 // 3 <= resident.DEVICE_MEMO_BYTES
+    assert resident.device_memo_bytes(24 << 30) == 8 << 30
+    assert resident.device_memo_bytes(1 << 40) == resident.DEVICE_MEMO_BYTES == 48 << 30
