@@ -1,24 +1,31 @@
-// linear_relu_fp16, expert: Y = relu(X W^T) on tensor cores through the WMMA API.
+// linear_relu_bf16, expert: Y = relu(X W^T) on tensor cores through the WMMA API.
 //
 // - Block tile 128 x 128, K walked in 32-wide slices; eight warps of 64 x 32, each holding 4 x 2
 //   m16n16k16 fp32 accumulator fragments (X as row-major matrix_a, W's N x K tile as col-major
 //   matrix_b: the transposed operand needs no transpose, only the fragment layout).
-// - Tiles staged with cp.async in 16-byte chunks (8 halves), double-buffered: the copy of slice
+// - Tiles staged with cp.async in 16-byte chunks (8 elements), double-buffered: the copy of slice
 //   kt + 1 is in flight while the warps multiply slice kt. A chunk outside M, N or K is zero-filled
 //   by the copy itself (src-size 0), so odd M and N need no second path (K is a multiple of 8).
-// - Shared rows padded by 8 halves (80 bytes): fragment loads of consecutive rows hit different
+// - Shared rows padded by 8 elements (80 bytes): fragment loads of consecutive rows hit different
 //   banks, every fragment pointer stays 32-byte aligned and every leading dimension a multiple of 16
 //   bytes.
 // - Epilogue: each accumulator fragment goes through a per-warp 16 x 16 float scratch carved out of
-//   the (then idle) A stage buffer; ReLU and the fp16 rounding run per element on the way to Y.
+//   the (then idle) A stage buffer; ReLU and the bf16 rounding run per element on the way to Y.
 #include <cuda_runtime.h>
-#include <cuda_fp16.h>
+#include <cuda_bf16.h>
 #include <mma.h>
 
 using namespace nvcuda;
 
-constexpr int BM = 128, BN = 128, BK = 32, PAD = 8, LDS = BK + PAD;
-constexpr int WARPS_M = 2, WARPS_N = 4, FM = 4, FN = 2;
+constexpr int BM = 128;  // block tile
+constexpr int BN = 128;
+constexpr int BK = 32;  // K slice
+constexpr int PAD = 8;  // elements of padding per shared row
+constexpr int LDS = BK + PAD;
+constexpr int WARPS_M = 2;
+constexpr int WARPS_N = 4;
+constexpr int FM = 4;  // accumulator fragments per warp along M and N
+constexpr int FN = 2;
 constexpr int THREADS = 32 * WARPS_M * WARPS_N;
 constexpr int CHUNKS = BK / 8;  // 16-byte chunks per tile row
 
@@ -31,10 +38,10 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 __global__ void __launch_bounds__(THREADS, 2)
-linear_relu_fp16_wmma(const __half* __restrict__ X, const __half* __restrict__ W, __half* __restrict__ Y,
-                      int M, int N, int K) {
-    __shared__ __align__(128) __half As[2][BM][LDS];
-    __shared__ __align__(128) __half Bs[2][BN][LDS];
+linear_relu_bf16_wmma(const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restrict__ W,
+                      __nv_bfloat16* __restrict__ Y, int M, int N, int K) {
+    __shared__ __align__(128) __nv_bfloat16 As[2][BM][LDS];
+    __shared__ __align__(128) __nv_bfloat16 Bs[2][BN][LDS];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int wm = (warp / WARPS_N) * (FM * 16), wn = (warp % WARPS_N) * (FN * 16);
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
@@ -83,8 +90,8 @@ linear_relu_fp16_wmma(const __half* __restrict__ X, const __half* __restrict__ W
         __syncthreads();     // ... and everyone else's
 #pragma unroll
         for (int kk = 0; kk < BK; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a[FM];
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> b[FN];
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a[FM];
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b[FN];
 #pragma unroll
             for (int i = 0; i < FM; ++i) wmma::load_matrix_sync(a[i], &As[cur][wm + i * 16][kk], LDS);
 #pragma unroll
@@ -108,13 +115,14 @@ linear_relu_fp16_wmma(const __half* __restrict__ X, const __half* __restrict__ W
             __syncwarp();
             for (int e = lane; e < 256; e += 32) {
                 const int row = row0 + wm + i * 16 + e / 16, col = col0 + wn + j * 16 + e % 16;
-                if (row < M && col < N) Y[(size_t)row * N + col] = __float2half_rn(fmaxf(scratch[e], 0.0f));
+                if (row < M && col < N) Y[(size_t)row * N + col] = __float2bfloat16_rn(fmaxf(scratch[e], 0.0f));
             }
             __syncwarp();
         }
 }
 
-extern "C" void launch(const __half* X, const __half* W, __half* Y, int M, int N, int K, cudaStream_t stream) {
+extern "C" void launch(const __nv_bfloat16* X, const __nv_bfloat16* W, __nv_bfloat16* Y, int M, int N, int K,
+                       cudaStream_t stream) {
     dim3 grid((N + BN - 1) / BN, (M + BM - 1) / BM);
-    linear_relu_fp16_wmma<<<grid, THREADS, 0, stream>>>(X, W, Y, M, N, K);
+    linear_relu_bf16_wmma<<<grid, THREADS, 0, stream>>>(X, W, Y, M, N, K);
 }
