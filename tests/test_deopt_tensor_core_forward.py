@@ -30,7 +30,7 @@ def test_bf16_naive_loop_goes_onto_wmma() -> None:
     out = _wmma(ROOT / "expert_kernels" / "gemm_bf16" / "naive.cu")
     assert "#include <mma.h>" in out.text
     assert "nvcuda::wmma::mma_sync(" in out.text
-    assert "__nv_bfloat16 kl_As[128][40]" in out.text  # staged as the 16-bit elements it reads
+    assert "__nv_bfloat16 kl_As[2][128][40]" in out.text  # two buffers of the 16-bit elements it reads
     assert "gemm_bf16_naive<<<dim3((N + 127) / 128, (M + 127) / 128), dim3(256)" in out.text
     (site,) = OP.find(out)  # the backward step sees the WMMA it can take out again
     ldm = next(f for f in OP.preconditions(out, site) if f.name == "ldm_multiple_of_16_bytes")
@@ -40,7 +40,23 @@ def test_bf16_naive_loop_goes_onto_wmma() -> None:
 def test_transposed_half_operand_on_odd_shapes_passes_the_emu_gate(tmp_path: Path) -> None:
     out = _wmma(NT_HALF / "naive.cu")
     assert "Bt[n * K + k] : __float2half(0.0f)" in out.text  # zero outside the matrix
+    # Bt is contiguous in k: its tile is stored n-major and read as a col-major fragment
+    assert "__half kl_Bs[2][128][40]" in out.text and "16, __half, nvcuda::wmma::col_major> kl_b" in out.text
     assert_passes(out.text, NT_HALF, tmp_path, "nt_half_wmma.cu")
+
+
+def test_tiles_go_by_16_byte_cp_async_double_buffered(tmp_path: Path) -> None:
+    """Slice kt + 1 is copied while slice kt is multiplied; a chunk takes one 16-byte cp.async
+    only when its 8 elements are in range, consecutive and aligned (K = 40: rows of 80 bytes, so
+    the emu shapes run the cp.async path; M and N odd, so the element path too)."""
+    linear = ROOT / "expert_kernels" / "linear_relu_bf16"
+    out = _wmma(linear / "naive.cu")
+    body = out.text.split("__global__")[1]
+    assert body.count("cp.async.cg.shared.global [%0], [%1], 16;") == 4  # A and B, prologue and loop
+    assert "kl_last == kl_first + 7 && (reinterpret_cast<size_t>(kl_first) & 15) == 0" in body
+    assert "cp.async.wait_group 1;" in body and "const int kl_s = kl_cur ^ 1, kl_k0 = kl_next;" in body
+    assert "__nv_bfloat16 kl_Bs[2][128][40]" in body  # W is N x K: stored along k
+    assert_passes(out.text, linear, tmp_path, "linear_wmma.cu")
 
 
 @pytest.mark.parametrize(
