@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from deopt_parallel_checks import DATA, assert_passes
 
+from klineage.deopt import wmma_gemm
 from klineage.deopt.base import Refused
 from klineage.deopt.tensor_core import TensorCore
 from klineage.source.model import CudaSource
@@ -19,7 +20,11 @@ NT_HALF = DATA / "wmma_gemm" / "nt_half"
 
 
 def _wmma(path: Path) -> CudaSource:
-    src = CudaSource.from_file(path)
+    return _wmma_text(path.read_text())
+
+
+def _wmma_text(text: str) -> CudaSource:
+    src = CudaSource.from_text(text, "naive.cu")
     (site,) = OP.find_forward(src)
     facts = OP.preconditions(src, site)
     assert all(f.holds for f in facts), facts
@@ -83,3 +88,27 @@ def test_apply_refuses_a_site_whose_loop_is_gone() -> None:
     other = CudaSource.from_text(src.text.replace("s += __half2float", "s -= __half2float"), "k.cu")
     with pytest.raises(Refused):
         OP.apply(other, site)
+
+
+def test_an_ldg_read_is_copied_from_its_address(tmp_path: Path) -> None:
+    """`__ldg(&A[i])` (ldg's forward step, often applied first) is copied from `&A[i]`."""
+    text = (NT_HALF / "naive.cu").read_text()
+    text = text.replace("__half2float(A[m * K + k])", "__half2float(__ldg(&A[m * K + k]))")
+    out = _wmma_text(text)
+    body = out.text.split("__global__")[1]
+    assert "kl_first = &A[m * K + k];" in body and "&__ldg" not in body
+    assert_passes(out.text, NT_HALF, tmp_path, "nt_half_ldg.cu")
+
+
+@pytest.mark.parametrize(
+    ("raw", "addr"),
+    [
+        ("A[(size_t)row * K + k]", "&A[(size_t)row * K + k]"),
+        ("__ldg(&B[k * N + col])", "&B[k * N + col]"),
+        ("A[f(x[1])]", "&A[f(x[1])]"),
+        ("A[i] + B[j]", None),  # not one element: no address, element-by-element staging
+        ("LOAD(A, i)", None),
+    ],
+)
+def test_the_address_a_chunk_is_copied_from(raw: str, addr: str | None) -> None:
+    assert wmma_gemm.address(raw) == addr

@@ -46,6 +46,23 @@ def element(op: Operand) -> tuple[str, str, str] | None:
     return m.group(2), elem, zero
 
 
+def address(raw: str) -> str | None:
+    """The address of the element `raw` reads: `&P[i]` for a subscript `P[i]`, the argument of
+    `__ldg(...)`; None for anything else (an accessor macro, another call)."""
+    m = re.fullmatch(r"\s*__ldg\s*\((.*)\)\s*", raw, re.S)
+    if m is not None:
+        return m.group(1).strip()
+    m = re.match(r"\s*[A-Za-z_]\w*\s*\[", raw)
+    if m is None:
+        return None
+    depth = 0
+    for i, ch in enumerate(raw[m.end() - 1 :], m.end() - 1):
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        if depth == 0:  # the first bracket closes: it must close at the end
+            return f"&{raw.strip()}" if raw[i + 1 :].strip() == "" else None
+    return None
+
+
 def why_not(g: GemmLoop) -> str | None:
     """Why the loop cannot take tensor cores here (None: it can)."""
     a, b = element(g.a), element(g.b)
@@ -103,10 +120,18 @@ def _stage(t: _Tile, elem: str, zero: str) -> str:
     def at(col: str) -> str:
         return f"{t.bind[0].format('kl_r')} {t.bind[1].format(col)}"
 
-    return f"""        for (int kl_e = threadIdx.x; kl_e < {t.rows * chunks}; kl_e += {THREADS}) {{
+    head = f"""        for (int kl_e = threadIdx.x; kl_e < {t.rows * chunks}; kl_e += {THREADS}) {{
             const int kl_r = kl_e / {chunks}, kl_c = (kl_e % {chunks}) * {CHUNK};
             {elem}* kl_dst = &{t.name}[kl_s][kl_r][kl_c];
-            bool kl_in = true;
+"""
+    elements = f"""for (int kl_i = 0; kl_i < {CHUNK}; ++kl_i) {{
+                    {at("kl_c + kl_i")}
+                    kl_dst[kl_i] = ({t.ok}) ? {t.raw} : {zero};
+                }}"""
+    addr = address(t.raw)
+    if addr is None:  # no address to copy from: element by element
+        return f"{head}            {elements}\n        }}\n"
+    return f"""{head}            bool kl_in = true;
             const {elem}* kl_first = nullptr;
             const {elem}* kl_last = nullptr;
 #pragma unroll
@@ -115,16 +140,13 @@ def _stage(t: _Tile, elem: str, zero: str) -> str:
                 kl_in = kl_in && ({t.ok});
             }}
             if (kl_in) {{
-                {{ {at("kl_c")} kl_first = &{t.raw}; }}
-                {{ {at(f"kl_c + {CHUNK - 1}")} kl_last = &{t.raw}; }}
+                {{ {at("kl_c")} kl_first = {addr}; }}
+                {{ {at(f"kl_c + {CHUNK - 1}")} kl_last = {addr}; }}
             }}
             if (kl_in && kl_last == kl_first + {CHUNK - 1} && (reinterpret_cast<size_t>(kl_first) & 15) == 0) {{
                 asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\\n" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(kl_dst))), "l"(kl_first));
             }} else {{
-                for (int kl_i = 0; kl_i < {CHUNK}; ++kl_i) {{
-                    {at("kl_c + kl_i")}
-                    kl_dst[kl_i] = ({t.ok}) ? {t.raw} : {zero};
-                }}
+                {elements}
             }}
         }}
 """
