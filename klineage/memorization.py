@@ -478,6 +478,7 @@ _FAMILIES = {
     "vector_add": "vector_add",
     "sgemm": "gemm",
     "gemm_bf16": "gemm",
+    "linear_relu_bf16": "gemm",  # the second 16-bit GEMM lineage (issue 25)
     "attention_fwd": "attention",
 }
 

@@ -9,6 +9,14 @@ compare, and one lineage that happened to place a skill early must not put it fi
 (the smallest depth did: `pragma_unroll` sat in the last fifth of 12 of its 13 lineages).
 Ties go to the larger expected effect (measured time ratio, else resource deltas, else 0), then
 the skill id, so the order is deterministic. `random` is the seeded baseline.
+
+One rule on structure rather than position: when a tensor-core skill (category
+`matrix_instruction`) matches the kernel, the skills that tile loops for scalar FMAs (category
+`tiling`) wait for it. The tensor-core skill matches only a loop whose factors are 16-bit
+elements summed in float (its forward precondition); both rewrite that loop whole, so whichever is
+kept first shuts the other out, and on the CPU nothing times the two: the tiled FMA kernel runs at
+a fraction of what the tensor cores give a 16-bit GEMM. Both lineages put their step at the naive
+end, so position alone cannot order them.
 """
 
 from __future__ import annotations
@@ -22,6 +30,9 @@ from klineage.materialize.matching import Match
 from klineage.skills import Skill
 
 UNKNOWN_POSITION = 2.0  # after every known position (those lie in (0, 1])
+#: categories of skills that wait for a matching tensor-core skill, and that skill's category
+WAITS_FOR_TENSOR_CORES = frozenset({"tiling"})
+TENSOR_CORES = "matrix_instruction"
 ORDERS = ("curriculum", "random")
 
 
@@ -68,9 +79,12 @@ def order_curriculum(matches: Sequence[Match], applied_operators: Sequence[str] 
     Two skills that each list the other's operator (lineages disagree) constrain nothing."""
     ops = {m.skill.operator for m in matches}
     done = set(applied_operators)
+    tensor = {m.skill.operator for m in matches if _category(m) == TENSOR_CORES}
 
     def needs(m: Match) -> set[str]:
         prior = set(m.skill.scope.get("prior_skills") or []) & ops - done - {m.skill.operator}
+        if _category(m) in WAITS_FOR_TENSOR_CORES:
+            prior |= tensor - done
         return {
             p
             for p in prior
@@ -90,6 +104,10 @@ def order_curriculum(matches: Sequence[Match], applied_operators: Sequence[str] 
         placed_ops.add(nxt.skill.operator)
         waiting.remove(nxt)
     return placed
+
+
+def _category(m: Match) -> str | None:
+    return m.operator.category if m.operator is not None else None
 
 
 def order_random(matches: Sequence[Match], rng: random.Random) -> list[Match]:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from deopt_parallel_checks import DATA, assert_passes
 
+from klineage.deopt import wmma_gemm
 from klineage.deopt.base import Refused
 from klineage.deopt.tensor_core import TensorCore
 from klineage.source.model import CudaSource
@@ -19,7 +20,11 @@ NT_HALF = DATA / "wmma_gemm" / "nt_half"
 
 
 def _wmma(path: Path) -> CudaSource:
-    src = CudaSource.from_file(path)
+    return _wmma_text(path.read_text())
+
+
+def _wmma_text(text: str) -> CudaSource:
+    src = CudaSource.from_text(text, "naive.cu")
     (site,) = OP.find_forward(src)
     facts = OP.preconditions(src, site)
     assert all(f.holds for f in facts), facts
@@ -30,7 +35,7 @@ def test_bf16_naive_loop_goes_onto_wmma() -> None:
     out = _wmma(ROOT / "expert_kernels" / "gemm_bf16" / "naive.cu")
     assert "#include <mma.h>" in out.text
     assert "nvcuda::wmma::mma_sync(" in out.text
-    assert "__nv_bfloat16 kl_As[128][40]" in out.text  # staged as the 16-bit elements it reads
+    assert "__nv_bfloat16 kl_As[2][128][40]" in out.text  # two buffers of the 16-bit elements it reads
     assert "gemm_bf16_naive<<<dim3((N + 127) / 128, (M + 127) / 128), dim3(256)" in out.text
     (site,) = OP.find(out)  # the backward step sees the WMMA it can take out again
     ldm = next(f for f in OP.preconditions(out, site) if f.name == "ldm_multiple_of_16_bytes")
@@ -40,7 +45,23 @@ def test_bf16_naive_loop_goes_onto_wmma() -> None:
 def test_transposed_half_operand_on_odd_shapes_passes_the_emu_gate(tmp_path: Path) -> None:
     out = _wmma(NT_HALF / "naive.cu")
     assert "Bt[n * K + k] : __float2half(0.0f)" in out.text  # zero outside the matrix
+    # Bt is contiguous in k: its tile is stored n-major and read as a col-major fragment
+    assert "__half kl_Bs[2][128][40]" in out.text and "16, __half, nvcuda::wmma::col_major> kl_b" in out.text
     assert_passes(out.text, NT_HALF, tmp_path, "nt_half_wmma.cu")
+
+
+def test_tiles_go_by_16_byte_cp_async_double_buffered(tmp_path: Path) -> None:
+    """Slice kt + 1 is copied while slice kt is multiplied; a chunk takes one 16-byte cp.async
+    only when its 8 elements are in range, consecutive and aligned (K = 40: rows of 80 bytes, so
+    the emu shapes run the cp.async path; M and N odd, so the element path too)."""
+    linear = ROOT / "expert_kernels" / "linear_relu_bf16"
+    out = _wmma(linear / "naive.cu")
+    body = out.text.split("__global__")[1]
+    assert body.count("cp.async.cg.shared.global [%0], [%1], 16;") == 4  # A and B, prologue and loop
+    assert "kl_last == kl_first + 7 && (reinterpret_cast<size_t>(kl_first) & 15) == 0" in body
+    assert "cp.async.wait_group 1;" in body and "const int kl_s = kl_cur ^ 1, kl_k0 = kl_next;" in body
+    assert "__nv_bfloat16 kl_Bs[2][128][40]" in body  # W is N x K: stored along k
+    assert_passes(out.text, linear, tmp_path, "linear_wmma.cu")
 
 
 @pytest.mark.parametrize(
@@ -67,3 +88,27 @@ def test_apply_refuses_a_site_whose_loop_is_gone() -> None:
     other = CudaSource.from_text(src.text.replace("s += __half2float", "s -= __half2float"), "k.cu")
     with pytest.raises(Refused):
         OP.apply(other, site)
+
+
+def test_an_ldg_read_is_copied_from_its_address(tmp_path: Path) -> None:
+    """`__ldg(&A[i])` (ldg's forward step, often applied first) is copied from `&A[i]`."""
+    text = (NT_HALF / "naive.cu").read_text()
+    text = text.replace("__half2float(A[m * K + k])", "__half2float(__ldg(&A[m * K + k]))")
+    out = _wmma_text(text)
+    body = out.text.split("__global__")[1]
+    assert "kl_first = &A[m * K + k];" in body and "&__ldg" not in body
+    assert_passes(out.text, NT_HALF, tmp_path, "nt_half_ldg.cu")
+
+
+@pytest.mark.parametrize(
+    ("raw", "addr"),
+    [
+        ("A[(size_t)row * K + k]", "&A[(size_t)row * K + k]"),
+        ("__ldg(&B[k * N + col])", "&B[k * N + col]"),
+        ("A[f(x[1])]", "&A[f(x[1])]"),
+        ("A[i] + B[j]", None),  # not one element: no address, element-by-element staging
+        ("LOAD(A, i)", None),
+    ],
+)
+def test_the_address_a_chunk_is_copied_from(raw: str, addr: str | None) -> None:
+    assert wmma_gemm.address(raw) == addr

@@ -14,7 +14,8 @@ derived in a template struct): there the backward step re-derives the kernel fro
 computes, at the 4 x 4 micro-tile register_blocking's forward step makes (gemm_tiling reads the
 tiled kernel back to its naive loop, tiles it and blocks it again), so the lineage continues
 with register_blocking's and gemm_tiling's removals and each of the three steps is mined.
-Refused when the accumulator holds at most 16 elements a thread (nothing deeper than 4 x 4).
+Refused when the accumulator holds at most 16 elements a thread (nothing deeper than 4 x 4), and
+when the accumulators are WMMA fragments (tensor_core's removal reads those back).
 """
 
 from __future__ import annotations
@@ -77,6 +78,17 @@ class DeepMicroTile(RegisterBlocking):
                     f"each thread accumulates {t.per_thread or 'a compile-time number of'} outputs"
                     + (f" (more than {REDERIVED})" if deep else f", not more than {REDERIVED}"),
                     "Layout",
+                )
+            )
+            facts.append(
+                Precondition(
+                    "scalar_accumulators",
+                    not t.fragments,
+                    "the micro-tile is scalar accumulators in registers"
+                    if not t.fragments
+                    else "the accumulators are WMMA fragments: tensor_core takes the tile product back "
+                    "to the naive loop (re-deriving it on FMAs would drop the tensor cores unmined)",
+                    "Data types",
                 )
             )
         return facts

@@ -43,6 +43,9 @@ from klineage.source.syntax import squash
 #: thread count used when the launch's block cannot be evaluated, and the most the tiled kernel uses
 DEFAULT_THREADS = 256
 MAX_THREADS = 256
+#: A's tile is stored k-major, its rows padded by 4 elements (16 bytes): the transposing stores
+#: spread over the banks and every row stays 16-byte aligned
+A_PAD = 4
 
 
 class GemmTiling(Operator):
@@ -342,7 +345,15 @@ def _body(g: GemmLoop, p: str) -> str:
     col_ok = " && ".join(f"!({c})" for c in g.col_clauses)
 
     def load(
-        tile: str, rows: str, cols: str, var_r: str, var_c: str, value: str, ok: str, contiguous_cols: bool
+        tile: str,
+        rows: str,
+        cols: str,
+        var_r: str,
+        var_c: str,
+        value: str,
+        ok: str,
+        contiguous_cols: bool,
+        at: str = "[kl_r][kl_c]",
     ) -> str:
         # element kl_e of the tile: the contiguous dimension of the global index varies fastest
         r, c = (
@@ -353,9 +364,9 @@ def _body(g: GemmLoop, p: str) -> str:
             f"            const int kl_r = {r}, kl_c = {c};\n"
             f"            {var_r}\n"
             f"            {var_c}\n"
-            f"            {tile}[kl_r][kl_c] = ({ok}) ? static_cast<{acc_t}>({value}) : static_cast<{acc_t}>(0);\n"
+            f"            {tile}{at} = ({ok}) ? static_cast<{acc_t}>({value}) : static_cast<{acc_t}>(0);\n"
             f"        }}\n"
-        )
+        )  # fmt: skip
 
     uniform = "".join(f"    {u}\n" for u in g.uniform)
     k_cond = g.k_cond
@@ -368,6 +379,7 @@ def _body(g: GemmLoop, p: str) -> str:
         g.a.text,
         f"{row_ok} && ({k_cond})",
         g.a.k_contiguous,
+        "[kl_c][kl_r]",  # stored k-major: a thread's rows are contiguous in shared memory
     )
     b_load = load(
         "kl_Bs",
@@ -386,10 +398,15 @@ def _body(g: GemmLoop, p: str) -> str:
     )
     epilogue = "".join(f"            {s}\n" for s in g.epilogue)
     derived = "".join(f"            {d}\n" for d in g.derived)
+    rows = f"kl_ty * kl_vm + (kl_i / kl_vm) * ({bm} / {tm} * kl_vm) + kl_i % kl_vm"
+    cols = f"kl_tx * kl_vn + (kl_j / kl_vn) * ({bn} / {tn} * kl_vn) + kl_j % kl_vn"
     return f"""{{
-{uniform}    __shared__ {acc_t} kl_As[{bm}][{bk}];
-    __shared__ {acc_t} kl_Bs[{bk}][{bn}];
+{uniform}    __shared__ __align__(16) {acc_t} kl_As[{bk}][{bm} + {A_PAD}];
+    __shared__ __align__(16) {acc_t} kl_Bs[{bk}][{bn}];
     const int kl_tx = threadIdx.x, kl_ty = threadIdx.y, kl_tid = kl_ty * ({bn} / {tn}) + kl_tx;
+    // a thread's micro-tile rows (columns) in groups of 4 adjacent ones when its size allows:
+    // each group is read from shared memory as one 16-byte load
+    constexpr int kl_vm = {tm} % 4 == 0 ? 4 : 1, kl_vn = {tn} % 4 == 0 ? 4 : 1;
     const int kl_row0 = blockIdx.y * {bm}, kl_col0 = blockIdx.x * {bn};
     {acc_t} kl_accum[{tm}][{tn}];
     for (int kl_i = 0; kl_i < {tm}; ++kl_i)
@@ -398,8 +415,8 @@ def _body(g: GemmLoop, p: str) -> str:
 {a_load}{b_load}        __syncthreads();
         for (int kl_kk = 0; kl_kk < {bk}; ++kl_kk) {{
             {acc_t} kl_a[{tm}], kl_b[{tn}];
-            for (int kl_i = 0; kl_i < {tm}; ++kl_i) kl_a[kl_i] = kl_As[kl_ty + kl_i * ({bm} / {tm})][kl_kk];
-            for (int kl_j = 0; kl_j < {tn}; ++kl_j) kl_b[kl_j] = kl_Bs[kl_kk][kl_tx + kl_j * ({bn} / {tn})];
+            for (int kl_i = 0; kl_i < {tm}; ++kl_i) kl_a[kl_i] = kl_As[kl_kk][{rows}];
+            for (int kl_j = 0; kl_j < {tn}; ++kl_j) kl_b[kl_j] = kl_Bs[kl_kk][{cols}];
             for (int kl_i = 0; kl_i < {tm}; ++kl_i)
                 for (int kl_j = 0; kl_j < {tn}; ++kl_j) {mac}
         }}
@@ -407,8 +424,8 @@ def _body(g: GemmLoop, p: str) -> str:
     }}
     for (int kl_i = 0; kl_i < {tm}; ++kl_i)
         for (int kl_j = 0; kl_j < {tn}; ++kl_j) {{
-            const {row_t} {g.row.name} = kl_row0 + kl_ty + kl_i * ({bm} / {tm});
-            const {col_t} {g.col.name} = kl_col0 + kl_tx + kl_j * ({bn} / {tn});
+            const {row_t} {g.row.name} = kl_row0 + {rows};
+            const {col_t} {g.col.name} = kl_col0 + {cols};
 {derived}            if ({g.guard}) continue;
             {g.acc.type} {g.acc.name} = kl_accum[kl_i][kl_j];
 {epilogue}        }}

@@ -11,7 +11,9 @@ module reads that, on structure:
 - the output is written at `C + offset` in the two output coordinates, the value being an
   expression of one accumulator element (and of the C element itself, for `beta * C`), either
   directly or through a shared-memory staging buffer whose stores are such expressions and whose
-  copy to C moves elements unchanged (a packed pair of the same expression counts as one);
+  copy to C moves elements unchanged (a packed pair of the same expression counts as one); or,
+  for WMMA accumulator fragments, stored whole (`store_matrix_sync`) into a shared scratch tile
+  that the output's expression reads an element of (the epilogue runs on the way out);
 - the extents are the kernel parameters the coordinates are compared with (M, N) and the one the
   tiled K loop's trip count is computed from (K).
 
@@ -40,6 +42,11 @@ PACKS = ("make_bfloat162", "make_half2", "__halves2bfloat162", "__halves2half2",
 #: calls that convert two floats into one 16-bit pair, and the conversion each element gets
 PAIR_CONVERSIONS = {"__floats2bfloat162_rn": "__float2bfloat16_rn", "__floats2half2_rn": "__float2half_rn"}
 _UNIFORM_WORDS = {"size_t", "int", "long", "unsigned", "int64_t", "static_cast"}
+#: a WMMA accumulator fragment type: rows, columns, element type (`using namespace` spellings too)
+_ACC_FRAGMENT = re.compile(
+    r"(?:(?:nvcuda::)?wmma::)?fragment\s*<\s*(?:(?:nvcuda::)?wmma::)?accumulator\s*,"
+    r"\s*(\w+)\s*,\s*(\w+)\s*,\s*\w+\s*,\s*([\w:]+)\s*>"
+)
 
 
 class NotTiled(Exception):
@@ -70,6 +77,8 @@ class TiledGemm:
     body_end: int
     #: accumulator elements a thread holds (1: one output per thread; None: not a constant)
     per_thread: int | None = 1
+    #: the accumulators are WMMA fragments (tensor cores), not scalars in registers
+    fragments: bool = False
 
 
 @dataclass(frozen=True)
@@ -315,10 +324,14 @@ def read(src: CudaSource, kernel: Function, k_loop: ts.Node) -> TiledGemm:
         raise NotTiled(f"extents not read: rows {m}, columns {n}, K loop bound over {ks or 'no parameter'}")
     body = r.fn.child_by_field_name("body")
     assert body is not None
+    lanes = _fragment(r, acc_node)
     per = _per_thread(r, acc_node)
+    if lanes is not None:
+        per = None if per is None or lanes[1] is None else per * lanes[1]
     return TiledGemm(
-        kernel.name, oa, ob, oc, m, n, ks[0], acc_type, value, body.start_byte, body.end_byte, per
-    )
+        kernel.name, oa, ob, oc, m, n, ks[0], acc_type, value, body.start_byte, body.end_byte, per,
+        lanes is not None,
+    )  # fmt: skip
 
 
 def _c_address(r: _Reader, c: str) -> ts.Node:
@@ -331,7 +344,8 @@ def _c_address(r: _Reader, c: str) -> ts.Node:
 
 def _stores(r: _Reader, target: str | set[str]) -> list[tuple[ts.Node, ts.Node]]:
     """(address node, value node) of every store through a pointer to `target`: `p[i] = v`,
-    `*(...)p... = v`, or a call named *store* given the address first and the value last."""
+    `*(...)p... = v`, a call named *store* given the address first and the value last, or WMMA's
+    `store_matrix_sync(address, fragment, ld, layout)` (the value: the fragment)."""
     alias = _Alias(r, {target} if isinstance(target, str) else target)
     out = []
     for n in T.walk(r.fn):
@@ -344,7 +358,8 @@ def _stores(r: _Reader, target: str | set[str]) -> list[tuple[ts.Node, ts.Node]]
         elif n.type == "call_expression" and "store" in X.callee_name(n).lower():
             args = T.call_args(n)
             if len(args) >= 2 and alias.any(X.identifiers(args[0]), n.start_byte):
-                out.append((args[0], args[-1]))
+                wmma = X.callee_name(n).endswith("store_matrix_sync")
+                out.append((args[0], args[1] if wmma else args[-1]))
     return out
 
 
@@ -389,7 +404,7 @@ def _stored_value(r: _Reader, c: str) -> tuple[ts.Node, str]:
         text = r.src.text_of(v)
         staged = {s for s in _idents(text) if _is_shared(r, s, shared, v.start_byte)}
         if staged:
-            v_acc, expr = _staged_value(r, staged)
+            v_acc, expr = _fragment_value(r, v, staged) or _staged_value(r, staged)
         else:
             v_acc, expr = _element_value(r, v, c)
         acc_seen = acc_seen or v_acc
@@ -408,6 +423,48 @@ def _is_shared(r: _Reader, name: str, shared: set[str], pos: int, depth: int = 4
         and d is not None
         and any(_is_shared(r, s, shared, d.start, depth - 1) for s in _idents(d.init))
     )
+
+
+def _shared_bases(r: _Reader, name: str, pos: int, shared: set[str], depth: int = 4) -> set[str]:
+    """The shared arrays `name` is (or points into, or was copied from), through its locals."""
+    if name in shared:
+        return {name}
+    d = _resolve(r.defs, name, pos)
+    if depth == 0 or d is None:
+        return set()
+    return set().union(*(_shared_bases(r, s, d.start, shared, depth - 1) for s in _idents(d.init)))
+
+
+def _fragment_value(r: _Reader, v: ts.Node, staged: set[str]) -> tuple[ts.Node, str] | None:
+    """A WMMA epilogue: accumulator fragments go whole into a shared scratch tile
+    (`store_matrix_sync`) and the output's value `v` reads a scratch element (or a local copied
+    from one): that read is the accumulator element. None when no fragment is stored there."""
+    shared = {d.name for d in r.src.shared_decls}
+    bases = set().union(*(_shared_bases(r, s, v.start_byte, shared) for s in staged))
+    frags = [val for _, val in _stores(r, bases) if _fragment(r, val) is not None] if bases else []
+    if not frags:
+        return None
+
+    def rewrite(n: ts.Node) -> str | None:
+        if n.type == "subscript_expression" and _address_names(n) & staged:
+            return "{acc}"
+        return "{acc}" if n.type == "identifier" and r.src.text_of(n) in staged else None
+
+    return frags[0], " ".join(X.render(r.src, v, rewrite).split())
+
+
+def _fragment(r: _Reader, node: ts.Node) -> tuple[str, int | None] | None:
+    """(element type, elements a lane holds) when `node` is a WMMA accumulator fragment (or an
+    element of an array of them), else None."""
+    base = node
+    while base.type == "subscript_expression":
+        base = base.child_by_field_name("argument") or base.named_children[0]
+    decl = X.declared_type(r.src, r.fn, r.src.text_of(base)) if base.type == "identifier" else None
+    m = _ACC_FRAGMENT.fullmatch(squash(decl[0]).replace("const ", "")) if decl is not None else None
+    if m is None:
+        return None
+    rows, cols = (eval_int(x, file_constants(r.src)) for x in (m.group(1), m.group(2)))
+    return m.group(3), None if rows is None or cols is None else rows * cols // 32
 
 
 def _staged_value(r: _Reader, staged: set[str]) -> tuple[ts.Node, str]:
@@ -524,7 +581,8 @@ def _acc_type(r: _Reader, node: ts.Node) -> str:
     decl = X.declared_type(r.src, r.fn, name)
     if decl is None:
         raise NotTiled(f"the accumulator {name} has no declared type")
-    return decl[0].replace("const", "").strip()
+    frag = _fragment(r, node)
+    return frag[0] if frag is not None else decl[0].replace("const", "").strip()
 
 
 def naive_body(t: TiledGemm, taken: set[str]) -> str:

@@ -1,7 +1,11 @@
 """Tensor-core MMA through the WMMA API (`wmma::fragment`, `load_matrix_sync`, `mma_sync`,
 `store_matrix_sync`, `fill_fragment`): one warp-wide instruction multiplies 16x16x16 tiles.
 
-Backward, per function: the fragments and the four WMMA calls are redirected to `kl_wmma`, a small
+Backward, on a kernel that is a shared-memory tiled GEMM accumulating in WMMA fragments (its
+global reads, extents and output expression read by gemm_untile, the epilogue through
+`store_matrix_sync` included): the kernel becomes the naive loop, one thread per output summing
+in float, which is what the forward step (below) takes onto tensor cores again. Any other
+function with WMMA: the fragments and the four WMMA calls are redirected to `kl_wmma`, a small
 namespace inserted once at the top of the file that has the same names and signatures and does the
 same tile product with scalar FMA loops: an A/B fragment holds its whole tile in every lane, an
 accumulator fragment holds M*N/32 elements per lane (WMMA leaves that mapping unspecified, so code
@@ -24,6 +28,7 @@ from klineage.deopt import _threads as T
 from klineage.deopt import wmma_gemm
 from klineage.deopt.base import Operator, Precondition, Refused, Site
 from klineage.deopt.gemm_loop import GemmLoop, gemm_loops
+from klineage.deopt.gemm_tiling import GemmTiling
 from klineage.deopt.smem_padding import resolve_int
 from klineage.source import edit
 from klineage.source.canon import canonical_form
@@ -231,6 +236,9 @@ class TensorCore(Operator):
         fn = src.node_at(site.anchor)
         if fn is None:
             return [Precondition("site_present", False, "the function is gone")]
+        tiled = _tiled_gemm(src, site)
+        if tiled is not None:
+            return tiled[1]
         frags = _fragment_vars(src, fn)
         facts = []
         params = [
@@ -394,19 +402,52 @@ class TensorCore(Operator):
         fn = src.node_at(site.anchor)
         if fn is None:
             raise Refused(f"{self.name}: the function is gone")
+        tiled = _tiled_gemm(src, site)
+        if tiled is not None:
+            naive = GemmTiling().untile(src, tiled[0], any_depth=True)
+            return edit.apply_edits(naive, _unused_wmma_headers(naive, naive.text))
         text = _QUAL_RE.sub("kl_wmma::", src.text_of(fn))
         edits = [edit.replace(fn, text)]
         rest = src.text_bytes[: fn.start_byte].decode() + src.text_bytes[fn.end_byte :].decode()
-        if not _QUAL_RE.search(rest.replace("kl_wmma::", "")):
-            for pat in (
-                r"^[ \t]*#[ \t]*include\s*<mma\.h>[^\n]*\n",
-                r"^[ \t]*using\s+namespace\s+nvcuda\s*;[^\n]*\n",
-            ):
-                for m in re.finditer(pat, src.text, re.M):
-                    a, b = len(src.text[: m.start()].encode()), len(src.text[: m.end()].encode())
-                    edits.append(edit.Edit(a, b, ""))
+        edits += _unused_wmma_headers(src, rest)
         if "namespace kl_wmma" not in src.text:
             pos = _after_includes(src)
             extra = "" if "<type_traits>" in src.text else "#include <type_traits>\n"
             edits.append(edit.Edit(pos, pos, extra + HELPERS))
         return edit.apply_edits(src, edits)
+
+
+def _tiled_gemm(src: CudaSource, site: Site) -> tuple[Site, list[Precondition]] | None:
+    """The gemm_tiling site of the kernel at `site` and the facts of un-tiling it, when the kernel
+    reads as a tiled GEMM whose accumulators are WMMA fragments; else None."""
+    tiling = GemmTiling()
+    for s in tiling.find(src):
+        if s.details.get("kernel") != site.details.get("function"):
+            continue
+        facts, t = tiling.untile_plan(src, s, any_depth=True)
+        if t is not None and t.fragments:
+            frag = Precondition(
+                "fragment_accumulators",
+                True,
+                f"the K loop accumulates in WMMA fragments ({t.acc_type}); the naive loop sums in "
+                f"{t.acc_type} one output a thread",
+                "Data types",
+            )
+            return s, [frag, *facts]
+    return None
+
+
+def _unused_wmma_headers(src: CudaSource, rest: str) -> list[edit.Edit]:
+    """Deletions of `#include <mma.h>` and `using namespace nvcuda;` when `rest` (the code outside
+    the rewritten function) names WMMA no more."""
+    if _QUAL_RE.search(rest.replace("kl_wmma::", "")) or re.search(r"\bfragment\s*<", rest):
+        return []
+    edits = []
+    for pat in (
+        r"^[ \t]*#[ \t]*include\s*<mma\.h>[^\n]*\n",
+        r"^[ \t]*using\s+namespace\s+nvcuda\s*;[^\n]*\n",
+    ):
+        for m in re.finditer(pat, src.text, re.M):
+            a, b = len(src.text[: m.start()].encode()), len(src.text[: m.end()].encode())
+            edits.append(edit.Edit(a, b, ""))
+    return edits
