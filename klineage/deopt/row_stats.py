@@ -148,15 +148,49 @@ def _free_uses(src: CudaSource, node: ts.Node, index: str, extent: str) -> list[
     ]
 
 
-def _memory_writes(fn: ts.Node, node: ts.Node) -> list[ts.Node]:
-    """Assignments under `node` whose target is not a plain local name (memory, not registers)."""
-    return [
-        n
-        for n in T.walk(node)
-        if n.type in ("assignment_expression", "update_expression")
-        and (t := write_target(n)) is not None
-        and t.type != "identifier"
-    ]
+def _declared_as(fn: ts.Node, name: str) -> str:
+    """'array' for a local array, 'out' for a pointer to writable data, 'in' for a pointer to
+    const data, '' otherwise (a scalar, or a name `fn` does not declare)."""
+    d = T.local_decls(fn).get(name)
+    if d is None:
+        return ""
+    kinds = {n.type for n in T.walk(d)}
+    if "pointer_declarator" in kinds:
+        decl = d.parent
+        before = (
+            decl.text[: d.start_byte - decl.start_byte].decode() if decl is not None and decl.text else ""
+        )
+        return "in" if re.search(r"\bconst\b", before) else "out"
+    return "array" if "array_declarator" in kinds else ""
+
+
+def _memory_writes(src: CudaSource, fn: ts.Node, node: ts.Node) -> list[tuple[ts.Node, str]]:
+    """What `node` stores to memory, as (the written expression, its base pointer): assignments
+    to anything but a plain name or a local array, and pointers to writable data handed to a
+    call (`store_pack(yr + col, v)`)."""
+    out = []
+    for n in T.walk(node):
+        if n.type in ("assignment_expression", "update_expression"):
+            t = write_target(n)
+            base = base_name(t) if t is not None and t.type != "identifier" else None
+            if t is not None and base is not None and _declared_as(fn, base) != "array":
+                out.append((t, base))
+        elif n.type == "call_expression":
+            callee = src.function(T.call_name(n).split("::")[-1])
+            params = callee.params if callee is not None else ()
+            for i, arg in enumerate(T.call_args(n)):
+                if callee is not None and (
+                    i >= len(params) or not params[i].is_pointer or params[i].is_const
+                ):
+                    continue  # the helper only reads through this argument
+                base = (
+                    base_name(arg)
+                    if arg is not None and arg.type != "identifier"
+                    else (arg.text.decode() if arg is not None and arg.text else None)
+                )
+                if base is not None and _declared_as(fn, base) == "out":
+                    out.append((arg, base))
+    return out
 
 
 def _rewritten(src: CudaSource, start: int, end: int, reps: list[tuple[ts.Node, str]]) -> str:
@@ -239,6 +273,62 @@ def _common_facts(src: CudaSource, fn: ts.Node, body: ts.Node, index_decl: ts.No
     ]
 
 
+def _moves_up(src: CudaSource, fn: ts.Node, head: list[ts.Node], tail: list[ts.Node]) -> Precondition:
+    """A row statement placed after an element statement moves above it (out of the column
+    loop): it must not assign a name, or read memory, that an earlier element statement uses."""
+    for s in head:
+        before = [t for t in tail if t.start_byte < s.start_byte]
+        read = {n.text.decode() for t in before for n in T.walk(t) if n.type == "identifier" and n.text}
+        stored = {base for t in before for _, base in _memory_writes(src, fn, t)}
+        mine = {n.text.decode() for n in T.walk(s) if n.type == "identifier" and n.text}
+        clash = sorted((T.assigned_in(s) & read) | (stored & mine))
+        if clash:
+            return fact(
+                "row_part_moves_up",
+                False,
+                f"line {s.start_point.row + 1} computes a row value but `{clash[0]}` ties it to an element "
+                "statement before it",
+                "Pipeline",
+            )
+    return fact(
+        "row_part_moves_up", True, "every row statement can run before the element statements", "Pipeline"
+    )
+
+
+def _chunk(src: CudaSource, stmt: ts.Node, index: str, extent: str) -> tuple[str, str, str, ts.Node] | None:
+    """(type, column, step, body) of `{ const T c = (T)(e % N); if (c % S == 0) BODY }`: the thread
+    at a chunk's first column does the chunk (the form `remove` gives a loop `c += S`)."""
+    parts = _statements(stmt) if stmt.type == "compound_statement" else []
+    if len(parts) != 2 or parts[0].type != "declaration" or parts[1].type != "if_statement":
+        return None
+    ds = parts[0].children_by_field_name("declarator")
+    value = _bare(ds[0].child_by_field_name("value")) if len(ds) == 1 else None
+    if (
+        value is None
+        or value.type != "binary_expression"
+        or value.child_by_field_name("operator").type != "%"
+    ):
+        return None
+    if (
+        _key(src, value.child_by_field_name("left")) != index
+        or _key(src, value.child_by_field_name("right")) != extent
+    ):
+        return None
+    col = T.declarator_ident(ds[0]) or ""
+    m = re.fullmatch(
+        rf"{re.escape(col)}%(\w+)==0",
+        T.squash(src.text_of(parts[1].child_by_field_name("condition"))).strip("()"),
+    )
+    if m is None or parts[1].child_by_field_name("alternative") is not None:
+        return None
+    return (
+        src.text_of(parts[0].child_by_field_name("type")),
+        col,
+        m.group(1),
+        parts[1].child_by_field_name("consequence"),
+    )
+
+
 class RowStats(Operator):
     name = "row_stats"
     category = "tiling"
@@ -299,6 +389,7 @@ class RowStats(Operator):
         at = stmts.index(out.guard)
         head, out.tail = self._split(src, stmts[at + 1 :], out.index, extent)
         out.head = stmts[:at] + head
+        out.facts.append(_moves_up(src, fn, out.head, out.tail))
         early = [s for s in stmts[:at] if _free_uses(src, s, out.index, extent)]
         if early:
             out.facts.append(
@@ -329,12 +420,19 @@ class RowStats(Operator):
     def _split(
         src: CudaSource, stmts: list[ts.Node], index: str, extent: str
     ) -> tuple[list[ts.Node], list[ts.Node]]:
-        """The statements up to the first that needs the element (`index` beyond `index / extent`,
-        or a name such a statement declared), and the rest."""
-        for i, s in enumerate(stmts):
-            if _free_uses(src, s, index, extent):
-                return stmts[:i], stmts[i:]
-        return stmts, []
+        """The statements that need the element (`index` beyond `index / extent`, or a name an
+        earlier such statement declared), and the others: the row's part, run once per row."""
+        head: list[ts.Node] = []
+        tail: list[ts.Node] = []
+        element_names = {index}
+        for s in stmts:
+            names = {n.text.decode() for n in T.walk(s) if n.type == "identifier" and n.text is not None}
+            if _free_uses(src, s, index, extent) or (names & element_names) - {index}:
+                tail.append(s)
+                element_names |= set(T.local_decls(s))
+            else:
+                head.append(s)
+        return head, tail
 
     def _element_facts(self, src: CudaSource, fn: ts.Node, out: _Shape) -> list[Precondition]:
         loops = [
@@ -343,11 +441,13 @@ class RowStats(Operator):
             for n in T.walk(s)
             if n.type in ("for_statement", "while_statement", "do_statement")
         ]
-        head_writes = [w for s in out.head for w in _memory_writes(fn, s)]
-        head_names = {n for s in out.head for n in T.local_decls(s)} | {
-            p.name for p in src.kernel(out.kernel).params
+        head_writes = [w for s in out.head for w in _memory_writes(src, fn, s)]
+        kernel = src.kernel(out.kernel)
+        head_names = {T.decl_name(s) for s in out.head if s.type == "declaration"} | {
+            p.name for p in (kernel.params if kernel is not None else ())
         }
-        tail_assigns = sorted({n for s in out.tail for n in T.assigned_in(s)} & head_names)
+        tail_own = {n for s in out.tail for n in T.local_decls(s)}
+        tail_assigns = sorted(({n for s in out.tail for n in T.assigned_in(s)} - tail_own) & head_names)
         jumps = [
             n
             for s in out.tail
@@ -355,7 +455,7 @@ class RowStats(Operator):
             if n.type == "return_statement"
             or (n.type in ("break_statement", "continue_statement") and bound_loop(n) is None)
         ]
-        stores = [w for s in out.tail for w in _memory_writes(fn, s)]
+        stores = [w for s in out.tail for w in _memory_writes(src, fn, s)]
         return [
             fact(
                 "row_reduction",
@@ -371,7 +471,7 @@ class RowStats(Operator):
                 "the row part writes no memory and the element part changes none of its values"
                 if not head_writes and not tail_assigns
                 else (
-                    f"the row part writes memory (line {head_writes[0].start_point.row + 1})"
+                    f"the row part writes memory (line {head_writes[0][0].start_point.row + 1})"
                     if head_writes
                     else f"the element part assigns `{tail_assigns[0]}`, which the row part computed"
                 ),
@@ -398,7 +498,7 @@ class RowStats(Operator):
             return None
         stmts = _statements(body)
         last = stmts[-1] if stmts else None
-        parts = T.counting_loop(src, last) if last is not None else None
+        parts = T.counting_loop(src, last, True) if last is not None else None
         if last is None or parts is None or T.eval_int(src.text_of(parts[1]), {}) != 0:
             return None
         out = _Shape(kernel, [], got[0], got[1], guard[0])
@@ -417,9 +517,9 @@ class RowStats(Operator):
         lbody = out.loop.child_by_field_name("body")
         inner = set(T.local_decls(out.loop))
         carried = sorted(T.assigned_in(lbody) - inner)
-        writes = _memory_writes(fn, lbody)
-        bases = {base_name(write_target(w)) for w in writes}
-        targets = [write_target(w) for w in writes]
+        writes = _memory_writes(src, fn, lbody)
+        bases = {base for _, base in writes}
+        targets = [t for t, _ in writes]
         read_back = [
             n
             for n in T.walk(fn.child_by_field_name("body"))
@@ -427,6 +527,7 @@ class RowStats(Operator):
             and n.text is not None
             and n.text.decode() in bases
             and not _inside(n, targets)
+            and not (n.parent is not None and n.parent.child_by_field_name("declarator") == n)
         ]
         loops = [
             n
@@ -434,7 +535,7 @@ class RowStats(Operator):
             for n in T.walk(s)
             if n.type in ("for_statement", "while_statement", "do_statement")
         ]
-        head_writes = [w for s in out.head for w in _memory_writes(fn, s)]
+        head_writes = [w for s in out.head for w in _memory_writes(src, fn, s)]
         sizes = {p.name for p in kernel.params} | set(T.file_constants(src))
         extent_ok = out.extent.strip() in sizes and out.extent.strip() not in T.assigned_in(fn)
         return [
@@ -446,7 +547,7 @@ class RowStats(Operator):
                 if loops and not head_writes and extent_ok
                 else "no loop before the last one"
                 if not loops
-                else f"the row part writes memory (line {head_writes[0].start_point.row + 1})"
+                else f"the row part writes memory (line {head_writes[0][0].start_point.row + 1})"
                 if head_writes
                 else f"the row length `{out.extent}` is not one unchanging name",
                 "Pipeline",
@@ -504,16 +605,20 @@ class RowStats(Operator):
         assert fn is not None
         f = self._per_row(src, fn, site.details["kernel"])
         assert f is not None and f.loop is not None and f.guard is not None and f.index_decl is not None
-        n, var_parts = f.extent.strip(), T.counting_loop(src, f.loop)
-        assert var_parts is not None
-        var, lbody = var_parts[0], f.loop.child_by_field_name("body")
+        n, parts = f.extent.strip(), T.counting_loop(src, f.loop, True)
+        assert parts is not None
+        var, step, lbody = parts[0], parts[4], f.loop.child_by_field_name("body")
         vtype = src.text_of(f.loop.child_by_field_name("initializer").child_by_field_name("type"))
         e = _fresh(src, fn, "kl_e")
         col = f"({vtype})({e} % {n})"
-        uses = [(u, col) for u in T.walk(lbody) if u.type == "identifier" and u.text == var.encode()]
-        inner = lbody.named_children if lbody.type == "compound_statement" else [lbody]
-        text = _rewritten(src, inner[0].start_byte, inner[-1].end_byte, uses) if inner else ""
         ind = edit.indent_of(src, T.statement_ancestor(f.index_decl))
+        if step == "1":  # the column itself: `y[base + j]` reads `y[base + (int)(kl_e % N)]`
+            uses = [(u, col) for u in T.walk(lbody) if u.type == "identifier" and u.text == var.encode()]
+            inner = lbody.named_children if lbody.type == "compound_statement" else [lbody]
+            text = _rewritten(src, inner[0].start_byte, inner[-1].end_byte, uses) if inner else ""
+        else:  # a chunk of `step` columns: the thread at the chunk's first column does it
+            body_text = src.text_of(lbody).replace("\n", "\n    ")
+            text = f"const {vtype} {var} = {col};\n{ind}    if ({var} % {step} == 0) {body_text}"
         rows = T.paren(f.rows)
         edits = [
             edit.insert_before(
@@ -563,23 +668,38 @@ class RowStats(Operator):
             edit.replace(f.index_decl.child_by_field_name("declarator"), row),
             edit.replace(f.guard.child_by_field_name("condition"), f"({row} >= {T.paren(f.rows)})"),
         ]
-        edits += [edit.replace(d, row) for s in f.head for d in rows if _inside(d, [s])]
         if f.tail:
-            start, end = f.tail[0].start_byte, f.tail[-1].end_byte
-            reps = [(d, row) for d in rows if start <= d.start_byte < end]
-            reps += [(d, c) for d in cols if start <= d.start_byte < end]
-            reps += [
-                (u, f"({row} * {n} + {c})")
-                for u in T.walk(fn)
-                if u.type == "identifier"
-                and u.text == e.encode()
-                and start <= u.start_byte < end
-                and not _inside(u, rows + cols)
-            ]
+            start, end = f.tail[0].start_byte, max(x.end_byte for x in f.head + f.tail)
+            moved = [x for x in f.head if x.start_byte > start]
+            stay = [x for x in f.head if x.start_byte < start]
+            edits += [edit.replace(d, row) for x in stay for d in rows if _inside(d, [x])]
+
+            def element(x: ts.Node) -> str:
+                reps = [(d, row) for d in rows if _inside(d, [x])] + [(d, c) for d in cols if _inside(d, [x])]
+                reps += [
+                    (u, f"({row} * {n} + {c})")
+                    for u in T.walk(x)
+                    if u.type == "identifier" and u.text == e.encode() and not _inside(u, rows + cols)
+                ]
+                return _rewritten(src, x.start_byte, x.end_byte, reps).replace("\n", "\n    ")
+
             ind = edit.indent_of(src, f.tail[0])
-            inner = _rewritten(src, start, end, reps).replace("\n", "\n    ")
-            edits.append(
-                edit.Edit(start, end, f"for (int {c} = 0; {c} < {n}; ++{c}) {{\n{ind}    {inner}\n{ind}}}")
-            )
+            chunk = _chunk(src, f.tail[0], e, f.extent) if len(f.tail) == 1 else None
+            if chunk is not None:  # back to the chunk loop `for (c = 0; c < N; c += S)`
+                ctype, col, step, cbody = chunk
+                loop = f"for ({ctype} {col} = 0; {col} < {n}; {col} += {step}) "
+                shift = len(edit.indent_of(src, cbody.parent)) - len(ind) if cbody.parent is not None else 0
+                loop += element(cbody).replace("\n" + " " * (shift + 4), "\n")
+            else:
+                body = f"\n{ind}    ".join(element(x) for x in f.tail)
+                loop = f"for (int {c} = 0; {c} < {n}; ++{c}) {{\n{ind}    {body}\n{ind}}}"
+            lines = [
+                _rewritten(src, x.start_byte, x.end_byte, [(d, row) for d in rows if _inside(d, [x])])
+                for x in moved
+            ]
+            lines.append(loop)
+            edits.append(edit.Edit(start, end, f"\n{ind}".join(lines)))
+        else:
+            edits += [edit.replace(d, row) for x in f.head for d in rows if _inside(d, [x])]
         edits += _regrid(src, fn, src.kernel(site.details["kernel"]), f.rows)
         return edit.apply_edits(src, edits)
