@@ -109,8 +109,8 @@ def test_forward_on_another_idiom() -> None:
     assert "long kl_row = blockIdx.x * blockDim.x + threadIdx.x;" in t
     assert "if (kl_row >= rows) return;" in t
     assert "int r = kl_row;" in t
-    assert "for (int kl_c = 0; kl_c < cols; ++kl_c) {" in t
-    assert "int c = kl_c;" in t and "in[(kl_row * cols + kl_c)] * scale" in t
+    assert "for (int c = 0; c < cols; ++c) {" in t  # the author's column name
+    assert "int c = kl_c" not in t and "out[(long)r * cols + c] = in[(kl_row * cols + c)] * scale;" in t
     assert "rms_scale<<<(unsigned)((rows + nthreads - 1) / nthreads), nthreads, 0, st>>>" in t
 
 

@@ -295,6 +295,25 @@ def _moves_up(src: CudaSource, fn: ts.Node, head: list[ts.Node], tail: list[ts.N
     )
 
 
+def _column_alias(src: CudaSource, fn: ts.Node, stmt: ts.Node, index: str, extent: str) -> str:
+    """The name `stmt` declares when it is `int col = e % N;` (never reassigned), else ""."""
+    ds = stmt.children_by_field_name("declarator") if stmt.type == "declaration" else []
+    value = _bare(ds[0].child_by_field_name("value")) if len(ds) == 1 else None
+    if (
+        value is None
+        or value.type != "binary_expression"
+        or value.child_by_field_name("operator").type != "%"
+    ):
+        return ""
+    if (
+        _key(src, value.child_by_field_name("left")) != index
+        or _key(src, value.child_by_field_name("right")) != extent
+    ):
+        return ""
+    name = T.declarator_ident(ds[0]) or ""
+    return name if name not in T.assigned_in(fn) else ""
+
+
 def _chunk(src: CudaSource, stmt: ts.Node, index: str, extent: str) -> tuple[str, str, str, ts.Node] | None:
     """(type, column, step, body) of `{ const T c = (T)(e % N); if (c % S == 0) BODY }`: the thread
     at a chunk's first column does the chunk (the form `remove` gives a loop `c += S`)."""
@@ -664,6 +683,9 @@ class RowStats(Operator):
             d for d in _divisions(src, fn, e, ("%",)) if _key(src, d.child_by_field_name("right")) == f.extent
         ]
         row, c = _fresh(src, fn, "kl_row"), _fresh(src, fn, "kl_c")
+        alias = next((x for x in f.tail if _column_alias(src, fn, x, e, f.extent)), None)
+        if alias is not None:  # `int col = e % N;` names the column: the loop takes that name
+            c = _column_alias(src, fn, alias, e, f.extent)
         edits = [
             edit.replace(f.index_decl.child_by_field_name("declarator"), row),
             edit.replace(f.guard.child_by_field_name("condition"), f"({row} >= {T.paren(f.rows)})"),
@@ -691,7 +713,7 @@ class RowStats(Operator):
                 shift = len(edit.indent_of(src, cbody.parent)) - len(ind) if cbody.parent is not None else 0
                 loop += element(cbody).replace("\n" + " " * (shift + 4), "\n")
             else:
-                body = f"\n{ind}    ".join(element(x) for x in f.tail)
+                body = f"\n{ind}    ".join(element(x) for x in f.tail if x != alias)
                 loop = f"for (int {c} = 0; {c} < {n}; ++{c}) {{\n{ind}    {body}\n{ind}}}"
             lines = [
                 _rewritten(src, x.start_byte, x.end_byte, [(d, row) for d in rows if _inside(d, [x])])
