@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from klineage.deopt.base import Refused
-from klineage.deopt.registry import get_operator
+from klineage.deopt.registry import get_operator, operators
 from klineage.deopt.row_stats import RowStats
 from klineage.gates.backend import GateOptions
 from klineage.gates.gate import gate
@@ -89,6 +89,8 @@ MAX_HEAD = "    float m = -INFINITY;\n    for (int j = 0; j < N; ++j) m = fmaxf(
 def test_registered_as_tiling() -> None:
     op = get_operator("row_stats")
     assert op.category == "tiling" and op.mechanical_apply
+    names = [o.name for o in operators()]  # removed after the row layouts, which leave a thread per row
+    assert names.index("warp_per_row") < names.index("block_per_row") < names.index("row_stats")
 
 
 def test_forward_on_softmax_bf16_short() -> None:
