@@ -285,3 +285,20 @@ extern "C" void launch(const float* x, float* y, int M, int N, cudaStream_t st) 
     (site,) = OP.find_forward(src)
     failed = {f.name: f.reason for f in OP.preconditions(src, site) if not f.holds}
     assert "not a counting loop" in failed.get("rows_independent", ""), failed
+
+
+def test_rows_shorter_than_the_block_take_no_block() -> None:
+    """softmax_bf16_short after row_stats: rows of 100 under blocks of 256 leave most of each
+    block idle, so at its bench size the block-per-row step is refused (a warp per row fits);
+    a bench size with rows of 4096 keeps it."""
+    from klineage.deopt.row_stats import RowStats
+    from klineage.source.canon import canonical_form
+
+    naive = REPO / "heldout" / "softmax_bf16_short" / "naive.cu"
+    src = canonical_form(CudaSource.from_file(naive)).source
+    rows = RowStats()
+    src = rows.apply(src, rows.find_forward(src)[0])
+    (site,) = OP.find_forward(src)
+    short = {f.name: f for f in OP.shape_preconditions(src, site, [(None, None, 2097152, 100)])}
+    assert not short["row_fills_the_block"].holds and "100 < 256" in short["row_fills_the_block"].reason
+    assert OP.shape_preconditions(src, site, [(None, None, 2048, 4096)]) == []

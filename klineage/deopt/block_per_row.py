@@ -24,11 +24,12 @@ every launch runs one thread per row in blocks of 256.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import tree_sitter as ts
 
 from klineage.deopt import _threads as T
-from klineage.deopt.base import Precondition, Refused, Site
+from klineage.deopt.base import LaunchValues, Precondition, Refused, Site
 from klineage.deopt.rows import (
     BlockRows,
     Reduction,
@@ -577,6 +578,55 @@ class BlockPerRow(WarpPerRow):
             )
         )
         return facts
+
+    def shape_preconditions(
+        self, src: CudaSource, site: Site, bench: Sequence[LaunchValues]
+    ) -> list[Precondition]:
+        """A row shorter than the block leaves most of its threads idle on every pass
+        (softmax_bf16_short: rows of 100 under blocks of 256): at the bench sizes some row must
+        reach the block, or a warp per row is the layout that fits."""
+        fn = src.node_at(site.anchor)
+        info = src.kernel(site.details.get("kernel", ""))
+        if fn is None or info is None or not bench:
+            return []
+        loops = self._thread_per_row(src, fn, info.name).loops
+        bounds = [
+            src.text_of(r.loop.child_by_field_name("condition").child_by_field_name("right")) for r in loops
+        ]
+        consts = T.file_constants(src)
+        seen: list[str] = []
+        for ls in T.launches_of(src, info.name):
+            launcher = src.function(ls.function or "")
+            if launcher is None:
+                return []
+            block = T.eval_int(T.resolve_local(src, src.node_for(launcher), ls.block), consts)
+            for values in bench:
+                env = {
+                    **consts,
+                    **{
+                        p.name: int(v)
+                        for p, v in zip(launcher.params, values, strict=False)
+                        if isinstance(v, int)
+                    },
+                }
+                lengths = [
+                    T.eval_int(T.strip_casts(t), env) if t is not None else None
+                    for t in (T.kernel_expr_in_launcher(src, info, ls, b, fn) for b in bounds)
+                ]
+                if block is None or not lengths or any(n is None or n >= block for n in lengths):
+                    return []
+                seen.append(f"{max(n for n in lengths if n is not None)} < {block}")
+        return [
+            fact(
+                "row_fills_the_block",
+                not seen,
+                "a row reaches the block's size at some bench size"
+                if not seen
+                else f"at every bench size the rows are shorter than the block ({', '.join(dict.fromkeys(seen))}): "
+                "most of each block would idle; a warp per row fits",
+                "Layout",
+            )
+        ]
 
     def _row_name(self, src: CudaSource, fn: ts.Node) -> str | None:
         body = fn.child_by_field_name("body")

@@ -23,6 +23,7 @@ from klineage.deopt.pragma_unroll import PragmaUnroll
 from klineage.deopt.reciprocal_hoist import ReciprocalHoist
 from klineage.deopt.register_blocking import RegisterBlocking
 from klineage.deopt.restrict import Restrict
+from klineage.deopt.row_stats import RowStats
 from klineage.deopt.size_dispatch import SizeDispatch
 from klineage.deopt.smem_padding import SmemPadding
 from klineage.deopt.smem_staging import SmemStaging
@@ -68,6 +69,7 @@ _OPERATORS: list[Operator] = [
     RegisterBlocking(),
     WarpPerRow(),
     BlockPerRow(),
+    RowStats(),  # after the row layouts: a thread per row is what they start from
     CoalescedMapping(),
     SizeDispatch(),
     GridReduce(),  # after size_dispatch: the step closest to the naive kernel
