@@ -32,6 +32,7 @@ COMPUTE_BOUND = (
     "sgemm",
     "gemm_bf16",
     "attention_fwd",
+    "attention_gqa",
 )
 
 

@@ -479,6 +479,7 @@ _FAMILIES = {
     "sgemm": "gemm",
     "gemm_bf16": "gemm",
     "attention_fwd": "attention",
+    "attention_gqa": "attention",
 }
 
 

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from klineage.deopt.flash_fusion import FlashFusion
+from klineage.deopt.registry import get_operator
 from klineage.source.model import CudaSource
 
 OP = FlashFusion()
@@ -59,6 +60,17 @@ def test_fused_reads_back_into_three_phases_and_fuses_again() -> None:
     assert len(_launches(back.text)) == 3 and "P);" in back.text  # the scratch is written again
     again = _fuse(back)
     assert len(OP.find(again)) == 1 and not OP.find(back)
+
+
+def test_gqa_expert_unfuses_to_the_three_phase_form() -> None:
+    expert = CudaSource.from_file(GQA / "expert.cu")
+    ldg = get_operator("ldg")  # the walker takes __ldg out first (specialized_instruction)
+    expert = ldg.remove(expert, ldg.find(expert)[0])
+    (site,) = OP.find(expert)
+    assert all(f.holds for f in OP.removal_preconditions(expert, site))
+    back = OP.remove(expert, site)
+    assert [n.split("_")[-1] for n in _launches(back.text)] == ["scores", "softmax", "weighted"]
+    assert len(OP.find_forward(back)) == 1
 
 
 def test_attention_fwd_expert_is_not_in_the_accessor_form() -> None:
