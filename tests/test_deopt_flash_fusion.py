@@ -73,10 +73,10 @@ def test_gqa_expert_unfuses_to_the_three_phase_form() -> None:
     assert len(OP.find_forward(back)) == 1
 
 
-def test_attention_fwd_expert_is_not_in_the_accessor_form() -> None:
-    expert = CudaSource.from_file(ATTN / "expert.cu")
-    for site in OP.find(expert):
-        assert not all(f.holds for f in OP.removal_preconditions(expert, site))
+def test_attention_fwd_ptx_expert_is_not_taken_apart() -> None:
+    # its exponentials are inline-PTX ex2 and its MMAs PTX: no online softmax this operator reads,
+    # so the walk takes no flash_fusion step there (a general un-fusing is future work)
+    assert OP.find(CudaSource.from_file(ATTN / "expert.cu")) == []
 
 
 @pytest.mark.parametrize(
