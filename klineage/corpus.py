@@ -33,6 +33,7 @@ COMPUTE_BOUND = (
     "gemm_bf16",
     "attention_fwd",
     "linear_relu_bf16",
+    "attention_gqa",
 )
 
 

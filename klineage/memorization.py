@@ -480,6 +480,7 @@ _FAMILIES = {
     "gemm_bf16": "gemm",
     "linear_relu_bf16": "gemm",  # the second 16-bit GEMM lineage (issue 25)
     "attention_fwd": "attention",
+    "attention_gqa": "attention",
 }
 
 

@@ -24,7 +24,7 @@ from klineage.gates.backend import GateOptions
 from klineage.gates.gate import gate
 
 CORPUS = Path(__file__).resolve().parent.parent / "expert_kernels"
-WORKLOADS = ("sgemm", "gemm_bf16", "attention_fwd")
+WORKLOADS = ("sgemm", "gemm_bf16", "attention_fwd", "attention_gqa")
 PTX_EXPERTS = ("gemm_bf16", "attention_fwd")
 EMU_MAX_ELEMENTS = 1 << 16
 _LAUNCH = re.compile(r'extern\s+"C"\s+void\s+launch\s*\(([^)]*)\)', re.S)
@@ -103,7 +103,14 @@ def _gate_emu(kernel: Path, workload: Path):
     return gate(kernel, workload, GateOptions(backend="emu", timeout_s=300.0), use_cache=False)
 
 
-EMU_OK = [("sgemm", "expert"), ("sgemm", "naive"), ("gemm_bf16", "naive"), ("attention_fwd", "naive")]
+EMU_OK = [
+    ("sgemm", "expert"),
+    ("sgemm", "naive"),
+    ("gemm_bf16", "naive"),
+    ("attention_fwd", "naive"),
+    ("attention_gqa", "naive"),
+    ("attention_gqa", "expert"),
+]
 
 
 @pytest.mark.slow

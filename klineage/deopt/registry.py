@@ -10,6 +10,7 @@ from klineage.deopt.coalesced_mapping import CoalescedMapping
 from klineage.deopt.coarsening import Coarsening
 from klineage.deopt.deep_micro_tile import DeepMicroTile
 from klineage.deopt.fast_math import FastMath
+from klineage.deopt.flash_fusion import FlashFusion
 from klineage.deopt.gemm_tiling import GemmTiling
 from klineage.deopt.grid_reduce import GridReduce
 from klineage.deopt.grid_stride import GridStride
@@ -61,6 +62,7 @@ _OPERATORS: list[Operator] = [
     TensorCore(),  # matrix_instruction
     BlockAtomic(),  # fusion
     OnlineSoftmax(),
+    FlashFusion(),
     GridStride(),  # tiling
     Coarsening(),
     GemmTiling(),
