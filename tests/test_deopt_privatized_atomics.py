@@ -16,7 +16,7 @@ from klineage.paths import repo_root
 from klineage.source.model import CudaSource
 
 OP = PrivatizedAtomics()
-CORPUS = repo_root() / "expert_kernels" / "class_weight_sum"
+CORPUS = repo_root() / "expert_kernels" / "class_weight_share"
 
 
 def _forward(src: CudaSource) -> CudaSource:
@@ -62,7 +62,8 @@ def test_remove_on_the_corpus_expert_and_roundtrip(tmp_path: Path) -> None:
     site = only_site(OP, src)
     assert site.details == {"kernel": "class_weight_sum_kernel", "shared": "sums"}
     simple = OP.remove(src, site)
-    assert "__shared__" not in simple.text and "__syncthreads" not in simple.text
+    kernel = simple.text_of(simple.node_for(simple.kernel("class_weight_sum_kernel")))
+    assert "__shared__" not in kernel and "__syncthreads" not in kernel
     assert "atomicAdd(&out[c[k]], v[k])" in simple.text
     assert_passes(simple.text, CORPUS, tmp_path, "cws_global.cu")
     again = _forward(simple)

@@ -1,5 +1,6 @@
-// class_weight_sum, expert: per-class sums of fp32 weights over int32 labels.
+// class_weight_share, expert: each class's share of the total fp32 weight over int32 labels.
 //
+// Pass 1 (the sums):
 // One wave of blocks (SM count x resident blocks per SM) walks the input with a grid-stride loop
 // of 128-bit loads (an int4 of labels and a float4 of weights per step, through the read-only
 // path; a scalar tail for the last N % 4 elements, and a scalar path when either pointer is not
@@ -7,6 +8,8 @@
 // (shared-memory atomics: cheap, and contended only within the block), then adds every non-zero
 // sum to the output with one global atomic: at most 1000 global atomics per block instead of one
 // per element.
+// Pass 2 (the shares): one block of 1024 threads holds one sum each, adds them up with warp
+// shuffles and one shared slot per warp, and divides its own sum by the total.
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -14,6 +17,8 @@ namespace {
 
 constexpr int kClasses = 1000;
 constexpr int kThreads = 512;
+constexpr int kFinalThreads = 1024;
+static_assert(kClasses <= kFinalThreads, "pass 2 keeps one sum per thread");
 
 __global__ void __launch_bounds__(kThreads)
 class_weight_sum_kernel(const int* __restrict__ labels, const float* __restrict__ weights,
@@ -34,10 +39,22 @@ class_weight_sum_kernel(const int* __restrict__ labels, const float* __restrict_
     for (int i = n4 * 4 + blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
         atomicAdd(&sums[__ldg(&labels[i])], __ldg(&weights[i]));
     __syncthreads();
-    for (int c = threadIdx.x; c < kClasses; c += blockDim.x) {
-        const float s = sums[c];
-        if (s != 0.0f) atomicAdd(&out[c], s);
-    }
+    for (int c = threadIdx.x; c < kClasses; c += blockDim.x)
+        if (sums[c] != 0.0f) atomicAdd(&out[c], sums[c]);
+}
+
+__global__ void __launch_bounds__(kFinalThreads) class_share_finalize(float* __restrict__ out) {
+    __shared__ float warp_totals[kFinalThreads / 32];
+    const float s = threadIdx.x < kClasses ? out[threadIdx.x] : 0.0f;
+    float t = s;
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) t += __shfl_xor_sync(0xffffffffu, t, offset);
+    if ((threadIdx.x & 31) == 0) warp_totals[threadIdx.x >> 5] = t;
+    __syncthreads();
+    t = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kFinalThreads / 32; ++w) t += warp_totals[w];
+    if (threadIdx.x < kClasses) out[threadIdx.x] = s / t;
 }
 
 // Blocks that fill every multiprocessor once (asked once, then kept).
@@ -68,4 +85,5 @@ extern "C" void launch(const int* labels, const float* weights, float* out, int 
     if (blocks < 1) blocks = 1;
     if (blocks > one_wave()) blocks = one_wave();
     class_weight_sum_kernel<<<blocks, kThreads, 0, stream>>>(labels, weights, out, N, n4);
+    class_share_finalize<<<1, kFinalThreads, 0, stream>>>(out);
 }
