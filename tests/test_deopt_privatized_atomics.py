@@ -54,7 +54,7 @@ def test_max_starts_from_its_identity() -> None:
     src, _ = fixture("privatized_atomics", "bucket_max")
     out = _forward(src)
     assert "out_priv[bin] = (-2147483647 - 1);" in out.text
-    assert "atomicMax(&out[bin], v)" in out.text and "atomicMax(&out_priv[b], values[i])" in out.text
+    assert "atomicMax(&out[bin], bin_value)" in out.text and "atomicMax(&out_priv[b], values[i])" in out.text
 
 
 def test_remove_on_the_corpus_expert_and_roundtrip(tmp_path: Path) -> None:

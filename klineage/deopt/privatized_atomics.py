@@ -225,8 +225,10 @@ class PrivatizedAtomics(Operator):
         assert b is not None and ident is not None
         body = s.fn.child_by_field_name("body")
         taken = {T.declarator_ident(d) for d in T.walk(s.fn) if d.type.endswith("declarator")}
+        taken |= {p.name for p in s.kernel.params}
         priv = _fresh(f"{s.base}_priv", taken)
         i = _fresh("bin", taken)
+        v = _fresh("bin_value", taken)
         addrs = {u.addr.start_byte: u for u in s.ups}
 
         def rewrite(n: ts.Node) -> str | None:
@@ -243,8 +245,8 @@ class PrivatizedAtomics(Operator):
             f"{inner}\n"
             "    __syncthreads();\n"
             f"    for (int {i} = threadIdx.x; {i} < {b}; {i} += blockDim.x) {{\n"
-            f"        const {s.ty} v = {priv}[{i}];\n"
-            f"        if (v != {ident}) {s.ups[0].op}(&{s.base}[{i}], v);\n"
+            f"        const {s.ty} {v} = {priv}[{i}];\n"
+            f"        if ({v} != {ident}) {s.ups[0].op}(&{s.base}[{i}], {v});\n"
             "    }\n"
             "}"
         )
