@@ -13,6 +13,7 @@ from klineage.deopt.base import Refused
 from klineage.deopt.privatized_atomics import PrivatizedAtomics
 from klineage.deopt.registry import get_operator
 from klineage.paths import repo_root
+from klineage.source.canon import canonical_form
 from klineage.source.model import CudaSource
 
 OP = PrivatizedAtomics()
@@ -161,3 +162,11 @@ def test_forward_and_back_on_any_small_table(k: int, ty: str, atomic: str, guard
     back = OP.remove(out, back_site)
     assert "__shared__" not in back.text and "__syncthreads" not in back.text
     assert OP.find_forward(back) and not OP.find(back)
+
+
+def test_heldout_histogram_takes_it(tmp_path: Path) -> None:
+    folder = repo_root() / "heldout" / "histogram"
+    src = canonical_form(CudaSource.from_file(folder / "naive.cu")).source
+    out = _forward(src)
+    assert "__shared__ int counts_priv[256];" in out.text and "132 * 8" in out.text
+    assert_passes(out.text, folder, tmp_path, "histogram_private.cu")
