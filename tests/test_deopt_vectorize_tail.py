@@ -37,3 +37,28 @@ def test_a_tail_written_out_is_recognised_too() -> None:
         "int i = n / 4 * 4 + (blockIdx.x * blockDim.x + threadIdx.x);",
     )
     assert _loops(CudaSource.from_text(text, "k.cu")) == []
+
+
+_FLUSH = """
+__global__ void flush(const int* in, int* out, int n) {
+    __shared__ int part[256];
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) part[b] = 0;
+    __syncthreads();
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) atomicAdd(&part[in[i] & 255], 1);
+    __syncthreads();
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) {
+        const int v = part[b];
+        if (v != 0) atomicAdd(&out[b], v);
+    }
+}
+extern "C" void launch(const int* in, int* out, int n, cudaStream_t s) { flush<<<132, 256, 0, s>>>(in, out, n); }
+"""
+
+
+def test_an_array_whose_elements_an_atomic_targets_is_not_packed() -> None:
+    src = CudaSource.from_text(_FLUSH, "k.cu")
+    sites = [s for s in OP.find_forward(src) if "(out)" in s.summary]
+    assert sites, [s.summary for s in OP.find_forward(src)]
+    facts = {f.name: f for f in OP.preconditions(src, sites[0])}
+    assert not facts["independent_lanes"].holds
+    assert "address of out's element is taken" in facts["independent_lanes"].reason
