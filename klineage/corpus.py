@@ -26,6 +26,8 @@ MEMORY_BOUND = (
     "row_max",
     "log_softmax",
     "permute_nhwc",
+    # scattered atomics into a small table, privatized per block (issue 24)
+    "class_weight_share",
 )
 #: compute-bound workloads (issue 10): judged in TFLOP/s at every bench shape
 COMPUTE_BOUND = (

@@ -10,7 +10,7 @@ compile-time value a name has in the launcher.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import tree_sitter as ts
 
@@ -404,6 +404,34 @@ def grid_is_dim3(src: CudaSource, ls: LaunchSite) -> bool:
             for n in walk(launcher)
         )
     )
+
+
+def grid_sizes(
+    src: CudaSource, ls: LaunchSite, bench: Sequence[Sequence[int | float | None]]
+) -> list[int | None]:
+    """The launch's grid (a count of blocks) at each bench size (the launcher's argument values in
+    order), its never-reassigned launcher locals inlined; None where it cannot be evaluated."""
+    launcher = src.function(ls.function or "")
+    cfg = config_nodes(src, ls)
+    if launcher is None or not cfg or grid_is_dim3(src, ls):
+        return [None for _ in bench]
+    lnode = src.node_for(launcher)
+    text = strip_casts(src.text_of(cfg[0]))
+    for _ in range(4):
+        names = set(re.findall(r"(?<![\w.])([A-Za-z_]\w*)", text))
+        sub = {n: paren(strip_casts(init)) for n in names if (init := init_text(src, lnode, n)) is not None}
+        if not sub:
+            break
+        text = subst_idents(text, sub)
+    consts = file_constants(src)
+    out: list[int | None] = []
+    for values in bench:
+        env = {
+            **consts,
+            **{p.name: int(v) for p, v in zip(launcher.params, values, strict=False) if isinstance(v, int)},
+        }
+        out.append(eval_int(text, env))
+    return out
 
 
 def replace_grid(src: CudaSource, ls: LaunchSite, text: str) -> edit.Edit:

@@ -10,12 +10,14 @@ computed from the launcher's own expressions.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import tree_sitter as ts
 
 from klineage.deopt import _threads as T
-from klineage.deopt.base import Operator, Precondition, Refused, Site
+from klineage.deopt import strided_copy
+from klineage.deopt.base import LaunchValues, Operator, Precondition, Refused, Site
 from klineage.source import edit
 from klineage.source.constructs import Function
 from klineage.source.model import CudaSource
@@ -413,6 +415,39 @@ class GridStride(Operator):
                 "the index is reassigned" if written else "the index is read only",
             )
         )
+        loops = [
+            n
+            for b in body_nodes
+            for n in T.walk(b)
+            if n.type in ("for_statement", "while_statement", "do_statement")
+        ]
+        facts.append(
+            Precondition(
+                "straight_line_element",
+                not loops,
+                f"each thread walks a loop (line {loops[0].start_point.row + 1}): a thread per row or window, "
+                "whose remedy is a row layout (a warp or a block per row), which reads the one-per-thread form"
+                if loops
+                else "the per-element code has no loop",
+                "Layout",
+            )
+        )
+        try:
+            copy = strided_copy.analyze(src, kernel)
+            transposed = copy.transposed is not None
+        except strided_copy.NotACopy:
+            transposed = False
+        facts.append(
+            Precondition(
+                "not_a_strided_copy",
+                not transposed,
+                "a transpose or permute: coalesced on one side only whatever the grid; its remedy is a "
+                "shared-memory tile, which reads the one-element-per-thread form"
+                if transposed
+                else "not a strided copy",
+                "Layout",
+            )
+        )
         launches = T.launches_of(src, kernel.name)
         facts.append(
             Precondition(
@@ -422,6 +457,30 @@ class GridStride(Operator):
             )
         )
         return facts
+
+    def shape_preconditions(
+        self, src: CudaSource, site: Site, bench: Sequence[LaunchValues]
+    ) -> list[Precondition]:
+        if site.details.get("forward") != "1" or not bench:
+            return []
+        cap = T.eval_int(GRID_CAP, {})
+        grids = [
+            g
+            for ls in T.launches_of(src, site.details.get("kernel", ""))
+            for g in T.grid_sizes(src, ls, bench)
+        ]
+        within = bool(grids) and all(g is not None and cap is not None and g <= cap for g in grids)
+        return [
+            Precondition(
+                "grid_exceeds_one_wave",
+                not within,
+                f"at every bench size the grid is {sorted(set(grids))} blocks, within the {GRID_CAP} cap: "
+                "each thread would still take one element"
+                if within
+                else "the grid outgrows one wave at some bench size (or cannot be evaluated)",
+                "Hardware",
+            )
+        ]
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
         decl, stmt, form, kernel, fn = self._forward_parts(src, site)

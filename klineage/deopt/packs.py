@@ -190,6 +190,18 @@ def _exact_base(src: CudaSource, inner: ts.Node | None, index: str, written: set
     return None
 
 
+def _address_taken(sub: ts.Node) -> bool:
+    """Whether `sub` (an element access) sits under `&`, through parentheses, for anything but a
+    read-only load (`__ldg(&x[i])` reads the element; an atomic or a callee may write it)."""
+    p = sub.parent
+    while p is not None and p.type == "parenthesized_expression":
+        p = p.parent
+    if p is None or p.type != "pointer_expression" or p.children[0].type != "&":
+        return False
+    call = p.parent.parent if p.parent is not None and p.parent.type == "argument_list" else None
+    return not (call is not None and re.fullmatch(r"__ld(?:g|ca|cg|cs|lu|cv)", T.call_name(call) or ""))
+
+
 def _write_of(sub: ts.Node) -> ts.Node | None:
     """The assignment that writes the element `sub` names, or None for a read."""
     p = sub.parent
@@ -281,6 +293,11 @@ def _lanes(
             name, p = n.text.decode(), n.parent
             if p is not None and p.type == "subscript_expression" and p.child_by_field_name("argument") == n:
                 base = _exact_base(src, _subscript_index(p), index, written)
+                if base is not None and _address_taken(p):
+                    refusals.append(
+                        f"the address of {name}'s element is taken (line {n.start_point.row + 1}): "
+                        "a packed copy would not alias it (an atomic or a callee writing through it)"
+                    )
                 if base is None:
                     elsewhere.setdefault(name, []).append(p)
                 else:

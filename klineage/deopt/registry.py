@@ -21,6 +21,7 @@ from klineage.deopt.online_softmax import OnlineSoftmax
 from klineage.deopt.packed_half2 import PackedHalf2
 from klineage.deopt.pipeline import Pipeline
 from klineage.deopt.pragma_unroll import PragmaUnroll
+from klineage.deopt.privatized_atomics import PrivatizedAtomics
 from klineage.deopt.reciprocal_hoist import ReciprocalHoist
 from klineage.deopt.register_blocking import RegisterBlocking
 from klineage.deopt.restrict import Restrict
@@ -57,6 +58,7 @@ _OPERATORS: list[Operator] = [
     TreeCompaction(),
     TwoLevelReduce(),
     SmemStaging(),  # staging
+    PrivatizedAtomics(),
     Vectorize(),  # vectorization
     PackedHalf2(),
     TensorCore(),  # matrix_instruction

@@ -25,6 +25,7 @@ import re
 import tree_sitter as ts
 
 from klineage.deopt import _cexpr as X
+from klineage.deopt import _threads as T
 from klineage.deopt import packs as pack
 from klineage.deopt import strided_copy as SC
 from klineage.deopt.base import Operator, Precondition, Refused, Site
@@ -32,6 +33,7 @@ from klineage.deopt.gemm_loop import GemmLoop, gemm_loops
 from klineage.source import edit
 from klineage.source.memo import per_text
 from klineage.source.model import CudaSource
+from klineage.source.syntax import squash
 
 VECTOR_TYPES = frozenset(
     {
@@ -274,6 +276,19 @@ def _loop_parts(src: CudaSource, loop: ts.Node) -> tuple[str, str, ts.Node | Non
     return src.text_of(name), src.text_of(value), value
 
 
+def _starts_past_last_pack(src: CudaSource, fn: ts.Node, start: str, bound: str) -> bool:
+    """Whether a loop's start is `k * (bound / k) + ...` (the local holding bound / k, or written
+    out): the scalar tail of a packed loop, fewer than k elements, where no pack fits."""
+    t = squash(start)
+    m = re.match(r"\(?(\d+)\*\(?(\w+)\)?\)?\+|\(?\(?(\w+)\)?\*(\d+)\)?\+", t)
+    if m is not None:
+        k, name = (m.group(1), m.group(2)) if m.group(1) else (m.group(4), m.group(3))
+        init = T.init_text(src, fn, name)
+        return init is not None and T.strip_casts(init).strip("()") in (f"{bound}/{k}", f"({bound})/{k}")
+    m = re.match(r"\(?\(*(?:\w+\))?\(?(\w+)\)?/(\d+)\*(\d+)\)?\+", T.strip_casts(t))
+    return m is not None and m.group(1) == bound and m.group(2) == m.group(3)
+
+
 def _dead_declarations(src: CudaSource, fn: ts.Node | None, *gone: ts.Node) -> list[edit.Edit]:
     """Deletions of single-name declarations whose every use lies inside the `gone` nodes."""
     if fn is None:
@@ -372,7 +387,7 @@ def _elementwise_loops(src: CudaSource, fn: ts.Node) -> list[tuple[ts.Node, str,
             continue
         i = parts[0]
         mb = re.fullmatch(rf"\s*{re.escape(i)}\s*<\s*(\w+)\s*", src.text_of(cond))
-        if mb is None:
+        if mb is None or _starts_past_last_pack(src, fn, parts[1], mb.group(1)):
             continue
         stmt = body
         while stmt.type == "compound_statement" and len(stmt.named_children) == 1:
