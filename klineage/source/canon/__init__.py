@@ -10,6 +10,7 @@ from klineage.source.canon.base import Canonical, Rule, canonicalize
 from klineage.source.canon.constants import ConstToConstexpr, DefineToConstexpr, EnumToConstexpr
 from klineage.source.canon.guards import GuardToReturn
 from klineage.source.canon.initializers import BraceInitializer, FunctorCall
+from klineage.source.canon.inline_helpers import InlineStagingHelper
 from klineage.source.canon.launch import InlineDim3
 from klineage.source.canon.loops import InlineStride, WhileToFor
 from klineage.source.canon.shadow import HostShadowRename
@@ -35,6 +36,7 @@ RULES: tuple[Rule, ...] = (
     WhileToFor(),
     InlineStride(),
     GuardToReturn(),
+    InlineStagingHelper(),
 )
 
 
