@@ -285,3 +285,20 @@ extern "C" void launch(const float* x, float* y, int M, int N, cudaStream_t st) 
     (site,) = OP.find_forward(src)
     failed = {f.name: f.reason for f in OP.preconditions(src, site) if not f.holds}
     assert "not a counting loop" in failed.get("rows_independent", ""), failed
+
+
+def test_the_grid_may_be_a_launcher_local_holding_the_row_count() -> None:
+    """`const int rows_grid = M; k<<<rows_grid, ...>>>(..., M, ...)`: the grid is the row count
+    through a never-reassigned local of the launcher."""
+    body = (
+        "    float acc = 0.f;\n    for (int j = threadIdx.x; j < N; j += blockDim.x) acc += xr[j];\n"
+        + _SUM_TAIL
+    )
+    text = _block_kernel(body, "rows_grid").replace(
+        "    k<<<rows_grid", "    const int rows = M;\n    const int rows_grid = rows;\n    k<<<rows_grid"
+    )
+    assert _removal_failures(text) == {}
+    reassigned = text.replace("k<<<rows_grid", "rows_grid = 2 * M;\n    k<<<rows_grid").replace(
+        "const int rows_grid", "int rows_grid"
+    )
+    assert "grid_is_row_count" in _removal_failures(reassigned)

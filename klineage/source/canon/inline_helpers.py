@@ -163,7 +163,7 @@ def _bindings(src: CudaSource, helper: Function, fn: ts.Node, call: ts.Node) -> 
     args = [src.text_of(a) for a in S.call_args(call)]
     if len(args) != len(helper.params):
         raise _NotInlinable("arguments and parameters differ in number")
-    for p, arg, node in zip(helper.params, args, _param_nodes(fn), strict=True):
+    for p, arg, node in zip(helper.params, args, S.param_nodes(fn), strict=True):
         array = any(c.type == "array_declarator" for c in S.walk(node))
         if array and not arg.strip().isidentifier():
             raise _NotInlinable(f"array parameter {p.name} given an expression")
@@ -176,12 +176,6 @@ def _bindings(src: CudaSource, helper: Function, fn: ts.Node, call: ts.Node) -> 
 
 def _bind(name: str, arg: str, decl: str) -> _Binding:
     return _Binding(name, arg, None if arg.isidentifier() else decl)
-
-
-def _param_nodes(fn: ts.Node) -> list[ts.Node]:
-    d = N.func_declarator(fn)
-    params = d.child_by_field_name("parameters") if d is not None else None
-    return [p for p in params.named_children if p.type == "parameter_declaration"] if params else []
 
 
 def _names(text: str) -> set[str]:
