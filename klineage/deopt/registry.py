@@ -17,6 +17,7 @@ from klineage.deopt.launch_bounds import LaunchBounds
 from klineage.deopt.ldg import Ldg
 from klineage.deopt.load_add import LoadAdd
 from klineage.deopt.online_softmax import OnlineSoftmax
+from klineage.deopt.one_pass_variance import OnePassVariance
 from klineage.deopt.packed_half2 import PackedHalf2
 from klineage.deopt.pipeline import Pipeline
 from klineage.deopt.pragma_unroll import PragmaUnroll
@@ -60,6 +61,7 @@ _OPERATORS: list[Operator] = [
     TensorCore(),  # matrix_instruction
     BlockAtomic(),  # fusion
     OnlineSoftmax(),
+    OnePassVariance(),
     GridStride(),  # tiling
     Coarsening(),
     GemmTiling(),
