@@ -16,8 +16,8 @@ from klineage.deopt.grid_stride import GridStride
 from klineage.deopt.launch_bounds import LaunchBounds
 from klineage.deopt.ldg import Ldg
 from klineage.deopt.load_add import LoadAdd
-from klineage.deopt.online_softmax import OnlineSoftmax
 from klineage.deopt.one_pass_variance import OnePassVariance
+from klineage.deopt.online_softmax import OnlineSoftmax
 from klineage.deopt.packed_half2 import PackedHalf2
 from klineage.deopt.pipeline import Pipeline
 from klineage.deopt.pragma_unroll import PragmaUnroll
