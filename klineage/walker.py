@@ -56,6 +56,7 @@ from klineage.gates.result import GateResult
 from klineage.source.canon import CANON_STEP, canonical_form
 from klineage.source.digest import source_hash
 from klineage.source.model import CudaSource
+from klineage.source.reach import dead_edit
 from klineage.source.text import normalize
 from klineage.store import lineage as rows
 from klineage.store.db import Store
@@ -288,6 +289,10 @@ class Walker:
                 sid = step_id(wl.name, state, op.name, site)
                 try:
                     new = op.remove(src, site)
+                    if dead := dead_edit(src, new):  # a step in code that never runs: no step
+                        why = f"{op.name}: the edit changes only {', '.join(dead)}, which nothing calls"
+                        out.append(Attempt(sid, op.name, site, "refused", why, False))
+                        continue
                     out.append(Attempt(sid, op.name, site, "pending", "", False, new.text))
                 except (Refused, SourceError) as e:
                     out.append(Attempt(sid, op.name, site, "refused", str(e), False))

@@ -302,3 +302,20 @@ def test_rows_shorter_than_the_block_take_no_block() -> None:
     short = {f.name: f for f in OP.shape_preconditions(src, site, [(None, None, 2097152, 100)])}
     assert not short["row_fills_the_block"].holds and "100 < 256" in short["row_fills_the_block"].reason
     assert OP.shape_preconditions(src, site, [(None, None, 2048, 4096)]) == []
+
+
+def test_the_grid_may_be_a_launcher_local_holding_the_row_count() -> None:
+    """`const int rows_grid = M; k<<<rows_grid, ...>>>(..., M, ...)`: the grid is the row count
+    through a never-reassigned local of the launcher."""
+    body = (
+        "    float acc = 0.f;\n    for (int j = threadIdx.x; j < N; j += blockDim.x) acc += xr[j];\n"
+        + _SUM_TAIL
+    )
+    text = _block_kernel(body, "rows_grid").replace(
+        "    k<<<rows_grid", "    const int rows = M;\n    const int rows_grid = rows;\n    k<<<rows_grid"
+    )
+    assert _removal_failures(text) == {}
+    reassigned = text.replace("k<<<rows_grid", "rows_grid = 2 * M;\n    k<<<rows_grid").replace(
+        "const int rows_grid", "int rows_grid"
+    )
+    assert "grid_is_row_count" in _removal_failures(reassigned)

@@ -73,3 +73,34 @@ def test_refuses_literal_template_sizes(repo: Path) -> None:
     (site,) = OP.find(src)
     with pytest.raises(Refused, match="micro_tile_constant"):
         OP.remove(src, site)
+
+
+def test_thread_count_written_as_the_tile_area(tmp_path: Path) -> None:
+    """`kBM * kBN / (kTM * kTN)` threads, rows at `blockIdx.y * kBM`: kBM pairs with kTM by the
+    axis (not with the kBN that `/ (kTM * kTN)` follows), and both block sizes shrink."""
+    src, wl = fixture("register_blocking", "product_threads")
+    out = OP.remove(src, only_site(OP, src))
+    for line in ("kBM = 16;", "kBN = 16;", "kTM = 1;", "kTN = 1;"):
+        assert f"constexpr int {line}" in out.text
+    assert_passes(out.text, wl, tmp_path, "area_one_output.cu")
+    (fwd,) = OP.find_forward(out)
+    assert OP.apply(out, fwd).text == src.text
+
+
+def test_an_aggregate_initialised_accumulator_is_read_by_the_untiling() -> None:
+    """`float acc[kTM][kTN] = {0.f};` is the accumulator array, not a pointer into one."""
+    from klineage.deopt.gemm_tiling import GemmTiling
+
+    src, _ = fixture("register_blocking", "product_threads")
+    text = src.text
+    for old, new in (
+        ("kBM = 64", "kBM = 16"),
+        ("kBN = 64", "kBN = 16"),
+        ("kTM = 4", "kTM = 1"),
+        ("kTN = 4", "kTN = 1"),
+    ):
+        text = text.replace(old, new)
+    one = CudaSource.from_text(text, "one.cu")
+    (site,) = GemmTiling().find(one)
+    naive = GemmTiling().remove(one, site)
+    assert "__shared__" not in naive.text

@@ -315,8 +315,12 @@ class BlockPerRow(WarpPerRow):
             block = T.squash(src.text_of(cfg[1]))
             if re.fullmatch(r"[A-Za-z_]\w*", block):
                 syms.add(block)
-            grid = T.squash(src.text_of(cfg[0]))
-            params = [p for p, a in T.param_map(info, ls).items() if T.squash(a) == grid]
+            launcher = T.enclosing_launcher(src, ls)
+            params = [
+                p
+                for p, a in T.param_map(info, ls).items()
+                if _same_value(src, launcher, a, src.text_of(cfg[0]))
+            ]
             if not params:
                 bad.append(f"line {ls.line}: grid '{src.text_of(cfg[0])}' is not an argument of the kernel")
             else:
@@ -706,3 +710,13 @@ class BlockPerRow(WarpPerRow):
             "    __syncthreads();  // the slots are free again",
             "}",
         ]
+
+
+def _same_value(src: CudaSource, launcher: ts.Node | None, a: str, b: str) -> bool:
+    """`a` and `b` are the same expression as written, or through the launcher's never-reassigned
+    locals (`grid_size` initialised to `N`, passed as `N`)."""
+    if T.squash(a) == T.squash(b):
+        return True
+    return launcher is not None and T.squash(T.resolve_local(src, launcher, a)) == T.squash(
+        T.resolve_local(src, launcher, b)
+    )

@@ -518,7 +518,8 @@ def _is_register_array(r: _Reader, name: str, pos: int) -> bool:
     if decl is None or name in {d.name for d in r.src.shared_decls} or name in r.params:
         return False
     d = _resolve(r.defs, name, pos)
-    if d is not None:  # a pointer into a register array: `const float* v = &acc[i][j];`
+    if d is not None and not d.init.lstrip().startswith("{"):  # `= {0}` initialises an array
+        # a pointer into a register array: `const float* v = &acc[i][j];`
         base = re.match(r"\s*&\s*(\w+)\s*\[", d.init)
         return base is not None and _is_register_array(r, base.group(1), d.start)
     return decl[1]

@@ -164,9 +164,11 @@ class RegisterBlocking(Operator):
             old = c.value
             new = self._target(old, forward, factor)
             changes[c.name] = (c, new)
-            nums = set(re.findall(rf"\(?(\w+)\)?/\(?{re.escape(dim)}\)?(?!\w)", text))
-            nums |= set(re.findall(rf"(\w+)/{re.escape(c.name)}(?!\w)", text))
+            # `X / TM` or `X / (TM)`; not `X / (TM * TN)`, where X is divided by the whole micro-tile
+            nums = set(re.findall(rf"\(?(\w+)\)?/(?:\({re.escape(dim)}\)|{re.escape(dim)}(?![\w*]))", text))
+            nums |= set(re.findall(rf"(\w+)/{re.escape(c.name)}(?![\w*])", text))
             nums.discard(dim)
+            nums = nums or _tile_by_axis(src, kernel, d["tm"], d["tn"], dim, text)
             if not nums:
                 facts.append(
                     Precondition(
@@ -252,3 +254,17 @@ def _grid_uses(src: CudaSource, grid: ts.Node, names: set[str], kernel: Function
         if decl is not None:
             text = src.text_of(decl)
     return any(re.search(rf"(?<!\w){re.escape(n)}(?!\w)", text) for n in names)
+
+
+def _tile_by_axis(src: CudaSource, kernel: Function, tm: str, tn: str, dim: str, text: str) -> set[str]:
+    """The block tile a micro-tile size scales with when the thread count is written as
+    `BM * BN / (TM * TN)` (no `BM / TM`): the size the row (TM) or column (TN) block index is
+    multiplied by in the kernel, `blockIdx.y * BM` or `blockIdx.x * BN`."""
+    pair = rf"/\((?:{re.escape(tm)}\*{re.escape(tn)}|{re.escape(tn)}\*{re.escape(tm)})\)"
+    if tm == tn or not re.search(pair, text):
+        return set()
+    axis = "y" if dim == tm else "x"
+    body = T.squash(src.text_of(src.node_for(kernel)))
+    found = set(re.findall(rf"blockIdx\.{axis}\*\(?(\w+)\)?", body))
+    found |= set(re.findall(rf"\(?(\w+)\)?\*blockIdx\.{axis}(?!\w)", body))
+    return found - {tm, tn} if len(found) == 1 else set()

@@ -17,6 +17,7 @@ from klineage.deopt.grid_stride import GridStride
 from klineage.deopt.launch_bounds import LaunchBounds
 from klineage.deopt.ldg import Ldg
 from klineage.deopt.load_add import LoadAdd
+from klineage.deopt.one_pass_variance import OnePassVariance
 from klineage.deopt.online_softmax import OnlineSoftmax
 from klineage.deopt.packed_half2 import PackedHalf2
 from klineage.deopt.pipeline import Pipeline
@@ -65,6 +66,7 @@ _OPERATORS: list[Operator] = [
     BlockAtomic(),  # fusion
     OnlineSoftmax(),
     FlashFusion(),
+    OnePassVariance(),
     GridStride(),  # tiling
     Coarsening(),
     GemmTiling(),

@@ -18,7 +18,30 @@ from klineage.source.model import CudaSource
 WARP = 32
 FULL_MASK = "0xffffffffu"
 COLLECTIVE = re.compile(r"__shfl\w*_sync|__syncwarp|__reduce_\w+_sync|__ballot_sync|__any_sync|__all_sync")
-BLOCK_COOP = re.compile(r"__syncthreads\w*|\batomic\w+|__shared__|cooperative_groups|\bcg::|\bgridDim\b")
+_COOP = re.compile(
+    r"__syncthreads\w*|\batomic\w+|__shared__|cooperative_groups|\bcg::|\bgridDim\b|\.\s*sync\s*\("
+)
+_CG = r"(?:(?:::)?cooperative_groups|cg)::"
+#: declarations that only name cooperative groups (a namespace alias, the block group, its 32-thread
+#: tiles): they synchronise nothing and share nothing, what the group's members do is matched
+_INERT_CG = re.compile(
+    rf"namespace\s+\w+\s*=\s*(?:::)?cooperative_groups\s*;"
+    rf"|(?:const\s+)?(?:{_CG}thread_block|auto)\s+\w+\s*=\s*{_CG}this_thread_block\s*\(\s*\)\s*;"
+    rf"|(?:const\s+)?(?:{_CG}thread_block_tile\s*<\s*32\s*>|auto)\s+\w+\s*=\s*"
+    rf"{_CG}tiled_partition\s*<\s*32\s*>\s*\(\s*[\w:]+(?:\s*\(\s*\))?\s*\)\s*;"
+    rf"|#include\s*<cooperative_groups[\w/.]*>"
+)
+
+
+class _BlockCoop:
+    """Block cooperation in code: barriers, atomics, shared memory, grid reads, cooperative-groups
+    calls; the declarations of `_INERT_CG` alone are not."""
+
+    def search(self, text: str) -> re.Match[str] | None:
+        return _COOP.search(_INERT_CG.sub("", text))
+
+
+BLOCK_COOP = _BlockCoop()
 LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
 
 
@@ -39,7 +62,9 @@ def fn_texts(src: CudaSource) -> dict[str, str]:
     return {f.name: src.text_of(f) for f in src.functions if f.kind == "device"}
 
 
-def reaches(src: CudaSource, node: ts.Node, rx: re.Pattern[str], helpers: dict[str, str]) -> bool:
+def reaches(
+    src: CudaSource, node: ts.Node, rx: re.Pattern[str] | _BlockCoop, helpers: dict[str, str]
+) -> bool:
     """Whether `node` uses `rx` directly or through calls to device functions of this file (and
     the functions those call)."""
     if rx.search(src.text_of(node)):

@@ -818,7 +818,8 @@ def _warp_row(text: str, consts: dict[str, int]) -> bool:
     """`blockIdx.x * R + threadIdx.x / W` or `(blockIdx.x * blockDim.x + threadIdx.x) / W` (or
     `>> 5`), with W = 32."""
     t = re.sub(r"\((blockIdx\.x|threadIdx\.x|blockDim\.x)\)", r"\1", text)
-    m = re.fullmatch(r"\(?blockIdx\.x\*\(?[\w.*]+\)?\)?\+\(?threadIdx\.x(/|>>)(\w+)\)?", t)
+    rows = r"(?:\((?:[^()]|\([^()]*\))*\)|[\w.*]+)"  # warps a block: a name, or one parenthesized
+    m = re.fullmatch(rf"\(?blockIdx\.x\*{rows}\)?\+\(?threadIdx\.x(/|>>)(\w+)\)?", t)
     if m is None:
         m = re.fullmatch(r"\((.+)\)(/|>>)(\w+)", t)
         if m is None or T.global_tid(m.group(1)) is None:

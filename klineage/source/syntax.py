@@ -157,6 +157,13 @@ def fn_node_of(node: ts.Node) -> ts.Node | None:
     return node if node.type == "function_definition" else N.enclosing_function(node)
 
 
+def param_nodes(fn: ts.Node) -> list[ts.Node]:
+    """The parameter declarations of a function definition, in order."""
+    d = N.func_declarator(fn)
+    params = d.child_by_field_name("parameters") if d is not None else None
+    return [p for p in params.named_children if p.type == "parameter_declaration"] if params else []
+
+
 def decl_name(decl: ts.Node) -> str | None:
     d = decl.child_by_field_name("declarator")
     while d is not None and d.type not in ("identifier", "field_identifier"):

@@ -7,9 +7,12 @@ lineage's first step, never as a skill: operators then read canonical forms only
 
 from klineage.source.canon.barriers import BarrierSpelling
 from klineage.source.canon.base import Canonical, Rule, canonicalize
+from klineage.source.canon.cg_tiles import CgTileSpelling
 from klineage.source.canon.constants import ConstToConstexpr, DefineToConstexpr, EnumToConstexpr
 from klineage.source.canon.guards import GuardToReturn
+from klineage.source.canon.host_args import HostArgToConstexpr
 from klineage.source.canon.initializers import BraceInitializer, FunctorCall
+from klineage.source.canon.inline_helpers import InlineStagingHelper
 from klineage.source.canon.launch import InlineDim3
 from klineage.source.canon.loops import InlineStride, WhileToFor
 from klineage.source.canon.shadow import HostShadowRename
@@ -30,11 +33,14 @@ RULES: tuple[Rule, ...] = (
     EnumToConstexpr(),
     ConstToConstexpr(),
     TemplateArgsToConstexpr(),
+    HostArgToConstexpr(),
     BarrierSpelling(),
+    CgTileSpelling(),
     ThreadIndexSpelling(),
     WhileToFor(),
     InlineStride(),
     GuardToReturn(),
+    InlineStagingHelper(),
 )
 
 

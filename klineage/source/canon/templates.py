@@ -93,7 +93,7 @@ class TemplateArgsToConstexpr(Rule):
         if len(positions) == len(plist):
             edits.append(Edit(tmpl.start_byte, fn.start_byte, ""))
         else:
-            edits += _deletions(plist, positions)
+            edits += deletions(plist, positions)
         for ls in launches:
             args = list(N.callee(src.node_for(ls).child_by_field_name("function"))[1])
             present = {i for i in positions if i < len(args)}
@@ -103,13 +103,13 @@ class TemplateArgsToConstexpr(Rule):
                 if targs is not None:
                     edits.append(Edit(targs.start_byte, targs.end_byte, ""))
             else:
-                edits += _deletions(args, present)
+                edits += deletions(args, present)
         decls = "".join(f"\n    constexpr {t} {n} = {v};" for _, n, t, v in fixed)
         edits.append(Edit(body.start_byte + 1, body.start_byte + 1, decls))
         return edits
 
 
-def _deletions(items: list[ts.Node], positions: set[int]) -> list[Edit]:
+def deletions(items: list[ts.Node], positions: set[int]) -> list[Edit]:
     """Edits deleting the items at `positions` of a comma-separated list, with their commas."""
     positions = {i for i in positions if i < len(items)}
     keep = [i for i in range(len(items)) if i not in positions]
