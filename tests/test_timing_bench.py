@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from klineage.cli import run_command
+from klineage.corpus import COMPUTE_BOUND
 from klineage.timing_bench import gpu, select, tables
 from tests.conftest import REPO
 
@@ -156,8 +157,12 @@ def test_curve_tables_geomeans_per_mode_and_group() -> None:
 def test_corpus_groups_keep_the_compute_bound_workloads_apart() -> None:
     names = sorted(d.name for d in (REPO / "expert_kernels").iterdir() if (d / "naive.cu").is_file())
     g = tables.groups_of("corpus", names)
-    assert {"sgemm", "gemm_bf16", "attention_fwd"} <= set(names)
-    assert g["compute-bound"] == ["attention_fwd", "gemm_bf16", "sgemm"] and g["memory-bound"] == sorted(
+    assert (
+        {"sgemm", "gemm_bf16", "attention_fwd", "linear_relu_bf16", "attention_gqa"}
+        <= set(COMPUTE_BOUND)
+        <= set(names)
+    )
+    assert g["compute-bound"] == sorted(COMPUTE_BOUND) and g["memory-bound"] == sorted(
         set(names) - set(g["compute-bound"])
     )
     assert g["other"] == [] and tables.groups_of("heldout", ["a", "b"]) == {"all": ["a", "b"]}
