@@ -154,10 +154,9 @@ def time_reps(
     return out
 
 
-def estimate_ms(step: Callable[[], Any], before: Callable[[int], None], stream: torch.cuda.Stream) -> float:
-    """One untimed-window repetition's time, to size the trials of a very slow kernel."""
-    t = time_reps(step, before, stream, reps=1, trials=1, warmup=1)
-    return t[0][0]
+def one_launch_ms(step: Callable[[], Any], before: Callable[[int], None], stream: torch.cuda.Stream) -> float:
+    """One repetition's time (refilled, L2 flushed), no warm-up: the timing rule's first look."""
+    return time_reps(step, before, stream, reps=1, trials=1, warmup=0)[0][0]
 
 
 def timed(
@@ -177,12 +176,13 @@ def timed(
     (refilled, L2 flushed; the correctness stage has already launched it, so nothing is cold
     but what a launch of seconds does not notice) is that repetition, kept rather than paid
     again with a warm-up and an estimate (a naive start kernel of seconds a launch held the
-    GPU four times that long). Anything faster is estimated after a warm-up launch as before."""
-    first = time_reps(step, before, stream, reps=1, trials=1, warmup=0)[0][0]
+    GPU four times that long). Anything faster is estimated from a second launch, the first
+    having served as its warm-up."""
+    first = one_launch_ms(step, before, stream)
     plan = plan_timing(first, reps, trials, warmup, budget_s, slow_ms, slow_budget_s)
     if plan.rule == "very slow":
         return Timed(summarize([[first]]), plan.reduced, plan, first)
-    est = estimate_ms(step, before, stream)
+    est = one_launch_ms(step, before, stream)
     plan = plan_timing(est, reps, trials, warmup, budget_s, slow_ms, slow_budget_s)
     summary = summarize(time_reps(step, before, stream, plan.reps, plan.trials, plan.warmup))
     return Timed(summary, plan.reduced, plan, est)
