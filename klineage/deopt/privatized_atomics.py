@@ -30,7 +30,7 @@ from klineage.deopt.grid_stride import GridStride
 from klineage.source import edit
 from klineage.source.constructs import Function
 from klineage.source.model import CudaSource
-from klineage.source.syntax import unparenthesized
+from klineage.source.syntax import fresh_name, unparenthesized
 
 _BARRIERS = r"__syncthreads\w*|__syncwarp|\w*::sync|bar_sync"
 Rewrite = Callable[[ts.Node], str | None]
@@ -224,11 +224,11 @@ class PrivatizedAtomics(Operator):
         ident = S.identity(s.ups[0].op, s.ty)
         assert b is not None and ident is not None
         body = s.fn.child_by_field_name("body")
-        taken = {T.declarator_ident(d) for d in T.walk(s.fn) if d.type.endswith("declarator")}
+        taken = {n for d in T.walk(s.fn) if d.type.endswith("declarator") and (n := T.declarator_ident(d))}
         taken |= {p.name for p in s.kernel.params}
-        priv = _fresh(f"{s.base}_priv", taken)
-        i = _fresh("bin", taken)
-        v = _fresh("bin_value", taken)
+        priv = fresh_name(taken, f"{s.base}_priv")
+        i = fresh_name(taken, "bin")
+        v = fresh_name(taken, "bin_value")
         addrs = {u.addr.start_byte: u for u in s.ups}
 
         def rewrite(n: ts.Node) -> str | None:
@@ -258,12 +258,6 @@ class PrivatizedAtomics(Operator):
 
 def _address(src: CudaSource, u: S.Update, base: str) -> str:
     return f"&{base}[{src.text_of(u.index)}]"
-
-
-def _fresh(name: str, taken: set[str | None]) -> str:
-    while name in taken:
-        name += "_"
-    return name
 
 
 def _grid_stride_first(src: CudaSource, kernel: str) -> CudaSource:

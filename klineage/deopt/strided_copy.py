@@ -26,7 +26,7 @@ import tree_sitter as ts
 from klineage.deopt import _cexpr as X
 from klineage.source.constructs import Function
 from klineage.source.model import CudaSource
-from klineage.source.syntax import file_constants, paren, subst_idents, unparenthesized
+from klineage.source.syntax import file_constants, fresh_name, paren, subst_idents, unparenthesized
 
 #: a monomial's factors (sorted identifier names); a polynomial maps factors -> integer coefficient
 Factors = tuple[str, ...]
@@ -510,13 +510,6 @@ def _strides(r: _Reader, p: Poly, coords: list[str], at: ts.Node) -> tuple[dict[
 # ---- the tiled transpose ------------------------------------------------------------------------
 
 
-def _fresh(taken: set[str], name: str) -> str:
-    while name in taken:
-        name += "_"
-    taken.add(name)
-    return name
-
-
 def tiled_body(copy: StridedCopy, kernel: Function) -> str:
     """A kernel body moving the copy through a TILE x TILE shared tile: the read coalesced along
     its contiguous coordinate P, the write along Q, bounds checked on both (odd sizes)."""
@@ -526,9 +519,10 @@ def tiled_body(copy: StridedCopy, kernel: Function) -> str:
     batch = [c for c in copy.coords if c.symbol not in (p.symbol, q.symbol)]
     taken = {x.name for x in kernel.params}
     n = {
-        k: _fresh(taken, k) for k in ("tile", "tx", "ty", "nP", "nQ", "t", "p0", "q0", "rbase", "wbase", "k")
+        k: fresh_name(taken, k)
+        for k in ("tile", "tx", "ty", "nP", "nQ", "t", "p0", "q0", "rbase", "wbase", "k")
     }
-    bnames = [_fresh(taken, f"b{i}") for i in range(len(batch))]
+    bnames = [fresh_name(taken, f"b{i}") for i in range(len(batch))]
     lines = [
         "{",
         "    // tiled transpose: coalesced reads along one coordinate, coalesced writes along the other",

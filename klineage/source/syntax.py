@@ -131,6 +131,15 @@ def call_args(call: ts.Node) -> list[ts.Node]:
     return [c for c in args.named_children if c.type != "comment"] if args is not None else []
 
 
+def fresh_name(taken: set[str], name: str) -> str:
+    """`name`, underscored until no name in `taken` holds it; the result joins `taken` (a rewrite
+    that declares several locals asks for each in turn)."""
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return name
+
+
 def unparenthesized(node: ts.Node, *, clause: bool = False) -> ts.Node:
     """The expression `node` stands for, its parentheses taken off (`((x))` is `x`); with `clause`,
     an `if`/`while` condition clause too (its condition: the last part, after any initializer).
