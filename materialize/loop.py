@@ -42,6 +42,7 @@ from typing import Any
 from klineage.deopt.registry import operators as all_operators
 from klineage.errors import KLineageError, SourceError
 from klineage.gates.backend import GateOptions
+from klineage.gates.cuda.stats import VERY_SLOW_MS
 from klineage.gates.gate import gate
 from klineage.gates.result import GateResult
 from klineage.llm.base import CostLimitReached, LLMError
@@ -77,6 +78,8 @@ from klineage.workload import Workload
 
 SKILLS_MODES = ("all", "none")
 DEFAULT_BUDGET = 10
+#: a line head this slow a launch (ms) makes its candidates expected to be very slow as well
+EXPECT_VERY_SLOW_MS = VERY_SLOW_MS / 2
 
 
 @dataclass
@@ -210,13 +213,19 @@ def _torch_ms(r: GateResult) -> float | None:
     return r.timing.reference_median_ms if r.timing else None
 
 
-def candidate_gate_options(g: GateOptions) -> GateOptions:
+def candidate_gate_options(g: GateOptions, head_ms: float | None = None) -> GateOptions:
     """The gate options of a run's candidates: on a timing backend the torch baseline is timed
     once, with the start kernel, not again beside every candidate (a candidate is judged against
-    its line's head; timing torch each time doubled a candidate's GPU time in the loop)."""
+    its line's head; timing torch each time doubled a candidate's GPU time in the loop). A
+    candidate made from a head of half a second or more a launch (`head_ms`) is expected to be
+    very slow too: the gate then takes its one timed launch under the CUPTI trace, one launch of
+    seconds where there were two (gates/cuda/profile_stage.py)."""
     if g.backend != "cuda" or not g.time_kernel:
         return g
-    return dataclasses.replace(g, extra={**g.extra, "skip_reference": True})
+    extra = {**g.extra, "skip_reference": True}
+    if head_ms is not None and head_ms >= EXPECT_VERY_SLOW_MS:
+        extra["expect_very_slow"] = True
+    return dataclasses.replace(g, extra=extra)
 
 
 def _resources(r: GateResult) -> dict[str, Any]:
@@ -593,7 +602,7 @@ class _Run:
         path = self.rec.write_source(name, cand)
         step.candidate_file, step.kernel_hash = name, self.rec.kernel(cand, "candidate", path)
         self._say(f"step {step.index}: {move.label}: gating {name} ({self.gated + 1}/{self.budget})")
-        raw = gate(cand, self.workload, self.cand_gopts, name=name)
+        raw = gate(cand, self.workload, candidate_gate_options(self.gopts, _ms(self.line.gate)), name=name)
         self.rec.gate_run(cand, raw)
         self.gated += 1
         r = self._judged(cand, raw)

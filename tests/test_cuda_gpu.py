@@ -79,6 +79,23 @@ def test_timing_keeps_pointers_and_changes_values(libs, workload):
     assert bench.breach() is None
 
 
+def test_a_very_slow_kernels_one_timed_launch_is_checked_itself(libs, workload):
+    """The very slow rule's single launch (value set 0, outputs poisoned) is compared with the
+    reference: an honest kernel passes, one that leaves its tail unwritten is caught."""
+    from klineage.gates.cuda import timing
+
+    for name, ok in (("honest", True), ("stale_tail", False)):
+        r = runner_for(libs, workload, name)
+        bench = timing.Bench(workload, SMALL, r.device)
+        stream = torch.cuda.Stream()
+        timing.one_launch_ms(
+            lambda r=r, b=bench, s=stream: r.launch_async(b.values, s.cuda_stream), bench.refill, stream
+        )
+        r.synchronize()
+        msg = timing.check_timed_launch(bench)
+        assert (msg is None) is ok, msg
+
+
 def test_pointer_cache_is_caught_after_timing(libs, workload):
     from klineage.gates.cuda import timing
 

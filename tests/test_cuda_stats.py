@@ -102,3 +102,21 @@ def test_a_very_slow_kernel_is_launched_for_its_estimate_only(
     assert len(calls) == timed_calls
     assert t.summary.median_ms == pytest.approx(launch_ms)
     assert t.estimate_ms == pytest.approx(launch_ms)
+
+
+def test_a_first_look_taken_by_the_caller_is_not_launched_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The profile stage may take the first look itself (under the CUPTI trace): a very slow
+    kernel then gets no launch from `timed` at all."""
+    from klineage.gates.cuda import timing
+
+    calls: list[int] = []
+
+    def fake_time_reps(step, before, stream, reps, trials, warmup):  # noqa: ANN001, ANN202
+        calls.append(reps)
+        return [[0.5] * reps for _ in range(trials)]
+
+    monkeypatch.setattr(timing, "time_reps", fake_time_reps)
+    t = timing.timed(lambda: None, lambda i: None, stream=None, first_ms=2000.0)  # type: ignore[arg-type]
+    assert calls == [] and t.summary.median_ms == 2000.0 and t.plan is not None and t.plan.rule == "very slow"
+    t = timing.timed(lambda: None, lambda i: None, stream=None, first_ms=0.5)  # type: ignore[arg-type]
+    assert len(calls) == 2  # the estimate, then the trials: the first look is not repeated

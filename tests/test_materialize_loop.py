@@ -368,6 +368,14 @@ def test_candidate_gate_options_leave_the_cpu_gate_alone() -> None:
     assert candidate_gate_options(cuda).extra == {"reps": 5, "skip_reference": True} and cuda.extra == {
         "reps": 5
     }
+    # a head of seconds a launch: its candidates' one timed launch is also their CUPTI trace
+    assert candidate_gate_options(cuda, head_ms=1200.0).extra == {
+        "reps": 5,
+        "skip_reference": True,
+        "expect_very_slow": True,
+    }
+    assert "expect_very_slow" not in candidate_gate_options(cuda, head_ms=40.0).extra
+    assert candidate_gate_options(emu, head_ms=1200.0) is emu
 
 
 def test_start_kernel_is_read_in_canonical_form(wl, tmp_path: Path) -> None:  # noqa: ANN001

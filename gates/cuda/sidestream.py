@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,8 @@ class WindowReport:
     outside: list[Activity] = field(default_factory=list)
     window_us: float = 0.0
     note: str = ""
+    #: the CUDA-event time of the traced launch (ms), None when not measured
+    event_ms: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -140,13 +143,22 @@ def analyze(acts: list[Activity]) -> WindowReport:
 
 
 def trace_one(
-    launch: Any, marker: Any, stream: Any, settle_s: float = 0.05, keep: Path | None = None
+    launch: Any,
+    marker: Any,
+    stream: Any,
+    settle_s: float = 0.05,
+    keep: Path | None = None,
+    before: Callable[[], None] | None = None,
 ) -> WindowReport:
     """Trace marker, events, `launch()`, events, marker on `stream` (GPU), then wait `settle_s`
-    so deferred work lands in the trace too."""
+    so deferred work lands in the trace too. `before()` (a refill and L2 flush) runs and
+    finishes before tracing starts: its copies are not the candidate's work."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    if before is not None:
+        with torch.cuda.stream(stream):
+            before()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
@@ -166,5 +178,6 @@ def trace_one(
         if keep is not None:
             keep.write_text(path.read_text())
     report = analyze(activities(trace))
-    report.note = (report.note + f"; event time {start.elapsed_time(end):.4g} ms").lstrip("; ")
+    report.event_ms = start.elapsed_time(end)
+    report.note = (report.note + f"; event time {report.event_ms:.4g} ms").lstrip("; ")
     return report

@@ -169,16 +169,19 @@ def timed(
     budget_s: float = 30.0,
     slow_ms: float = SLOW_MS,
     slow_budget_s: float = SLOW_BUDGET_S,
+    first_ms: float | None = None,
 ) -> Timed:
     """Estimate one launch, plan the trials by the timing rule (stats.plan_timing), time them.
 
     A very slow kernel's plan is one trial of one repetition: its first timed launch here
-    (refilled, L2 flushed; the correctness stage has already launched it, so nothing is cold
-    but what a launch of seconds does not notice) is that repetition, kept rather than paid
-    again with a warm-up and an estimate (a naive start kernel of seconds a launch held the
+    (refilled with set 0, L2 flushed; the correctness stage has already launched it, so nothing
+    is cold but what a launch of seconds does not notice) is that repetition, kept rather than
+    paid again with a warm-up and an estimate (a naive start kernel of seconds a launch held the
     GPU four times that long). Anything faster is estimated from a second launch, the first
-    having served as its warm-up."""
-    first = one_launch_ms(step, before, stream)
+    having served as its warm-up. `first_ms`: that first look, already taken by the caller the
+    same way (the profile stage takes it under the CUPTI trace when it expects a very slow
+    kernel, so the one launch is also the side-stream check)."""
+    first = one_launch_ms(step, before, stream) if first_ms is None else first_ms
     plan = plan_timing(first, reps, trials, warmup, budget_s, slow_ms, slow_budget_s)
     if plan.rule == "very slow":
         return Timed(summarize([[first]]), plan.reduced, plan, first)
@@ -204,16 +207,36 @@ def verify_after_timing(runner: CudaRunner, bench: Bench, stream: torch.cuda.Str
         stream.synchronize()
         runner.launch_async(bench.values, stream.cuda_stream)
     runner.synchronize()
-    expected = bench.workload.run_reference(fresh)
+    return _wrong_output(
+        bench,
+        fresh,
+        "after the timed repetitions (inputs refilled in place with new values)",
+        "the kernel skipped work or returned a cached result (keyed by input pointer?)",
+    )
+
+
+def check_timed_launch(bench: Bench) -> str | None:
+    """The outputs of a very slow kernel's one timed launch (value set 0, outputs poisoned since
+    the bench was made) compared with the reference: that launch is checked itself, so no
+    further launch of seconds is paid to verify it. Call right after timing, before any other
+    launch. Returns a rejection message, or None."""
+    torch.cuda.synchronize(bench.device)
+    return _wrong_output(
+        bench, bench.pool[0], "in the timed launch", "the kernel skipped work at the bench shape"
+    )
+
+
+def _wrong_output(bench: Bench, inputs: dict[str, Any], when: str, why: str) -> str | None:
+    """The first output of the bench that differs from the reference on `inputs`, in words."""
+    expected = bench.workload.run_reference(inputs)
     for t in bench.workload.outputs:
-        allowance = accumulation_allowance(bench.workload, t, fresh, bench.bindings)
+        allowance = accumulation_allowance(bench.workload, t, inputs, bench.bindings)
         ok, max_abs, _, idx = compare(
             bench.outputs[t.name], expected[t.name], bench.workload.tolerance_for(t), allowance
         )
         if not ok:
             return (
-                f"output '{t.name}' is wrong after the timed repetitions (inputs refilled in place with new values): "
-                f"first bad index {idx}, max abs err {max_abs:.3g} at shape {bench.bindings}; "
-                "the kernel skipped work or returned a cached result (keyed by input pointer?)"
+                f"output '{t.name}' is wrong {when}: first bad index {idx}, max abs err "
+                f"{max_abs:.3g} at shape {bench.bindings}; {why}"
             )
     return None
