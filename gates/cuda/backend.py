@@ -97,6 +97,31 @@ def warm_up() -> None:
     _warm_up()
 
 
+def warm_up_workload(workload: Any, options: GateOptions) -> None:
+    """A resident worker's first look at a workload, before any candidate of it runs: the torch
+    reference and vendor at the bench shape, on the kept input sets of the timing pool and of the
+    check after timing. Their first calls load torch's kernel modules lazily (device memory the
+    worker's health check would otherwise charge to the candidate and retire the worker for)."""
+    import torch
+
+    from klineage.gates.cuda import timing
+    from klineage.gates.cuda.profile_stage import bench_bindings
+    from klineage.gates.protocol import device_inputs
+    from klineage.workload import Tensor
+
+    device = torch.device("cuda", torch.cuda.current_device())
+    bindings = bench_bindings(workload, options)
+    for seed in (timing.POOL_SEED, timing.VERIFY_SEED):
+        inputs = device_inputs(workload, bindings, seed, device)
+        workload.run_reference(inputs)
+        if workload.vendor is not None:
+            workload.vendor(
+                **{a.name: inputs[a.name] for a in workload.args if not isinstance(a, Tensor) or a.is_read}
+            )
+        del inputs
+    torch.cuda.synchronize(device)
+
+
 def device_state() -> dict[str, Any]:
     """What a candidate could leave changed on the device (gates/health.py compares it)."""
     from klineage.gates.cuda.health import device_state as _device_state
