@@ -119,14 +119,25 @@ def test_names_do_not_matter(names: list[str]) -> None:
 FP16 = DATA / "flash_fusion" / "fp16_heads"
 
 
-def test_fp16_attention_fuses_on_tensor_cores_and_passes_the_emu_gate(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("folder", "elem", "convert"),
+    [
+        (FP16, "__half", "__float2half_rn"),
+        (DATA / "flash_fusion" / "bf16_heads", "__nv_bfloat16", "__float2bfloat16_rn"),
+    ],
+    ids=["fp16", "bf16"],
+)
+def test_16bit_attention_fuses_on_tensor_cores_and_passes_the_emu_gate(
+    tmp_path: Path, folder: Path, elem: str, convert: str
+) -> None:
     # odd rows per head (tiles span heads), keys not a multiple of the tile, head sizes 24 and 48
-    out = _fuse(CudaSource.from_file(FP16 / "naive.cu"))
+    out = _fuse(CudaSource.from_file(folder / "naive.cu"))
     assert _launches(out.text) == ["qk_flash"]
     assert out.text.count("nvcuda::wmma::mma_sync") == 2  # Q K^T and P V
-    assert "kl_ph[kl_rr * 32 + kl_lane] = __float2half_rn(kl_p);" in out.text  # P in 16-bit for P V
+    assert f"nvcuda::wmma::matrix_b, 16, 16, 16, {elem}, nvcuda::wmma::col_major" in out.text  # K^T
+    assert f"kl_ph[kl_rr * 32 + kl_lane] = {convert}(kl_p);" in out.text  # P in 16-bit for P V
     assert "kl_m[kl_rr] = kl_mn;" in out.text  # the online softmax stays fp32
-    assert_passes(out.text, FP16, tmp_path, "fp16_flash.cu")
+    assert_passes(out.text, folder, tmp_path, f"{elem}_flash.cu")
 
 
 def test_attention_fwd_naive_fuses_on_tensor_cores() -> None:
