@@ -114,3 +114,50 @@ def test_names_do_not_matter(names: list[str]) -> None:
     out = _fuse(CudaSource.from_text(text, "k.cu"))
     assert _launches(out.text) == [f"{names[0]}_flash"]
     assert len(OP.find(out)) == 1
+
+
+FP16 = DATA / "flash_fusion" / "fp16_heads"
+
+
+@pytest.mark.parametrize(
+    ("folder", "elem", "convert"),
+    [
+        (FP16, "__half", "__float2half_rn"),
+        (DATA / "flash_fusion" / "bf16_heads", "__nv_bfloat16", "__float2bfloat16_rn"),
+    ],
+    ids=["fp16", "bf16"],
+)
+def test_16bit_attention_fuses_on_tensor_cores_and_passes_the_emu_gate(
+    tmp_path: Path, folder: Path, elem: str, convert: str
+) -> None:
+    # odd rows per head (tiles span heads), keys not a multiple of the tile, head sizes 24 and 48
+    out = _fuse(CudaSource.from_file(folder / "naive.cu"))
+    assert _launches(out.text) == ["qk_flash"]
+    assert out.text.count("nvcuda::wmma::mma_sync") == 2  # Q K^T and P V
+    assert f"nvcuda::wmma::matrix_b, 16, 16, 16, {elem}, nvcuda::wmma::col_major" in out.text  # K^T
+    assert f"kl_ph[kl_rr * 32 + kl_lane] = {convert}(kl_p);" in out.text  # P in 16-bit for P V
+    assert "kl_m[kl_rr] = kl_mn;" in out.text  # the online softmax stays fp32
+    assert_passes(out.text, folder, tmp_path, f"{elem}_flash.cu")
+
+
+def test_attention_fwd_naive_fuses_on_tensor_cores() -> None:
+    out = _fuse(CudaSource.from_file(ATTN / "naive.cu"))
+    assert "nvcuda::wmma::matrix_a, 16, 16, 16, __half" in out.text and "#include <mma.h>" in out.text
+
+
+def test_fp32_attention_keeps_the_simt_kernel() -> None:
+    out = _fuse(CudaSource.from_file(FP32 / "naive.cu"))
+    assert "wmma" not in out.text and "extern __shared__ float kl_smem[];" in out.text
+
+
+def test_a_fixed_head_dim_not_a_multiple_of_16_refuses_with_a_reason() -> None:
+    text = (
+        (FP16 / "naive.cu")
+        .read_text()
+        .replace("(Q, K, S, BH, M, N, D, alpha)", "(Q, K, S, BH, M, N, 40, alpha)")
+    )
+    src = CudaSource.from_text(text, "k.cu")
+    (site,) = OP.find_forward(src)
+    facts = {f.name: f for f in OP.preconditions(src, site)}
+    assert not facts["head_dim_16"].holds and "multiples of 16" in facts["head_dim_16"].reason
+    assert facts["three_phase"].holds

@@ -69,41 +69,26 @@ def smem_floats(dq: str, dv: str) -> str:
     return f"({BR} * {dq} + {BK} * ({dq} + 1) + {BK} * {dv} + {BR} * {BK + 1} + {BR} * {dv} + {3 * BR})"
 
 
-def kernel(tp: ThreePhase, name: str, params: str) -> str:
-    """The fused kernel's text."""
-    p, c, s = tp.producer, tp.consumer, tp.softmax
-    e = s.exp
-    return f"""__global__ void {name}({params}) {{
-    extern __shared__ float kl_smem[];
-{lambdas(tp)}    const int kl_dq = (int)({p.extent});
-    const int kl_dv = (int)({c.columns});
-    const long long kl_len = (long long)({tp.length});
-    const long long kl_r0 = (long long)blockIdx.x * {BR};
-    float* kl_qs = kl_smem;
-    float* kl_ks = kl_qs + {BR} * kl_dq;
-    float* kl_vs = kl_ks + {BK} * (kl_dq + 1);
-    float* kl_ps = kl_vs + {BK} * kl_dv;
-    float* kl_os = kl_ps + {BR} * {BK + 1};
-    float* kl_m = kl_os + {BR} * kl_dv;
-    float* kl_l = kl_m + {BR};
-    float* kl_al = kl_l + {BR};
-    const int kl_t = threadIdx.x, kl_lane = kl_t % 32, kl_warp = kl_t / 32;
+def row_state(outputs: str) -> str:
+    """Thread and warp ids, the running max, sum and `outputs` accumulators zeroed, and whether
+    every query row of the block reads one query vector for all its keys (`kl_qok`)."""
+    return f"""    const int kl_t = threadIdx.x, kl_lane = kl_t % 32, kl_warp = kl_t / 32;
     for (int kl_e = kl_t; kl_e < {BR}; kl_e += {THREADS}) {{
         kl_m[kl_e] = -INFINITY;
         kl_l[kl_e] = 0.0f;
     }}
-    for (int kl_e = kl_t; kl_e < {BR} * kl_dv; kl_e += {THREADS}) kl_os[kl_e] = 0.0f;
+    for (int kl_e = kl_t; kl_e < {outputs}; kl_e += {THREADS}) kl_os[kl_e] = 0.0f;
     int kl_qok = 1;
     if (kl_t < {BR} && kl_rowok(kl_r0 + kl_t))
         kl_qok = kl_qadr((kl_r0 + kl_t) * kl_len) == kl_qadr((kl_r0 + kl_t) * kl_len + kl_len - 1);
     kl_qok = __syncthreads_and(kl_qok);
-    if (kl_qok)
-        for (int kl_e = kl_t; kl_e < {BR} * kl_dq; kl_e += {THREADS}) {{
-            const long long kl_r = kl_r0 + kl_e / kl_dq;
-            kl_qs[kl_e] = kl_rowok(kl_r) ? kl_qry(kl_r * kl_len, kl_e % kl_dq) : 0.0f;
-        }}
-    for (long long kl_j0 = 0; kl_j0 < kl_len; kl_j0 += {BK}) {{
-        const long long kl_jl = min(kl_j0 + {BK - 1}, kl_len - 1);
+"""
+
+
+def tile_mask() -> str:
+    """Per key tile: which (row, key) scores the producer leaves unmasked (`kl_ps` 0 or -inf), and
+    whether the block's rows read one key and term tile (`kl_uni`); masked-out tiles are skipped."""
+    return f"""        const long long kl_jl = min(kl_j0 + {BK - 1}, kl_len - 1);
         int kl_live = 0, kl_uni = 1;
         for (int kl_e = kl_t; kl_e < {BR * BK}; kl_e += {THREADS}) {{
             const long long kl_r = kl_r0 + kl_e / {BK}, kl_j = kl_j0 + kl_e % {BK}, kl_x = kl_r * kl_len + kl_j;
@@ -122,7 +107,57 @@ def kernel(tp: ThreePhase, name: str, params: str) -> str:
         kl_live = __syncthreads_or(kl_live);
         kl_uni = __syncthreads_and(kl_uni);
         if (!kl_live) continue;
-        if (kl_uni) {{
+"""
+
+
+def online_softmax(e: str, extra: str) -> str:
+    """A warp per row turns the tile's scores into weights against the running max and sum;
+    `extra` (statements over `kl_rr`, `kl_lane`, `kl_p`) also stores each weight elsewhere."""
+    return f"""        for (int kl_rr = kl_warp; kl_rr < {BR}; kl_rr += {THREADS // 32}) {{
+            const float kl_s = kl_ps[kl_rr * {BK + 1} + kl_lane];
+            float kl_mt = kl_s;
+            for (int kl_o = 16; kl_o > 0; kl_o >>= 1) kl_mt = fmaxf(kl_mt, __shfl_xor_sync(0xffffffffu, kl_mt, kl_o));
+            const float kl_mo = kl_m[kl_rr], kl_mn = fmaxf(kl_mo, kl_mt);
+            const float kl_p = kl_s == -INFINITY ? 0.0f : {e}(kl_s - kl_mn);
+            float kl_sum = kl_p;
+            for (int kl_o = 16; kl_o > 0; kl_o >>= 1) kl_sum += __shfl_xor_sync(0xffffffffu, kl_sum, kl_o);
+            kl_ps[kl_rr * {BK + 1} + kl_lane] = kl_p;
+{extra}            __syncwarp();
+            if (kl_lane == 0) {{
+                const float kl_a = kl_mn == -INFINITY ? 1.0f : {e}(kl_mo - kl_mn);
+                kl_al[kl_rr] = kl_a;
+                kl_l[kl_rr] = kl_l[kl_rr] * kl_a + kl_sum;
+                kl_m[kl_rr] = kl_mn;
+            }}
+        }}
+"""
+
+
+def kernel(tp: ThreePhase, name: str, params: str) -> str:
+    """The fused kernel's text."""
+    p, c, s = tp.producer, tp.consumer, tp.softmax
+    e = s.exp
+    return f"""__global__ void {name}({params}) {{
+    extern __shared__ float kl_smem[];
+{lambdas(tp)}    const int kl_dq = (int)({p.extent});
+    const int kl_dv = (int)({c.columns});
+    const long long kl_len = (long long)({tp.length});
+    const long long kl_r0 = (long long)blockIdx.x * {BR};
+    float* kl_qs = kl_smem;
+    float* kl_ks = kl_qs + {BR} * kl_dq;
+    float* kl_vs = kl_ks + {BK} * (kl_dq + 1);
+    float* kl_ps = kl_vs + {BK} * kl_dv;
+    float* kl_os = kl_ps + {BR} * {BK + 1};
+    float* kl_m = kl_os + {BR} * kl_dv;
+    float* kl_l = kl_m + {BR};
+    float* kl_al = kl_l + {BR};
+{row_state(f"{BR} * kl_dv")}    if (kl_qok)
+        for (int kl_e = kl_t; kl_e < {BR} * kl_dq; kl_e += {THREADS}) {{
+            const long long kl_r = kl_r0 + kl_e / kl_dq;
+            kl_qs[kl_e] = kl_rowok(kl_r) ? kl_qry(kl_r * kl_len, kl_e % kl_dq) : 0.0f;
+        }}
+    for (long long kl_j0 = 0; kl_j0 < kl_len; kl_j0 += {BK}) {{
+{tile_mask()}        if (kl_uni) {{
             for (int kl_e = kl_t; kl_e < {BK} * kl_dq; kl_e += {THREADS}) {{
                 const long long kl_j = kl_j0 + kl_e / kl_dq;
                 kl_ks[(kl_e / kl_dq) * (kl_dq + 1) + kl_e % kl_dq] =
@@ -148,24 +183,7 @@ def kernel(tp: ThreePhase, name: str, params: str) -> str:
             }}
         }}
         __syncthreads();
-        for (int kl_rr = kl_warp; kl_rr < {BR}; kl_rr += {THREADS // 32}) {{
-            const float kl_s = kl_ps[kl_rr * {BK + 1} + kl_lane];
-            float kl_mt = kl_s;
-            for (int kl_o = 16; kl_o > 0; kl_o >>= 1) kl_mt = fmaxf(kl_mt, __shfl_xor_sync(0xffffffffu, kl_mt, kl_o));
-            const float kl_mo = kl_m[kl_rr], kl_mn = fmaxf(kl_mo, kl_mt);
-            const float kl_p = kl_s == -INFINITY ? 0.0f : {e}(kl_s - kl_mn);
-            float kl_sum = kl_p;
-            for (int kl_o = 16; kl_o > 0; kl_o >>= 1) kl_sum += __shfl_xor_sync(0xffffffffu, kl_sum, kl_o);
-            kl_ps[kl_rr * {BK + 1} + kl_lane] = kl_p;
-            __syncwarp();
-            if (kl_lane == 0) {{
-                const float kl_a = kl_mn == -INFINITY ? 1.0f : {e}(kl_mo - kl_mn);
-                kl_al[kl_rr] = kl_a;
-                kl_l[kl_rr] = kl_l[kl_rr] * kl_a + kl_sum;
-                kl_m[kl_rr] = kl_mn;
-            }}
-        }}
-        __syncthreads();
+{online_softmax(e, "")}        __syncthreads();
         for (int kl_e = kl_t; kl_e < {BR} * kl_dv; kl_e += {THREADS}) {{
             const int kl_rr = kl_e / kl_dv, kl_c = kl_e % kl_dv;
             const float* kl_w = &kl_ps[kl_rr * {BK + 1}];
@@ -188,9 +206,13 @@ def kernel(tp: ThreePhase, name: str, params: str) -> str:
 """
 
 
-def launch(tp: ThreePhase, name: str, args: str, dq_host: str, dv_host: str, stream: str) -> str:
-    """The launcher's statements that replace the three launches."""
-    smem = f"(size_t){smem_floats(T.paren(dq_host), T.paren(dv_host))} * sizeof(float)"
+def smem(dq_host: str, dv_host: str) -> str:
+    """The fp32 kernel's dynamic shared memory in bytes (launcher side)."""
+    return f"(size_t){smem_floats(T.paren(dq_host), T.paren(dv_host))} * sizeof(float)"
+
+
+def launch(tp: ThreePhase, name: str, args: str, smem: str, stream: str) -> str:
+    """The launcher's statements that replace the three launches (`smem`: bytes, launcher side)."""
     rows = T.paren(tp.rows_host)
     return (
         f"{{\n        const size_t kl_smem = {smem};\n"

@@ -18,6 +18,7 @@ import tree_sitter as ts
 
 from klineage.deopt import _flash_emit as E
 from klineage.deopt import _flash_read as R
+from klineage.deopt import _flash_tc_emit as TC
 from klineage.deopt import _threads as T
 from klineage.deopt import _three_phase as TP
 from klineage.deopt.base import Operator, Precondition, Refused, Site
@@ -96,9 +97,44 @@ class FlashFusion(Operator):
             raise Refused(f"{self.name}: no launch at the site")
         return TP.read(src, first)
 
+    def _sizes(self, src: CudaSource, tp: TP.ThreePhase) -> tuple[str, str]:
+        """The dot length and the output columns on the launcher's side."""
+        p, c = tp.producer, tp.consumer
+        dq = T.kernel_expr_in_launcher(src, p.k.fn, p.k.launch, p.extent, p.k.node)
+        dv = T.kernel_expr_in_launcher(src, c.k.fn, c.k.launch, c.columns, c.k.node)
+        if dq is None or dv is None:
+            raise Refused(f"{self.name}: the dot length or the output columns are not launch-time sizes")
+        return dq, dv
+
+    def _element(self, src: CudaSource, tp: TP.ThreePhase) -> TC.Element | None:
+        """The 16-bit element type when the tensor-core kernel applies (Q, K and V 16-bit)."""
+        return TC.element(tp, (src.text_of(tp.producer.k.node), src.text_of(tp.consumer.k.node)))
+
+    def _tensor_core(self, src: CudaSource, tp: TP.ThreePhase) -> list[Precondition]:
+        """Head sizes and shared memory of the tensor-core kernel: WMMA tiles are 16 wide, so a
+        head size fixed in the source must be a multiple of 16 (launch-time sizes are padded)."""
+        dq, dv = self._sizes(src, tp)
+        known = [
+            int(x) for x in (T.strip_casts(dq).strip("()"), T.strip_casts(dv).strip("()")) if x.isdigit()
+        ]
+        sixteen = all(n % 16 == 0 for n in known)
+        fits = len(known) < 2 or TC.smem_value(*known) <= TC.SMEM_LIMIT
+        return [
+            Precondition(
+                "head_dim_16",
+                sixteen,
+                f"16-bit Q, K, V: head sizes {dq}, {dv} multiples of 16 for WMMA",
+                "Layout",
+            ),
+            Precondition(
+                "smem_budget", fits, f"tensor-core tiles fit {TC.SMEM_LIMIT} bytes of shared memory", "Layout"
+            ),
+        ]
+
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         try:
             tp = self._read(src, site)
+            tc = self._tensor_core(src, tp) if self._element(src, tp) else []
         except Refused as e:
             return [Precondition("three_phase", False, str(e), "Layout")]
         once = all(
@@ -109,27 +145,35 @@ class FlashFusion(Operator):
                 "three_phase", True, "scores, row softmax and weighted sum over one scratch", "Layout"
             ),
             Precondition("launched_once", once, "each of the three kernels is launched only here", "Layout"),
+            *tc,
         ]
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
         tp = self._read(src, site)
         params, args, _ = _params(src, tp)
         p, c = tp.producer, tp.consumer
-        dq = T.kernel_expr_in_launcher(src, p.k.fn, p.k.launch, p.extent, p.k.node)
-        dv = T.kernel_expr_in_launcher(src, c.k.fn, c.k.launch, c.columns, c.k.node)
-        if dq is None or dv is None:
-            raise Refused(f"{self.name}: the dot length or the output columns are not launch-time sizes")
+        dq, dv = self._sizes(src, tp)
+        el = self._element(src, tp)
+        broken = [f.reason for f in (self._tensor_core(src, tp) if el is not None else []) if not f.holds]
+        if broken:
+            raise Refused(f"{self.name}: " + "; ".join(broken))
         name = f"{p.k.fn.name}_flash"
+        if el is None:
+            body, smem = E.kernel(tp, name, params), E.smem(dq, dv)
+        else:
+            body, smem = TC.kernel(tp, name, params, el), f"(size_t){TC.smem_bytes(dq, dv)}"
         stmts = [_statement(src.node_for(k.launch)) for k in (p.k, tp.softmax.k, c.k)]
         edits = [
-            edit.replace(stmts[0], E.launch(tp, name, args, dq, dv, p.k.launch.stream or "")),
+            edit.replace(stmts[0], E.launch(tp, name, args, smem, p.k.launch.stream or "")),
             edit.delete(src, stmts[1]),
             edit.delete(src, stmts[2]),
-            edit.replace(p.k.node, E.kernel(tp, name, params)),
+            edit.replace(p.k.node, body),
             edit.delete(src, tp.softmax.k.node),
             edit.delete(src, c.k.node),
         ]
         out = edit.apply_edits(src, edits)
+        if el is not None and "<mma.h>" not in out.text:
+            out = CudaSource.from_text("#include <mma.h>\n" + out.text, src.path)
         if "<math.h>" not in out.text and "<cmath>" not in out.text:
             out = CudaSource.from_text("#include <math.h>\n" + out.text, src.path)
         return out
