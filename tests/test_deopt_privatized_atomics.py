@@ -124,6 +124,25 @@ def test_a_barrier_of_the_kernel_itself_still_holds_the_copy_back() -> None:
     assert not facts["barriers_reachable"].holds
 
 
+def test_an_index_declared_in_the_vector_loop_and_its_tail_reads_the_data() -> None:
+    """After a vectorize step each of the two loops declares its own `c`: both initializers read
+    memory, so the scattered update still qualifies."""
+    src = CudaSource.from_text(
+        "__global__ void k(const int* key, float* out, int n) {\n"
+        "    for (int i = 0; i + 3 < n; i += 4) {\n"
+        "        const int4 pack = *reinterpret_cast<const int4*>(key + i);\n"
+        "        const int* lane = reinterpret_cast<const int*>(&pack);\n"
+        "        for (int j = 0; j < 4; ++j) { int c = lane[j]; atomicAdd(&out[c], 1.0f); }\n"
+        "    }\n"
+        "    for (int i = n / 4 * 4; i < n; ++i) { int c = key[i]; atomicAdd(&out[c], 1.0f); }\n"
+        "}\n",
+        "k.cu",
+    )
+    (site,) = OP.find_forward(src)
+    facts = {f.name: f for f in OP.preconditions(src, site)}
+    assert facts["data_dependent_index"].holds, facts["data_dependent_index"].reason
+
+
 _KERNEL = """
 #define NB {k}
 __global__ void scatter({ty}* out, const int* key, const {ty}* val, int n) {{
