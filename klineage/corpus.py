@@ -28,6 +28,7 @@ MEMORY_BOUND = (
     "permute_nhwc",
     # scattered atomics into a small table, privatized per block (issue 24)
     "class_weight_share",
+    "group_mean",
 )
 #: compute-bound workloads (issue 10): judged in TFLOP/s at every bench shape
 COMPUTE_BOUND = (

@@ -75,6 +75,74 @@ def test_remove_on_the_corpus_expert_and_roundtrip(tmp_path: Path) -> None:
     assert_passes(again.text, CORPUS, tmp_path, "cws_roundtrip.cu")
 
 
+def test_two_private_tables_of_the_second_lineage_come_off_one_at_a_time(tmp_path: Path) -> None:
+    """group_mean's expert privatizes an fp32 sum and an int32 count, each between its own
+    barriers: each is a removable site, and after both the kernel updates global memory only."""
+    corpus = repo_root() / "expert_kernels" / "group_mean"
+    src = CudaSource.from_file(corpus / "expert.cu")
+    sites = OP.find(src)
+    assert sorted(s.details["shared"] for s in sites) == ["block_counts", "block_sums"]
+    assert all(f.holds for s in sites for f in OP.removal_preconditions(src, s))
+    first = OP.remove(src, next(s for s in sites if s.details["shared"] == "block_sums"))
+    (rest,) = OP.find(first)
+    assert rest.details["shared"] == "block_counts"
+    simple = OP.remove(first, rest)
+    kernel = simple.text_of(simple.node_for(simple.kernel("group_accumulate_kernel")))
+    assert "__shared__" not in kernel and "__syncthreads" not in kernel
+    assert "atomicAdd(&means[gs[k]], vs[k])" in kernel and "atomicAdd(&counts[gs[k]], 1)" in kernel
+    assert_passes(simple.text, corpus, tmp_path, "group_mean_global.cu")
+
+
+def test_a_second_output_is_privatized_around_the_first(tmp_path: Path) -> None:
+    """Forward on group_mean's naive: the sum, then the count (the first copy's barriers do not
+    hold the second back), and the kernel with both copies passes the gate."""
+    corpus = repo_root() / "expert_kernels" / "group_mean"
+    src = CudaSource.from_file(corpus / "naive.cu")
+    out = src
+    for base in ("means", "counts"):
+        site = next(f for f in OP.find_forward(out) if f.details["out"] == base)
+        facts = OP.preconditions(out, site)
+        assert all(f.holds for f in facts), [(f.name, f.reason) for f in facts if not f.holds]
+        out = OP.apply(out, site)
+    kernel = out.text_of(out.node_for(out.kernel("group_accumulate_naive")))
+    assert "__shared__ float means_priv[500];" in kernel and "__shared__ int counts_priv[500];" in kernel
+    assert sorted(p.details["shared"] for p in OP.find(out)) == ["counts_priv", "means_priv"]
+    assert_passes(out.text, corpus, tmp_path, "group_mean_private.cu")
+
+
+def test_a_barrier_of_the_kernel_itself_still_holds_the_copy_back() -> None:
+    src = CudaSource.from_text(
+        "__global__ void k(const int* key, int* out, int n) {\n"
+        "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    __syncthreads();\n"
+        "    if (i < n) atomicAdd(&out[key[i] & 255], 1);\n"
+        "}\n",
+        "k.cu",
+    )
+    (site,) = OP.find_forward(src)
+    facts = {f.name: f for f in OP.preconditions(src, site)}
+    assert not facts["barriers_reachable"].holds
+
+
+def test_an_index_declared_in_the_vector_loop_and_its_tail_reads_the_data() -> None:
+    """After a vectorize step each of the two loops declares its own `c`: both initializers read
+    memory, so the scattered update still qualifies."""
+    src = CudaSource.from_text(
+        "__global__ void k(const int* key, float* out, int n) {\n"
+        "    for (int i = 0; i + 3 < n; i += 4) {\n"
+        "        const int4 pack = *reinterpret_cast<const int4*>(key + i);\n"
+        "        const int* lane = reinterpret_cast<const int*>(&pack);\n"
+        "        for (int j = 0; j < 4; ++j) { int c = lane[j]; atomicAdd(&out[c], 1.0f); }\n"
+        "    }\n"
+        "    for (int i = n / 4 * 4; i < n; ++i) { int c = key[i]; atomicAdd(&out[c], 1.0f); }\n"
+        "}\n",
+        "k.cu",
+    )
+    (site,) = OP.find_forward(src)
+    facts = {f.name: f for f in OP.preconditions(src, site)}
+    assert facts["data_dependent_index"].holds, facts["data_dependent_index"].reason
+
+
 _KERNEL = """
 #define NB {k}
 __global__ void scatter({ty}* out, const int* key, const {ty}* val, int n) {{

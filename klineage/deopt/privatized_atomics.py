@@ -153,7 +153,7 @@ class PrivatizedAtomics(Operator):
         b, how = S.extent(src, s.fn, s.kernel, s.ups)
         size = S.size_of(s.ty) or 0
         body = s.fn.child_by_field_name("body")
-        barriers = T.calls_named(body, _BARRIERS) if body is not None else []
+        barriers = _foreign_barriers(src, s.fn, s.kernel, body) if body is not None else []
         jumps = _buried_returns(body) if body is not None else []
         return [
             Precondition(
@@ -201,11 +201,11 @@ class PrivatizedAtomics(Operator):
             Precondition(
                 "barriers_reachable",
                 not barriers and not jumps,
-                "the kernel already synchronizes"
+                "the kernel already synchronizes (other than around a private copy)"
                 if barriers
                 else "a return inside a branch or loop would skip the flush's barrier"
                 if jumps
-                else "no barrier yet; early returns only at the top of the body",
+                else "no barrier yet but those of other private copies; early returns only at the top of the body",
                 "Pipeline",
             ),
         ]
@@ -271,6 +271,18 @@ def _grid_stride_first(src: CudaSource, kernel: str) -> CudaSource:
             except Refused:
                 return src
     return src
+
+
+def _foreign_barriers(src: CudaSource, fn: ts.Node, kernel: Function, body: ts.Node) -> list[ts.Node]:
+    """The kernel's barriers other than those that fence a recognised private copy of another
+    output: a second output may be privatized around a first (its own fill and flush then wrap
+    the whole body, and every thread still reaches each barrier)."""
+    fences = [(b.start_byte, b.end_byte) for p in _privates(src, fn, kernel) if not p.why for b in p.barriers]
+    return [
+        c
+        for c in T.calls_named(body, _BARRIERS)
+        if not any(a <= c.start_byte and c.end_byte <= e for a, e in fences)
+    ]
 
 
 def _is_early_return(n: ts.Node) -> bool:

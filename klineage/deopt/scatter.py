@@ -18,7 +18,7 @@ from klineage.deopt import _threads as T
 from klineage.deopt._cexpr import declared_type
 from klineage.source.constructs import Function
 from klineage.source.model import CudaSource
-from klineage.source.syntax import unparenthesized
+from klineage.source.syntax import assigned_in, unparenthesized
 
 #: the atomic read-modify-writes whose operation is associative and commutative on integers
 ATOMICS = r"atomic(?:Add|Max|Min|Or|And|Xor)"
@@ -119,19 +119,32 @@ def updates(src: CudaSource, fn: ts.Node) -> list[Update]:
 
 
 def data_dependent(src: CudaSource, fn: ts.Node, text: str) -> bool:
-    """Whether index text reads memory (a subscript, a dereference, __ldg), through locals."""
-    seen: set[str] = set()
-    todo = [text]
-    while todo:
-        t = T.squash(todo.pop())
-        if re.search(r"\w\[|__ldg\(|(?:^|[-(,=+*/%&|!~<>?:])\*[\w(]", t):
+    """Whether index text reads memory (a subscript, a dereference, __ldg), through locals. A local
+    declared in several scopes (a vectorized loop and its scalar tail each declare their `c`) counts
+    when every one of its initializers reads memory."""
+    return _reads_memory(src, fn, text, set())
+
+
+def _reads_memory(src: CudaSource, fn: ts.Node, text: str, seen: set[str]) -> bool:
+    t = T.squash(text)
+    if re.search(r"\w\[|__ldg\(|(?:^|[-(,=+*/%&|!~<>?:])\*[\w(]", t):
+        return True
+    for name in sorted(set(re.findall(r"(?<![\w.])([A-Za-z_]\w*)", t)) - seen):
+        seen.add(name)
+        inits = _initializers(src, fn, name)
+        if inits and all(_reads_memory(src, fn, i, seen) for i in inits):
             return True
-        for name in set(re.findall(r"(?<![\w.])([A-Za-z_]\w*)", t)) - seen:
-            seen.add(name)
-            init = T.init_text(src, fn, name)
-            if init is not None:
-                todo.append(init)
     return False
+
+
+def _initializers(src: CudaSource, fn: ts.Node, name: str) -> list[str]:
+    """The initializer texts of every declaration of local `name` in `fn`; none when it is
+    reassigned or one of them has no initializer."""
+    if name in assigned_in(fn):
+        return []
+    decls = [d for d in T.walk(fn) if d.type == "init_declarator" and T.declarator_ident(d) == name]
+    values = [d.child_by_field_name("value") for d in decls]
+    return [src.text_of(v) for v in values] if values and all(v is not None for v in values) else []
 
 
 def other_uses(src: CudaSource, fn: ts.Node, base: str, ups: list[Update]) -> list[int]:
