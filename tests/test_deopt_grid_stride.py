@@ -38,8 +38,9 @@ def test_apply_restores_grid_stride(tmp_path: Path) -> None:
     src, wl = fixture("grid_stride", "saxpy")
     simple = OP.remove(src, only_site(OP, src))
     (fwd,) = OP.find_forward(simple)
-    assert all(p.holds for p in OP.preconditions(simple, fwd))
-    again = OP.apply(simple, fwd)
+    # saxpy shares nothing between its elements: the skill refuses it, the rewrite itself still works
+    assert [p.name for p in OP.preconditions(simple, fwd) if not p.holds] == ["work_to_amortize"]
+    again = OP._apply(simple, fwd)
     assert len(OP.find(again)) == 1
     assert "132 * 8" in again.text  # grid capped to a multiple of the SM count
     assert_passes(again.text, wl, tmp_path, "saxpy_roundtrip.cu")

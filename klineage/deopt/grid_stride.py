@@ -448,6 +448,19 @@ class GridStride(Operator):
                 "Layout",
             )
         )
+        gain = _amortized(src, fn, decl, body_nodes)
+        facts.append(
+            Precondition(
+                "work_to_amortize",
+                gain is not None,
+                gain
+                if gain is not None
+                else "each thread maps one element with nothing per thread or per block to share "
+                "(no atomics, no shared memory, no setup that reads memory): the launch already covers "
+                "the problem and the loop only adds its own index math",
+                "Pipeline",
+            )
+        )
         launches = T.launches_of(src, kernel.name)
         facts.append(
             Precondition(
@@ -512,6 +525,38 @@ class GridStride(Operator):
             gt = src.text_of(g).strip()
             edits.append(edit.replace(g, _min(gt, GRID_CAP)))
         return edit.apply_edits(src, edits)
+
+
+_ATOMIC = r"atomic\w+"
+
+
+def _amortized(src: CudaSource, fn: ts.Node, decl: ts.Node, body: list[ts.Node]) -> str | None:
+    """What a grid-stride loop would spread over many elements, or None: a thread that maps one
+    element and shares nothing gains no work to amortize from looping, only the loop's overhead.
+    Global atomics (a block can aggregate them once it sees many elements), shared memory (filled
+    once per block) and setup before the element that reads memory or loops are such work."""
+    atomics = [c for b in body for c in T.calls_named(b, _ATOMIC)]
+    if atomics:
+        return f"the element's update is {T.call_name(atomics[0])}: a block that sees many elements can aggregate it"
+    if "__shared__" in src.text_of(fn):
+        return "the kernel fills shared memory, once per block"
+    var = T.decl_name(decl) or ""
+    top = fn.child_by_field_name("body")
+    setup = [
+        s
+        for s in (top.named_children if top is not None else [])
+        if s.end_byte <= decl.start_byte and not (var and T.uses_ident(s, var))
+    ]
+    for s in setup:
+        reads = [
+            n
+            for n in T.walk(s)
+            if n.type in ("subscript_expression", "for_statement", "while_statement", "do_statement")
+            or (n.type == "pointer_expression" and n.children[0].type == "*")
+        ]
+        if reads:
+            return f"per-thread setup before the element reads memory or loops (line {s.start_point.row + 1})"
+    return None
 
 
 def _max(a: str, b: str) -> str:

@@ -11,6 +11,7 @@ import tree_sitter as ts
 
 from klineage.deopt import _cexpr as X
 from klineage.deopt.base import Operator, Precondition, Site
+from klineage.deopt.window import window_loop
 from klineage.source import edit
 from klineage.source.model import CudaSource
 
@@ -213,6 +214,11 @@ class Ldg(Operator):
             out.append(n)
         return out
 
+    def _window_only(self, src: CudaSource, fn: ts.Node, name: str) -> list[ts.Node]:
+        """The window loops of `name`'s plain reads when every one of them is a window read."""
+        loops = [window_loop(src, r) for r in self._plain_reads(src, fn, {name})]
+        return [lp for lp in loops if lp is not None] if loops and all(loops) else []
+
     def find_forward(self, src: CudaSource) -> list[Site]:
         sites = []
         for k in src.kernels:
@@ -263,6 +269,19 @@ class Ldg(Operator):
                     if ok
                     else f"{name} is not const __restrict__ ({p.type}); the read-only cache may go stale",
                     "Storage",
+                )
+            )
+            windows = self._window_only(src, fn, name)
+            facts.append(
+                Precondition(
+                    f"not_window_reads:{name}",
+                    not windows,
+                    f"every read of {name} moves with a fixed window's counter (line "
+                    f"{windows[0].start_point.row + 1}): neighbouring threads' windows overlap and the "
+                    "plain load path's L1 already serves the reuse; the read-only path buys nothing there"
+                    if windows
+                    else f"{name} is read outside a fixed window",
+                    "Memory",
                 )
             )
             et = _elem_type(p.type.replace("*", ""))
