@@ -26,9 +26,10 @@ group_accumulate_kernel(const int* __restrict__ ids, const float* __restrict__ v
     __syncthreads();
     for (int g = threadIdx.x; g < kGroups; g += blockDim.x) block_counts[g] = 0;
     __syncthreads();
-    const int4* __restrict__ ids4 = reinterpret_cast<const int4*>(ids);
+    const int stride = gridDim.x * blockDim.x;
     const float4* __restrict__ values4 = reinterpret_cast<const float4*>(values);
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += gridDim.x * blockDim.x) {
+    const int4* __restrict__ ids4 = reinterpret_cast<const int4*>(ids);
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += stride) {
         const int4 g4 = __ldg(&ids4[i]);
         const float4 v4 = __ldg(&values4[i]);
         const int gs[4] = {g4.x, g4.y, g4.z, g4.w};
@@ -39,7 +40,7 @@ group_accumulate_kernel(const int* __restrict__ ids, const float* __restrict__ v
             atomicAdd(&block_counts[gs[k]], 1);
         }
     }
-    for (int i = n4 * 4 + blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    for (int i = n4 * 4 + blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         const int tail_group = __ldg(&ids[i]);
         atomicAdd(&block_sums[tail_group], __ldg(&values[i]));
         atomicAdd(&block_counts[tail_group], 1);
@@ -60,34 +61,33 @@ __global__ void group_divide_kernel(float* __restrict__ means, const int* __rest
     }
 }
 
-// Blocks that fill every multiprocessor once (asked once, then kept).
-int one_wave() {
-    static int blocks = 0;
-    if (blocks == 0) {
-        int dev = 0, sms = 0, per_sm = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0)
-            sms = 132;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, group_accumulate_kernel, kThreads, 0) !=
-                cudaSuccess || per_sm <= 0)
-            per_sm = 2;
-        blocks = sms * per_sm;
+// How many accumulate blocks the whole device holds at once (looked up at the first launch):
+// more would only queue behind the first wave.
+int resident_blocks() {
+    static int cached = -1;
+    if (cached < 0) {
+        int device = 0, multiprocessors = 0, per_multiprocessor = 0;
+        cudaGetDevice(&device);
+        cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device);
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, group_accumulate_kernel, kThreads, 0);
+        if (multiprocessors <= 0) multiprocessors = 132;
+        if (per_multiprocessor <= 0) per_multiprocessor = 2;
+        cached = multiprocessors * per_multiprocessor;
     }
-    return blocks;
+    return cached;
 }
-
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 }  // namespace
 
 extern "C" void launch(const int* ids, const float* values, float* means, int* counts, int N, cudaStream_t stream) {
-    cudaMemsetAsync(means, 0, kGroups * sizeof(float), stream);
-    cudaMemsetAsync(counts, 0, kGroups * sizeof(int), stream);
-    const int n4 = aligned16(ids) && aligned16(values) ? N / 4 : 0;
-    const int work = n4 > 0 ? n4 : N;
-    int blocks = (work + kThreads - 1) / kThreads;
-    if (blocks < 1) blocks = 1;
-    if (blocks > one_wave()) blocks = one_wave();
+    cudaMemsetAsync(counts, 0, sizeof(int) * kGroups, stream);
+    cudaMemsetAsync(means, 0, sizeof(float) * kGroups, stream);
+    // 128-bit loads need both pointers on 16-byte boundaries; otherwise every element is a tail
+    const uintptr_t either = reinterpret_cast<uintptr_t>(ids) | reinterpret_cast<uintptr_t>(values);
+    const int n4 = (either % 16 == 0) ? N / 4 : 0;
+    const int items = (n4 == 0) ? N : n4;
+    const int wanted = (items + kThreads - 1) / kThreads;
+    const int blocks = wanted < 1 ? 1 : (wanted < resident_blocks() ? wanted : resident_blocks());
     group_accumulate_kernel<<<blocks, kThreads, 0, stream>>>(ids, values, means, counts, N, n4);
     group_divide_kernel<<<(kGroups + 255) / 256, 256, 0, stream>>>(means, counts);
 }
