@@ -17,6 +17,7 @@ from klineage.source.canon.launch import InlineDim3
 from klineage.source.canon.loops import InlineStride, WhileToFor
 from klineage.source.canon.shadow import HostShadowRename
 from klineage.source.canon.templates import TemplateArgsToConstexpr
+from klineage.source.canon.thread_alias import ThreadIndexAlias
 from klineage.source.canon.thread_index import ThreadIndexSpelling
 from klineage.source.model import CudaSource
 
@@ -37,6 +38,7 @@ RULES: tuple[Rule, ...] = (
     BarrierSpelling(),
     CgTileSpelling(),
     ThreadIndexSpelling(),
+    ThreadIndexAlias(),
     WhileToFor(),
     InlineStride(),
     GuardToReturn(),
