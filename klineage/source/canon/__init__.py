@@ -5,6 +5,7 @@ a fixed point. The walker gates the result like any step and records expert -> c
 lineage's first step, never as a skill: operators then read canonical forms only.
 """
 
+from klineage.source.canon.aliases import SharedArrayAlias, ThreadIndexAlias
 from klineage.source.canon.barriers import BarrierSpelling
 from klineage.source.canon.base import Canonical, Rule, canonicalize
 from klineage.source.canon.cg_tiles import CgTileSpelling
@@ -17,7 +18,6 @@ from klineage.source.canon.launch import InlineDim3
 from klineage.source.canon.loops import InlineStride, WhileToFor
 from klineage.source.canon.shadow import HostShadowRename
 from klineage.source.canon.templates import TemplateArgsToConstexpr
-from klineage.source.canon.thread_alias import ThreadIndexAlias
 from klineage.source.canon.thread_index import ThreadIndexSpelling
 from klineage.source.model import CudaSource
 
@@ -39,6 +39,7 @@ RULES: tuple[Rule, ...] = (
     CgTileSpelling(),
     ThreadIndexSpelling(),
     ThreadIndexAlias(),
+    SharedArrayAlias(),
     WhileToFor(),
     InlineStride(),
     GuardToReturn(),

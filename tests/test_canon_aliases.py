@@ -1,13 +1,14 @@
-"""canon `thread_index_alias`: a local that only renames threadIdx reads as threadIdx, so the
-block-per-row operator sees the thread's roles (a block-strided loop's start, the thread-0 fold)
-in a kernel written through `tid`; aliases that could change meaning are left alone."""
+"""canon `thread_index_alias` and `shared_array_alias`: a local that only renames threadIdx or a
+`__shared__` array reads as what it renames, so the block-per-row operator sees the thread's roles
+(a block-strided loop's start, the thread-0 fold) and the exchange through shared memory in a kernel
+written through aliases; aliases that could change meaning are left alone."""
 
 from __future__ import annotations
 
 import pytest
 
 from klineage.source.canon import canonical_form
-from klineage.source.canon.thread_alias import ThreadIndexAlias
+from klineage.source.canon.aliases import SharedArrayAlias, ThreadIndexAlias
 from klineage.source.model import CudaSource
 from klineage.source.text import normalize
 from tests.test_deopt_block_per_row import _block_kernel, _removal_failures
@@ -15,8 +16,8 @@ from tests.test_deopt_block_per_row import _block_kernel, _removal_failures
 K = "__global__ void k(float* x, int n) {{ {} }}"
 
 
-def _rw(text: str) -> str:
-    out = ThreadIndexAlias().rewrite(CudaSource.from_text(text))
+def _rw(text: str, rule: ThreadIndexAlias | SharedArrayAlias | None = None) -> str:
+    out = (rule or ThreadIndexAlias()).rewrite(CudaSource.from_text(text))
     return normalize(out.text) if out is not None else "UNCHANGED"
 
 
@@ -63,3 +64,29 @@ def test_canonical_form_opens_block_per_row_through_a_tid_alias() -> None:
     canon = canonical_form(CudaSource.from_text(text, "k.cu"))
     assert "thread_index_alias" in canon.applied
     assert _removal_failures(canon.source.text) == {}
+
+
+def test_shared_pointer_alias_reads_as_the_array() -> None:
+    before = K.format(
+        "extern __shared__ float smem[]; float* buf = smem; buf[threadIdx.x] = x[0];"
+        " __syncthreads(); float v = buf[0]; x[1] = v + *(buf + 1);"
+    )
+    after = K.format(
+        "extern __shared__ float smem[]; smem[threadIdx.x] = x[0];"
+        " __syncthreads(); float v = smem[0]; x[1] = v + *(smem + 1);"
+    )
+    assert _rw(before, SharedArrayAlias()) == normalize(after)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "__shared__ float smem[64]; float* buf = smem; x[0] = sizeof(buf);",  # a pointer's size
+        "__shared__ float smem[64]; float* buf = smem; buf += 2; buf[0] = 1;",  # rebound
+        "__shared__ float smem[64]; float* buf = smem; float** q = &buf; (*q)[0] = 1;",  # address taken
+        "__shared__ int smem[64]; float* buf = (float*)smem; buf[0] = 1;",  # another element type
+        "float loc[64]; float* buf = loc; buf[0] = 1; x[0] = loc[0];",  # not shared
+    ],
+)
+def test_shared_pointer_alias_left_alone(body: str) -> None:
+    assert _rw(K.format(body), SharedArrayAlias()) == "UNCHANGED"
