@@ -319,3 +319,14 @@ def test_the_grid_may_be_a_launcher_local_holding_the_row_count() -> None:
         "const int rows_grid", "int rows_grid"
     )
     assert "grid_is_row_count" in _removal_failures(reassigned)
+
+
+def test_a_loop_variable_name_reused_by_another_loop_is_another_variable() -> None:
+    """llm.c names every loop `i`: the fold's `++i` does not step the block-strided `i`."""
+    body = (
+        "    float acc = 0.f;\n    for (int i = threadIdx.x; i < N; i += blockDim.x) acc += xr[i];\n"
+        "    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = acc;\n    __syncthreads();\n"
+        "    acc = red[0];\n    for (int i = 1; i < 8; ++i) acc += red[i];\n"
+        "    if (threadIdx.x == 0) y[row] = acc;"
+    )
+    assert _removal_failures(_block_kernel(body)) == {}

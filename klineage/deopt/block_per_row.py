@@ -409,9 +409,13 @@ class BlockPerRow(WarpPerRow):
                     continue
                 bad.append(n.start_point.row + 1)
                 continue
+            # a `for` initializer's variable lives in its loop: other loops' `i` are other variables
+            scope = p.parent.parent if p.parent is not None and p.parent.parent is not None else body
+            if scope.type != "for_statement" or p.parent.type != "declaration":
+                scope = body
             steps = [
                 w
-                for w in T.walk(body)
+                for w in T.walk(scope)
                 if w.type in ("assignment_expression", "update_expression")
                 and T.squash(
                     src.text_of(w.child_by_field_name("left") or w.child_by_field_name("argument") or w)
