@@ -330,3 +330,29 @@ def test_a_loop_variable_name_reused_by_another_loop_is_another_variable() -> No
         "    if (threadIdx.x == 0) y[row] = acc;"
     )
     assert _removal_failures(_block_kernel(body)) == {}
+
+
+_DECLARED_FOLD = """    float acc = 0.f;
+    for (int j = threadIdx.x; j < N; j += blockDim.x) acc += xr[j];
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float v = red[0];
+        for (int w = 1; w < 8; ++w) v += red[w];
+        red[0] = v;
+    }
+    __syncthreads();
+    acc = red[0];
+    if (threadIdx.x == 0) y[row] = acc;"""
+
+
+def test_a_thread_zero_fold_with_a_declared_accumulator_goes_and_gates(tmp_path: Path) -> None:
+    """llm.c's thread-0 fold declares its accumulator from slot 0; it feeds only the fold loop and
+    the slot store, so it goes with them and the thread-per-row kernel sums the row itself."""
+    text = _block_kernel(_DECLARED_FOLD)
+    assert _removal_failures(text) == {}
+    out = _remove_only(CudaSource.from_text(text, "k.cu"))
+    assert "red[" not in out.text.split("__global__")[1].split("extern")[0]
+    wl = REPO / "expert_kernels" / "reduce_sum_rows"
+    r = gate(out.text, wl, GateOptions(backend="emu"), name="fold.cu", use_cache=False, cache_root=tmp_path)
+    assert r.accepted, (r.category, r.message)

@@ -117,6 +117,14 @@ def _folded(src: CudaSource, subs: dict[tuple[int, int], tuple[ts.Node, str]]) -
     return edits
 
 
+def _feeds_only_deleted(kids: list[ts.Node], i: int, gone: list[bool]) -> bool:
+    """The names `kids[i]` declares are read only by sibling statements that all go (a thread-0
+    fold's accumulator `float v = slots[0];` read by the fold loop and the slot store)."""
+    names = {nm for d in kids[i].children_by_field_name("declarator") if (nm := T.declarator_ident(d))}
+    readers = [j for j, c in enumerate(kids) if j != i and any(T.uses_ident(c, nm) for nm in names)]
+    return bool(names) and all(gone[j] for j in readers)
+
+
 class BlockPerRow(WarpPerRow):
     name = "block_per_row"
     category = "tiling"
@@ -161,7 +169,20 @@ class BlockPerRow(WarpPerRow):
         t = node.type
         if t == "compound_statement":
             kids = [c for c in node.named_children if c.type != "comment"]
-            gone = [self._classify(src, c, shared, reducers, exchangers, out, problems) for c in kids]
+            gone, held = [], []
+            for i, c in enumerate(kids):
+                mine: list[str] = []
+                gone.append(self._classify(src, c, shared, reducers, exchangers, out, mine))
+                if c.type == "declaration" and mine:
+                    held.append((i, mine))  # decided once its block's other statements are
+                else:
+                    problems += mine
+            for i, mine in held:
+                if _feeds_only_deleted(kids, i, gone):
+                    out.deleted.append(kids[i])
+                    gone[i] = True
+                else:
+                    problems += mine
             return bool(kids) and all(gone)
         if t == "declaration":
             if any(T.declarator_ident(d) in shared for d in node.children_by_field_name("declarator")):
