@@ -356,3 +356,17 @@ def test_a_thread_zero_fold_with_a_declared_accumulator_goes_and_gates(tmp_path:
     wl = REPO / "expert_kernels" / "reduce_sum_rows"
     r = gate(out.text, wl, GateOptions(backend="emu"), name="fold.cu", use_cache=False, cache_root=tmp_path)
     assert r.accepted, (r.category, r.message)
+
+
+def test_a_declared_broadcast_reads_the_value_the_warps_stored(tmp_path: Path) -> None:
+    """`float total = red[0];` after a thread-0 fold: one thread's total is the value it would have
+    stored in its warp's slot."""
+    body = _DECLARED_FOLD.replace("    acc = red[0];\n    if (threadIdx.x == 0) y[row] = acc;", "")
+    body += "\n    const float total = red[0];\n    if (threadIdx.x == 0) y[row] = total;"
+    text = _block_kernel(body)
+    assert _removal_failures(text) == {}
+    out = _remove_only(CudaSource.from_text(text, "k.cu"))
+    assert "const float total = acc;" in out.text
+    wl = REPO / "expert_kernels" / "reduce_sum_rows"
+    r = gate(out.text, wl, GateOptions(backend="emu"), name="bcast.cu", use_cache=False, cache_root=tmp_path)
+    assert r.accepted, (r.category, r.message)
