@@ -319,3 +319,54 @@ def test_the_grid_may_be_a_launcher_local_holding_the_row_count() -> None:
         "const int rows_grid", "int rows_grid"
     )
     assert "grid_is_row_count" in _removal_failures(reassigned)
+
+
+def test_a_loop_variable_name_reused_by_another_loop_is_another_variable() -> None:
+    """llm.c names every loop `i`: the fold's `++i` does not step the block-strided `i`."""
+    body = (
+        "    float acc = 0.f;\n    for (int i = threadIdx.x; i < N; i += blockDim.x) acc += xr[i];\n"
+        "    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = acc;\n    __syncthreads();\n"
+        "    acc = red[0];\n    for (int i = 1; i < 8; ++i) acc += red[i];\n"
+        "    if (threadIdx.x == 0) y[row] = acc;"
+    )
+    assert _removal_failures(_block_kernel(body)) == {}
+
+
+_DECLARED_FOLD = """    float acc = 0.f;
+    for (int j = threadIdx.x; j < N; j += blockDim.x) acc += xr[j];
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float v = red[0];
+        for (int w = 1; w < 8; ++w) v += red[w];
+        red[0] = v;
+    }
+    __syncthreads();
+    acc = red[0];
+    if (threadIdx.x == 0) y[row] = acc;"""
+
+
+def test_a_thread_zero_fold_with_a_declared_accumulator_goes_and_gates(tmp_path: Path) -> None:
+    """llm.c's thread-0 fold declares its accumulator from slot 0; it feeds only the fold loop and
+    the slot store, so it goes with them and the thread-per-row kernel sums the row itself."""
+    text = _block_kernel(_DECLARED_FOLD)
+    assert _removal_failures(text) == {}
+    out = _remove_only(CudaSource.from_text(text, "k.cu"))
+    assert "red[" not in out.text.split("__global__")[1].split("extern")[0]
+    wl = REPO / "expert_kernels" / "reduce_sum_rows"
+    r = gate(out.text, wl, GateOptions(backend="emu"), name="fold.cu", use_cache=False, cache_root=tmp_path)
+    assert r.accepted, (r.category, r.message)
+
+
+def test_a_declared_broadcast_reads_the_value_the_warps_stored(tmp_path: Path) -> None:
+    """`float total = red[0];` after a thread-0 fold: one thread's total is the value it would have
+    stored in its warp's slot."""
+    body = _DECLARED_FOLD.replace("    acc = red[0];\n    if (threadIdx.x == 0) y[row] = acc;", "")
+    body += "\n    const float total = red[0];\n    if (threadIdx.x == 0) y[row] = total;"
+    text = _block_kernel(body)
+    assert _removal_failures(text) == {}
+    out = _remove_only(CudaSource.from_text(text, "k.cu"))
+    assert "const float total = acc;" in out.text
+    wl = REPO / "expert_kernels" / "reduce_sum_rows"
+    r = gate(out.text, wl, GateOptions(backend="emu"), name="bcast.cu", use_cache=False, cache_root=tmp_path)
+    assert r.accepted, (r.category, r.message)

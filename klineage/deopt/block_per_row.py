@@ -117,6 +117,39 @@ def _folded(src: CudaSource, subs: dict[tuple[int, int], tuple[ts.Node, str]]) -
     return edits
 
 
+def _slot_store(src: CudaSource, stmt: ts.Node, arr: str, index: str, value: str, out: BlockRows) -> None:
+    """Track the slot protocol: lane 0 of each warp stores `value` at the warp's slot, then a fold
+    gathers the slots into slot 0 (`arr[0] = ...`)."""
+    guard = next((a for a in T.ancestors(stmt) if a.type == "if_statement"), None)
+    cond = guard.child_by_field_name("condition") if guard is not None else None
+    lane0 = cond is not None and re.search(r"==0\)*$", T.squash(src.text_of(cond))) is not None
+    if index == "0" and arr in out.slot_values:
+        out.folded.add(arr)
+    elif not index.isdigit() and lane0:
+        out.slot_values[arr] = value
+        out.folded.discard(arr)
+
+
+def _broadcast(
+    src: CudaSource, decl: ts.Node, slots: dict[str, str], folded: set[str]
+) -> tuple[ts.Node, str] | None:
+    """`T b = s[0];` after the warps stored `v` in their slots of `s` and a fold gathered them:
+    one thread's `b` is `v`."""
+    ds = decl.children_by_field_name("declarator")
+    value = ds[0].child_by_field_name("value") if len(ds) == 1 and ds[0].type == "init_declarator" else None
+    m = re.fullmatch(r"(\w+)\[0\]", T.squash(src.text_of(value))) if value is not None else None
+    ok = m is not None and value is not None and m.group(1) in folded
+    return (value, slots[m.group(1)]) if ok and m is not None and value is not None else None
+
+
+def _feeds_only_deleted(kids: list[ts.Node], i: int, gone: list[bool]) -> bool:
+    """The names `kids[i]` declares are read only by sibling statements that all go (a thread-0
+    fold's accumulator `float v = slots[0];` read by the fold loop and the slot store)."""
+    names = {nm for d in kids[i].children_by_field_name("declarator") if (nm := T.declarator_ident(d))}
+    readers = [j for j, c in enumerate(kids) if j != i and any(T.uses_ident(c, nm) for nm in names)]
+    return bool(names) and all(gone[j] for j in readers)
+
+
 class BlockPerRow(WarpPerRow):
     name = "block_per_row"
     category = "tiling"
@@ -161,19 +194,38 @@ class BlockPerRow(WarpPerRow):
         t = node.type
         if t == "compound_statement":
             kids = [c for c in node.named_children if c.type != "comment"]
-            gone = [self._classify(src, c, shared, reducers, exchangers, out, problems) for c in kids]
+            gone, held = [], []
+            for i, c in enumerate(kids):
+                mine: list[str] = []
+                gone.append(self._classify(src, c, shared, reducers, exchangers, out, mine))
+                if c.type == "declaration" and mine:
+                    held.append((i, mine))  # decided once its block's other statements are
+                else:
+                    problems += mine
+            for i, mine in held:
+                if _feeds_only_deleted(kids, i, gone):
+                    out.deleted.append(kids[i])
+                    gone[i] = True
+                else:
+                    problems += mine
             return bool(kids) and all(gone)
         if t == "declaration":
             if any(T.declarator_ident(d) in shared for d in node.children_by_field_name("declarator")):
                 out.deleted.append(node)
                 return True
             if touches(node):
+                if (b := _broadcast(src, node, out.slot_values, out.folded)) is not None:
+                    out.broadcasts.append(b)
+                    return False
                 problems.append(f"line {line}: a value read from shared memory or another thread is declared")
                 return False
             self._reducer_calls(src, node, reducers, out)
             return False
         if t == "expression_statement":
             if touches(node):
+                m = re.fullmatch(r"(\w+)\[([^\]]+)\]=(\w+);", T.squash(src.text_of(node)))
+                if m is not None and m.group(1) in shared:
+                    _slot_store(src, node, m.group(1), m.group(2), m.group(3), out)
                 out.deleted.append(node)
                 return True
             calls = self._reducer_calls(src, node, reducers, out)
@@ -409,9 +461,13 @@ class BlockPerRow(WarpPerRow):
                     continue
                 bad.append(n.start_point.row + 1)
                 continue
+            # a `for` initializer's variable lives in its loop: other loops' `i` are other variables
+            scope = p.parent.parent if p.parent is not None and p.parent.parent is not None else body
+            if scope.type != "for_statement" or p.parent.type != "declaration":
+                scope = body
             steps = [
                 w
-                for w in T.walk(body)
+                for w in T.walk(scope)
                 if w.type in ("assignment_expression", "update_expression")
                 and T.squash(
                     src.text_of(w.child_by_field_name("left") or w.child_by_field_name("argument") or w)
@@ -518,6 +574,7 @@ class BlockPerRow(WarpPerRow):
             ):
                 subs[(n.start_byte, n.end_byte)] = (n, "1")
         edits += _folded(src, subs)
+        edits += [edit.replace(v, x) for v, x in f.broadcasts]
         edits += [edit.delete(src, d) for d in f.unused_ranks]
         first = next(c for c in body.children if c.type == "{")
         ind = edit.indent_of(src, next((c for c in body.named_children), body)) or "    "

@@ -124,6 +124,12 @@ class BlockRows:
     unused_ranks: list[ts.Node] = field(
         default_factory=list
     )  # lane/warp declarations nothing reads afterwards
+    #: shared array -> the value each warp stored in its slot (`if (lane == 0) s[warp] = v;`)
+    slot_values: dict[str, str] = field(default_factory=dict)
+    #: shared arrays whose slots a fold has since gathered into slot 0 (`s[0] = v;`)
+    folded: set[str] = field(default_factory=set)
+    #: broadcast initializers (`T b = s[0];` after a fold) -> the slot value one thread has itself
+    broadcasts: list[tuple[ts.Node, str]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

@@ -5,6 +5,7 @@ a fixed point. The walker gates the result like any step and records expert -> c
 lineage's first step, never as a skill: operators then read canonical forms only.
 """
 
+from klineage.source.canon.aliases import SharedArrayAlias, ThreadIndexAlias
 from klineage.source.canon.barriers import BarrierSpelling
 from klineage.source.canon.base import Canonical, Rule, canonicalize
 from klineage.source.canon.cg_tiles import CgTileSpelling
@@ -37,6 +38,8 @@ RULES: tuple[Rule, ...] = (
     BarrierSpelling(),
     CgTileSpelling(),
     ThreadIndexSpelling(),
+    ThreadIndexAlias(),
+    SharedArrayAlias(),
     WhileToFor(),
     InlineStride(),
     GuardToReturn(),
