@@ -51,7 +51,7 @@ def snapshot(backend: ModuleType) -> dict[str, Any]:
     return state
 
 
-def _held(before: dict[str, Any], after: dict[str, Any]) -> int:
+def held_bytes(before: dict[str, Any], after: dict[str, Any]) -> int:
     """Device memory gone between two snapshots that torch's allocator does not hold."""
     return (before["free_bytes"] - after["free_bytes"]) - (
         after.get("reserved_bytes", 0) - before.get("reserved_bytes", 0)
@@ -66,7 +66,7 @@ def forgive(baseline: dict[str, Any], before: dict[str, Any], after: dict[str, A
     difference."""
     moved = dict(baseline)
     if "free_bytes" in before and "free_bytes" in after and "free_bytes" in moved:
-        moved["free_bytes"] -= max(0, _held(before, after))
+        moved["free_bytes"] -= max(0, held_bytes(before, after))
     moved["threads"] = moved.get("threads", 0) + max(0, after.get("threads", 0) - before.get("threads", 0))
     return moved
 
@@ -80,7 +80,7 @@ def drift(before: dict[str, Any], after: dict[str, Any]) -> str | None:
         return f"the candidate left {extra} host thread{'s' if extra != 1 else ''} running"
     if "free_bytes" in before and "free_bytes" in after:
         # memory gone from the device that torch's allocator does not hold
-        held = _held(before, after)
+        held = held_bytes(before, after)
         if held > LEAK_BYTES:
             return (
                 f"{held / 2**20:.0f} MiB of device memory left allocated (more than {LEAK_BYTES >> 20} MiB)"

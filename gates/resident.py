@@ -320,6 +320,7 @@ def serve(sock: socket.socket, backend_name: str) -> int:
     sock.sendall(json.dumps({"ready": os.getpid()}).encode() + b"\n")
     served = 0
     seen: set[tuple[str, str]] = set()
+    held = 0
     path0 = sys.path[0]
     while True:
         try:
@@ -352,12 +353,34 @@ def serve(sock: socket.socket, backend_name: str) -> int:
         sys.path[0] = path0
         os.chdir("/")
         served += 1
-        reason = health.drift(baseline, health.snapshot(backend)) or protocol.memo_intact()
+        now = health.snapshot(backend)
+        held = _note_held(baseline, now, held, req["workdir"])
+        reason = health.drift(baseline, now) or protocol.memo_intact()
         if reason is None and served >= MAX_RUNS:
             reason = f"served {served} candidates"
         sock.sendall(json.dumps({"status": code, "retire": reason}).encode() + b"\n")
         if reason is not None:
             return 0
+
+
+#: growth of held device memory (bytes) in one candidate that the worker log names
+NOTE_HELD_BYTES = 16 << 20
+
+
+def _note_held(baseline: dict[str, Any], now: dict[str, Any], held: int, workdir: str) -> int:
+    """Device memory held beyond the baseline after this candidate (not torch's allocator's); a
+    candidate that grew it by NOTE_HELD_BYTES or more is named in the worker log with its run
+    folder, so a retirement for memory can be traced to the candidates that took it."""
+    from klineage.gates import health
+
+    if "free_bytes" not in now or "free_bytes" not in baseline:
+        return held
+    total = health.held_bytes(baseline, now)
+    if total - held >= NOTE_HELD_BYTES:
+        print(
+            f"resident: {(total - held) >> 20} MiB more device memory held ({total >> 20} MiB in all) after {workdir}"
+        )
+    return total
 
 
 def _first_look(

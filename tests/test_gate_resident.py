@@ -379,3 +379,14 @@ def test_first_look_runs_once_per_workload_and_moves_the_baseline(tmp_path: Path
         json.dumps({"workload_dir": str(VADD), "options": {"backend": "cuda", "time_kernel": False}})
     )
     assert resident._first_look(dev, str(untimed), moved, set()) is moved and dev.calls == ["emu_vadd"]
+
+
+def test_the_candidate_that_took_device_memory_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    """A retirement for held memory says how much; the log says which run folders took it."""
+    grown = dict(BASE, free_bytes=BASE["free_bytes"] - (40 << 20))
+    held = resident._note_held(BASE, grown, 0, "/runs/cand-a")
+    assert held == 40 << 20 and "40 MiB more" in capsys.readouterr().out
+    same = resident._note_held(
+        BASE, dict(grown, free_bytes=grown["free_bytes"] - (1 << 20)), held, "/runs/cand-b"
+    )
+    assert same == 41 << 20 and capsys.readouterr().out == ""  # a little module code is not named
