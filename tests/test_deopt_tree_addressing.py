@@ -48,7 +48,7 @@ def test_roundtrip_on_a_canonical_kernel_passes_the_gate(tmp_path: Path) -> None
     (site,) = op.find(canon)
     simpler = op.remove(canon, site)
     assert (
-        "unsigned int index = 2 * s * t;" in simpler.text
+        "unsigned int index = 2 * s * threadIdx.x;" in simpler.text  # canon reads the `t` alias through
         and "if (index < kBlock) buf[index] += buf[index + s];" in simpler.text
     )
     assert op.find(simpler) == []

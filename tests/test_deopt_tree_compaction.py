@@ -64,7 +64,8 @@ def test_walk_from_sequential_passes_through_strided_to_modulo_under_the_gate(tm
     strided = addressing.remove(seq, s1)
     (s2,) = compaction.find(strided)
     modulo = compaction.remove(strided, s2)
-    assert "if (t % (2 * s) == 0) buf[t] += buf[t + s];" in modulo.text
+    # the canonical form reads the `t` alias as threadIdx.x itself (canon thread_index_alias)
+    assert "if (threadIdx.x % (2 * s) == 0) buf[threadIdx.x] += buf[threadIdx.x + s];" in modulo.text
     assert_passes(modulo.text, CANON, tmp_path)
     (f2,) = compaction.find_forward(modulo)
     assert normalize(compaction.apply(modulo, f2).text) == normalize(strided.text)

@@ -26,10 +26,9 @@ group_accumulate_kernel(const int* __restrict__ ids, const float* __restrict__ v
     __syncthreads();
     for (int g = threadIdx.x; g < kGroups; g += blockDim.x) block_counts[g] = 0;
     __syncthreads();
-    const int stride = gridDim.x * blockDim.x;
     const float4* __restrict__ values4 = reinterpret_cast<const float4*>(values);
     const int4* __restrict__ ids4 = reinterpret_cast<const int4*>(ids);
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += stride) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += gridDim.x * blockDim.x) {
         const int4 g4 = __ldg(&ids4[i]);
         const float4 v4 = __ldg(&values4[i]);
         const int gs[4] = {g4.x, g4.y, g4.z, g4.w};
@@ -40,7 +39,7 @@ group_accumulate_kernel(const int* __restrict__ ids, const float* __restrict__ v
             atomicAdd(&block_counts[gs[k]], 1);
         }
     }
-    for (int i = n4 * 4 + blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    for (int i = n4 * 4 + blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         const int tail_group = __ldg(&ids[i]);
         atomicAdd(&block_sums[tail_group], __ldg(&values[i]));
         atomicAdd(&block_counts[tail_group], 1);
