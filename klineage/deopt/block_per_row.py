@@ -162,6 +162,9 @@ class BlockPerRow(WarpPerRow):
     strides_steps = (
         True  # `for (col = 0; col < N; col += W)`: thread t starts at t * W, steps by blockDim.x * W
     )
+    #: a block's all-reduce goes through shared memory between barriers and knows no filtered
+    #: (sentinel) arg-max: k-pass selections stay with the warp
+    pass_loops = False
 
     # ---- analysis: block per row (backward) --------------------------------------------------
     def _classify(

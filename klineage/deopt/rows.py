@@ -51,6 +51,7 @@ class Reduction:
     kind: str  # sum | max | min | argmax | argmin
     fn: str  # the combining function for max/min ("" for sums)
     index: str = ""  # argmax/argmin: the variable holding the winner's position
+    sentinel: bool = False  # argmax/argmin: a negative position means "none found" (a filtered scan)
 
 
 def fact(name: str, holds: bool, reason: str, kind: str) -> Precondition:
@@ -142,10 +143,13 @@ def warp_butterfly(red: Reduction) -> list[str]:
     head = f"for (int kl_off = {WARP // 2}; kl_off > 0; kl_off >>= 1)"
     if red.kind in ("argmax", "argmin"):  # the better value wins; a tie goes to the earlier position
         cmp = ">" if red.kind == "argmax" else "<"
+        better = f"kl_v {cmp} {red.var} || (kl_v == {red.var} && kl_i < {red.index})"
+        if red.sentinel:  # a lane that found nothing never wins; one that found something beats it
+            better = f"kl_i >= 0 && ({red.index} < 0 || {better})"
         return [
             f"{head} {{ const auto kl_v = {shfl}; "
             f"const auto kl_i = __shfl_xor_sync({FULL_MASK}, {red.index}, kl_off); "
-            f"if (kl_v {cmp} {red.var} || (kl_v == {red.var} && kl_i < {red.index})) "
+            f"if ({better}) "
             f"{{ {red.var} = kl_v; {red.index} = kl_i; }} }}"
         ]
     merge = f"{red.var} += {shfl}" if red.kind == "sum" else f"{red.var} = {red.fn}({red.var}, {shfl})"

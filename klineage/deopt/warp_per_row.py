@@ -224,6 +224,13 @@ def _decl_node(fn: ts.Node, name: str) -> ts.Node | None:
     )
 
 
+def _aliased(src: CudaSource, fn: ts.Node, name: str) -> set[str]:
+    """The names a local pointer is derived from (`xr` in `const float* xr = x + row * N;`)."""
+    decl = _decl_node(fn, name)
+    value = decl.child_by_field_name("value") if decl is not None and decl.type == "init_declarator" else None
+    return {n.text.decode() for n in T.walk(value) if n.type == "identifier" and n.text} if value else set()
+
+
 class WarpPerRow(Operator):
     name = "warp_per_row"
     category = "tiling"
@@ -235,6 +242,9 @@ class WarpPerRow(Operator):
     #: whether row loops may step by a loop-invariant S (`j += W`); the warp's backward step
     #: recognizes only lane loops stepping by 32, so its forward keeps to unit steps
     strides_steps = False
+    #: whether a sequential loop around row loops (k passes of a selection) may carry state from
+    #: pass to pass; the warp's all-reduce leaves every reduced value the same in every lane
+    pass_loops = True
 
     # ---- analysis: thread per row (forward) --------------------------------------------------
     def _thread_per_row(self, src: CudaSource, fn: ts.Node, kernel: str) -> _Facts:
@@ -326,45 +336,111 @@ class WarpPerRow(Operator):
     ) -> tuple[list[_RowLoop], list[str]]:
         loops, problems = [], []
         for loop in outer_loops(body):
-            line = loop.start_point.row + 1
-            parts = T.counting_loop(src, loop, self.strides_steps)
-            path = T.ancestors(loop, body)
-            if parts is None:
-                problems.append(
-                    f"line {line}: not a counting loop `for (int j = A; j < B; "
-                    + ("j += S)`" if self.strides_steps else "++j)`")
-                )
-                continue
-            if any(a.type not in ("compound_statement", "if_statement", "else_clause") for a in path):
-                problems.append(f"line {line}: loop nested in a {path[0].type}")
-                continue
-            if guard is not None and loop.start_byte < guard.start_byte:
-                problems.append(f"line {line}: loop before the row guard")
-                continue
-            var, init, cond, update, step = parts
-            lbody = loop.child_by_field_name("body")
-            bound = cond.child_by_field_name("right")
-            if lbody is None or T.jumps_out(loop):
-                problems.append(f"line {line}: the loop leaves early (break/continue/return)")
-                continue
-            inner = set(T.local_decls(loop))
-            if var in T.assigned_in(lbody) or T.assigned_in(bound) or T.assigned_in(init):
-                problems.append(f"line {line}: the loop variable or bound changes inside the loop")
-                continue
-            reds, why = self._reductions(src, fn, loop, lbody, inner)
-            why += self._row_contiguous(src, fn, lbody, var)
-            why += self._element_writes(src, fn, lbody, inner | {var})
-            if why:
-                problems += [f"line {line}: {w}" for w in why]
-                continue
-            loops.append(_RowLoop(loop, var, init, update, tuple(reds), step))
+            got, why = self._row_loop(src, fn, body, guard, loop)
+            body_of = loop.child_by_field_name("body")
+            if why and self.pass_loops and body_of is not None and outer_loops(body_of):
+                inner, why = self._pass_loop(src, fn, body, guard, loop)
+                if not why:
+                    loops += inner
+                    continue
+            if got is not None:
+                loops.append(got)
+            problems += why
         return loops, problems
+
+    def _row_loop(
+        self, src: CudaSource, fn: ts.Node, body: ts.Node, guard: ts.Node | None, loop: ts.Node
+    ) -> tuple[_RowLoop | None, list[str]]:
+        """`loop` as a row loop the lanes can stride, or why not."""
+        line = loop.start_point.row + 1
+        parts = T.counting_loop(src, loop, self.strides_steps)
+        path = T.ancestors(loop, body)
+        if parts is None:
+            step = "j += S)`" if self.strides_steps else "++j)`"
+            return None, [f"line {line}: not a counting loop `for (int j = A; j < B; {step}"]
+        if any(a.type not in ("compound_statement", "if_statement", "else_clause") for a in path):
+            return None, [f"line {line}: loop nested in a {path[0].type}"]
+        if guard is not None and loop.start_byte < guard.start_byte:
+            return None, [f"line {line}: loop before the row guard"]
+        var, init, cond, update, step = parts
+        lbody = loop.child_by_field_name("body")
+        bound = cond.child_by_field_name("right")
+        if lbody is None or T.jumps_out(loop):
+            return None, [f"line {line}: the loop leaves early (break/continue/return)"]
+        inner = set(T.local_decls(loop))
+        if var in T.assigned_in(lbody) or T.assigned_in(bound) or T.assigned_in(init):
+            return None, [f"line {line}: the loop variable or bound changes inside the loop"]
+        reds, why = self._reductions(src, fn, loop, lbody, inner)
+        why += self._row_contiguous(src, fn, lbody, var)
+        why += self._element_writes(src, fn, lbody, inner | {var})
+        if why:
+            return None, [f"line {line}: {w}" for w in why]
+        return _RowLoop(loop, var, init, update, tuple(reds), step), []
+
+    def _pass_loop(
+        self, src: CudaSource, fn: ts.Node, body: ts.Node, guard: ts.Node | None, loop: ts.Node
+    ) -> tuple[list[_RowLoop], list[str]]:
+        """`loop` as a sequential pass loop around row loops (k passes of a selection): every
+        lane runs every pass, the row loops inside are strided and all-reduced, so whatever the
+        pass carries to the next one is computed from reduced values and is the same in every
+        lane. Needs each reduced value declared in the pass (fresh per pass: a sum carried over
+        passes would be re-added by 32 lanes) and no pass-level store to memory the row loops read
+        (lane 0 stores it; the other lanes would not see it)."""
+        line = loop.start_point.row + 1
+        parts = T.counting_loop(src, loop, False)
+        pbody = loop.child_by_field_name("body")
+        path = T.ancestors(loop, body)
+        if parts is None or pbody is None:
+            return [], [f"line {line}: not a counting pass loop"]
+        if any(a.type not in ("compound_statement", "if_statement", "else_clause") for a in path):
+            return [], [f"line {line}: pass loop nested in a {path[0].type}"]
+        if (guard is not None and loop.start_byte < guard.start_byte) or T.jumps_out(loop):
+            return [], [f"line {line}: pass loop before the row guard or leaving early"]
+        var, init, cond, _, _ = parts
+        if (
+            var in T.assigned_in(pbody)
+            or T.assigned_in(cond.child_by_field_name("right"))
+            or T.assigned_in(init)
+        ):
+            return [], [f"line {line}: the pass variable or bound changes inside the loop"]
+        inner_loops = outer_loops(pbody)
+        if not inner_loops:
+            return [], [f"line {line}: no row loop inside the pass loop"]
+        fresh = set(T.local_decls(pbody))
+        out, why = [], []
+        for il in inner_loops:
+            got, w = self._row_loop(src, fn, pbody, None, il)
+            why += w
+            if got is None:
+                continue
+            stale = [x for r in got.reductions for x in (r.var, r.index) if x and x not in fresh]
+            if stale:
+                why.append(f"line {line}: `{stale[0]}` is reduced in every pass but not declared in the pass")
+            out.append(got)
+        spans = [(il.start_byte, il.end_byte) for il in inner_loops]
+        stored = {
+            base_name(left) or ""
+            for n in T.walk(pbody)
+            if n.type in ("assignment_expression", "update_expression")
+            and not any(a <= n.start_byte < b for a, b in spans)
+            and (left := write_target(n)) is not None
+            and left.type != "identifier"
+        }
+        read = {
+            base_name(n) or "" for il in inner_loops for n in T.walk(il) if n.type == "subscript_expression"
+        }
+        read |= {a for b in read for a in _aliased(src, fn, b)}
+        if stored & read:
+            why.append(
+                f"line {line}: the pass stores to `{sorted(stored & read)[0]}`, which its row loops read"
+            )
+        return out, why
 
     def _reductions(
         self, src: CudaSource, fn: ts.Node, loop: ts.Node, lbody: ts.Node, inner: set[str]
     ) -> tuple[list[Reduction], list[str]]:
         reds, why = [], []
-        pairs = _arg_pairs(src, lbody)
+        pairs = _arg_pairs(src, lbody, self.pass_loops)
         for red, _ in pairs.values():
             reds.append(red)
         paired = {n for red, _ in pairs.values() for n in (red.var, red.index)}
@@ -762,13 +838,47 @@ class WarpPerRow(Operator):
 #: the argmax/argmin butterfly `apply` writes (squashed), recognized again by `remove`
 _ARG_BUTTERFLY = re.compile(
     r"\{constautokl_v=__shfl_xor_sync\(\w+,(\w+),kl_off\);constautokl_i=__shfl_xor_sync\(\w+,(\w+),kl_off\);"
-    r"if\(kl_v[<>]\1\|\|\(kl_v==\1&&kl_i<\2\)\)\{\1=kl_v;\2=kl_i;\}\}"
+    r"if\((?:kl_i>=0&&\(\2<0\|\|)?kl_v[<>]\1\|\|\(kl_v==\1&&kl_i<\2\)\)?\)\{\1=kl_v;\2=kl_i;\}\}"
 )
 
 
-def _arg_pairs(src: CudaSource, lbody: ts.Node) -> dict[str, tuple[Reduction, ts.Node]]:
+def _unparen(n: ts.Node) -> ts.Node:
+    while n.type in ("parenthesized_expression", "condition_clause") and n.named_children:
+        n = n.named_children[0]
+    return n
+
+
+def _filtered_scan(src: CudaSource, cond: ts.Node, start: str) -> tuple[str, str, str, str] | None:
+    """(value, op, best, where) of `F && (where < 0 || E > best)`: an arg-max over the elements
+    that pass filter F, `where < 0` meaning none found yet (a selection pass). Positions start at
+    0, so a negative one is only ever the sentinel. F and E must not read `best` or `where`."""
+    c = _unparen(cond)
+    if c.type != "binary_expression" or c.child_by_field_name("operator").type != "&&" or start != "0":
+        return None
+    filt, rest = c.child_by_field_name("left"), _unparen(c.child_by_field_name("right"))
+    if rest.type != "binary_expression" or rest.child_by_field_name("operator").type != "||":
+        return None
+    none = re.fullmatch(r"(\w+)<0", T.squash(src.text_of(rest.child_by_field_name("left"))))
+    m = re.fullmatch(r"(.+?)([<>])(\w+)", T.squash(src.text_of(rest.child_by_field_name("right"))))
+    if none is None or m is None:
+        return None
+    value, op, best = m.groups()
+    where = none.group(1)
+    if any(
+        T.uses_ident(n, x)
+        for n in (filt, rest.child_by_field_name("right").child_by_field_name("left"))
+        for x in (best, where)
+    ):
+        return None
+    return value, op, best, where
+
+
+def _arg_pairs(
+    src: CudaSource, lbody: ts.Node, filtered: bool = False
+) -> dict[str, tuple[Reduction, ts.Node]]:
     """Arg-max/arg-min scans in a loop body: `if (E > best) { best = E; where = j; }` (strict, so
-    the first position wins), with `best` and `where` used nowhere else in the loop."""
+    the first position wins), with `best` and `where` used nowhere else in the loop; with
+    `filtered`, also the selection pass `if (F && (where < 0 || E > best)) {...}`."""
     out: dict[str, tuple[Reduction, ts.Node]] = {}
     loop = lbody.parent
     var = (
@@ -778,19 +888,29 @@ def _arg_pairs(src: CudaSource, lbody: ts.Node) -> dict[str, tuple[Reduction, ts
         and loop.child_by_field_name("initializer") is not None
         else None
     )
+    init = loop.child_by_field_name("initializer") if loop is not None else None
+    decl = init.children_by_field_name("declarator") if init is not None else []
+    first = decl[0].child_by_field_name("value") if decl else None
+    start = T.squash(src.text_of(first)) if first is not None else ""
     stmts = lbody.named_children if lbody.type == "compound_statement" else [lbody]
     for st in stmts:
         if st.type != "if_statement" or st.child_by_field_name("alternative") is not None:
             continue
         cond = T.squash(src.text_of(st.child_by_field_name("condition"))).strip("()")
         m = re.fullmatch(r"(.+?)([<>])(\w+)", cond)
-        if m is None:
+        scan = _filtered_scan(src, st.child_by_field_name("condition"), start) if filtered else None
+        if scan is not None:
+            value, op, best, sentinel = scan
+        elif m is not None:
+            (value, op, best), sentinel = m.groups(), ""
+        else:
             continue
-        value, op, best = m.groups()
         body = T.squash(src.text_of(st.child_by_field_name("consequence"))).strip("{}")
         got = dict(a.split("=", 1) for a in body.rstrip(";").split(";") if a.count("=") == 1)
         where = next((k for k, v in got.items() if v == var), None)
         if len(got) != 2 or got.get(best) != value or where is None or not re.fullmatch(r"\w+", where):
+            continue
+        if sentinel and sentinel != where:
             continue
         others = [
             n
@@ -801,7 +921,7 @@ def _arg_pairs(src: CudaSource, lbody: ts.Node) -> dict[str, tuple[Reduction, ts
         ]
         if others:
             continue
-        out[best] = (Reduction(best, "argmax" if op == ">" else "argmin", "", where), st)
+        out[best] = (Reduction(best, "argmax" if op == ">" else "argmin", "", where, bool(sentinel)), st)
     return out
 
 
