@@ -104,3 +104,17 @@ def test_an_aggregate_initialised_accumulator_is_read_by_the_untiling() -> None:
     (site,) = GemmTiling().find(one)
     naive = GemmTiling().remove(one, site)
     assert "__shared__" not in naive.text
+
+
+def test_a_one_d_column_tile_goes_to_one_output_per_thread(tmp_path: Path) -> None:
+    """1-D thread tiling (`float acc[kTM]`, kBN * kBM / kTM threads): read as a kTM x 1 micro-tile;
+    the removal sets kTM to 1 and shrinks kBM with it (threads kept), and the emu gate accepts it."""
+    src, _ = fixture("register_blocking", "column_tile")
+    _, wl = fixture("register_blocking", "product_threads")  # the same GEMM contract
+    (site,) = OP.find(src)
+    assert (site.details["tm"], site.details["tn"]) == ("kTM", "1")
+    out = OP.remove(src, site)
+    for line in ("kBM = 8;", "kBN = 64;", "kTM = 1;", "kBK = 8;"):
+        assert f"constexpr int {line}" in out.text
+    assert OP.find(out) == []
+    assert_passes(out.text, wl, tmp_path, "column_one_output.cu")

@@ -34,8 +34,9 @@ class _Acc:
     dims: tuple[str, ...]  # the array's dimension texts (TM, TN) as written
 
 
-def accumulators(src: CudaSource, fn: ts.Node) -> list[_Acc]:
-    """Local arrays updated by `acc[i][j] += x * y` (or fmaf) inside loops."""
+def accumulators(src: CudaSource, fn: ts.Node, one_d: bool = False) -> list[_Acc]:
+    """Local arrays updated by `acc[i][j] += x * y` (or fmaf) inside loops. With `one_d`, a 1-D
+    `acc[TM]` (1-D thread tiling: a column of TM outputs a thread) reads as a TM x 1 micro-tile."""
     out = []
     for d in T.walk(fn):
         if d.type != "declaration" or "__shared__" in src.text_of(d):
@@ -53,6 +54,8 @@ def accumulators(src: CudaSource, fn: ts.Node) -> list[_Acc]:
             dims = dims[::-1]
             if len(dims) == 1 and "*" in dims[0]:
                 dims = dims[0].split("*")
+            elif len(dims) == 1 and one_d and dims[0]:
+                dims = [dims[0], "1"]
             if len(dims) != 2:
                 continue
             upd = re.compile(rf"{re.escape(name)}(?:\[\w+\]\[\w+\]|\[[^\]]*\])(?:\+=[^;]*\*|=fmaf\()")
@@ -81,7 +84,8 @@ class RegisterBlocking(Operator):
         sites = []
         for k in src.kernels:
             fn = src.node_for(k)
-            for acc in accumulators(src, fn):
+            # backward only: a 1-D tile is removed to one output, never grown (forward sites unchanged)
+            for acc in accumulators(src, fn, one_d=not forward):
                 vals = [self._value(src, k, d) for d in acc.dims]
                 if not self._selects(vals, forward):
                     continue
@@ -145,7 +149,8 @@ class RegisterBlocking(Operator):
         changes: dict[str, tuple[IntConstant, int]] = {}
         factor = int(d.get("factor") or DEFAULT_FACTOR)
         micro = []
-        for dim in dict.fromkeys((d["tm"], d["tn"])):
+        named = [m for m in dict.fromkeys((d["tm"], d["tn"])) if not re.fullmatch(r"1", m)]
+        for dim in named:
             c, why = self._const(src, kernel, dim)
             facts.append(
                 Precondition(
@@ -157,7 +162,7 @@ class RegisterBlocking(Operator):
             )
             if c is not None:
                 micro.append((dim, c))
-        if len(micro) != len(dict.fromkeys((d["tm"], d["tn"]))):
+        if len(micro) != len(named):
             return facts, []
         text = T.squash(src.text)
         for dim, c in micro:
