@@ -90,3 +90,10 @@ def remove_all(op: Operator, src: CudaSource) -> CudaSource:
             return src
         src = op.remove(src, sites[0])
     raise AssertionError(f"{op.name}: sites keep appearing")
+
+
+def failed_forward(op: Operator, text: str) -> list[tuple[str, str]]:
+    """(name, reason) of each forward precondition that fails at the one forward site of `text`."""
+    src = CudaSource.from_text(text, "k.cu")
+    (site,) = op.find_forward(src)
+    return [(f.name, f.reason) for f in op.preconditions(src, site) if not f.holds]

@@ -8,6 +8,7 @@ import pytest
 
 from klineage.deopt.grid_stride import GridStride
 from klineage.source.model import CudaSource
+from tests.deopt_kernel_checks import failed_forward
 
 OP = GridStride()
 
@@ -102,9 +103,7 @@ extern "C" void launch(const float* in, float* out, int rows, int cols, cudaStre
 
 
 def _failed(text: str) -> list[str]:
-    src = CudaSource.from_text(text, "k.cu")
-    (site,) = OP.find_forward(src)
-    return [f.name for f in OP.preconditions(src, site) if not f.holds]
+    return [name for name, _ in failed_forward(OP, text)]
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from klineage.deopt.ldg import Ldg
-from klineage.source.model import CudaSource
+from tests.deopt_kernel_checks import failed_forward
 
 OP = Ldg()
 
@@ -68,9 +68,7 @@ __global__ void blur_plus(const float* __restrict__ x, float* __restrict__ y, in
 
 
 def _failed(text: str) -> list[str]:
-    src = CudaSource.from_text(text, "k.cu")
-    (site,) = OP.find_forward(src)
-    return [f.name for f in OP.preconditions(src, site) if not f.holds]
+    return [name for name, _ in failed_forward(OP, text)]
 
 
 @pytest.mark.parametrize(("text", "pointer"), [(_STENCIL, "x"), (_POOL, "plane")])

@@ -18,6 +18,7 @@ from klineage.deopt.warp_per_row import WarpPerRow
 from klineage.gates.backend import GateOptions
 from klineage.gates.gate import gate
 from klineage.source.model import CudaSource
+from tests.deopt_kernel_checks import failed_forward
 from tests.row_kernels import LOOP_MIXES, row_kernel_body
 
 OP = WarpPerRow()
@@ -30,9 +31,7 @@ def _forward(src: CudaSource) -> CudaSource:
 
 
 def _failed(text: str) -> dict[str, str]:
-    src = CudaSource.from_text(text, "k.cu")
-    (site,) = OP.find_forward(src)
-    return {f.name: f.reason for f in OP.preconditions(src, site) if not f.holds}
+    return dict(failed_forward(OP, text))
 
 
 def _kernel(body: str, block: str = "256", params: str = "const float* x, float* y, int M, int N") -> str:

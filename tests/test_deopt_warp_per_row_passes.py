@@ -16,6 +16,7 @@ from klineage.deopt.warp_per_row import WarpPerRow
 from klineage.gates.backend import GateOptions
 from klineage.gates.gate import gate
 from klineage.source.model import CudaSource
+from tests.deopt_kernel_checks import failed_forward
 
 OP = WarpPerRow()
 REPO = Path(__file__).resolve().parent.parent
@@ -89,9 +90,7 @@ def _forward(text: str) -> CudaSource:
 
 
 def _failed(text: str) -> dict[str, str]:
-    src = CudaSource.from_text(text, "k.cu")
-    (site,) = OP.find_forward(src)
-    return {f.name: f.reason for f in OP.preconditions(src, site) if not f.holds}
+    return dict(failed_forward(OP, text))
 
 
 def _ties_workload(tmp_path: Path) -> Path:
