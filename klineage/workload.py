@@ -298,14 +298,18 @@ class Workload:
                 raise WorkloadError(f"{self.name}: domain of '{a.name}' at {dict(bindings)}: {e}") from None
         return default_init(shape, a.torch_dtype, gen)
 
-    def run_reference(self, inputs: Mapping[str, Any]) -> dict[str, torch.Tensor]:
-        """Call the reference on copies of the inputs; name its results by the checked tensors."""
-        kwargs = {
-            a.name: (inputs[a.name].clone() if isinstance(a, Tensor) else inputs[a.name])
+    def read_kwargs(self, values: Mapping[str, Any], clone: bool = False) -> dict[str, Any]:
+        """The keyword arguments of the reference and the vendor function: every scalar and every
+        tensor the kernel reads, taken from `values` (copies of the tensors with `clone`)."""
+        return {
+            a.name: (values[a.name].clone() if clone and isinstance(a, Tensor) else values[a.name])
             for a in self.args
             if isinstance(a, Scalar) or a.is_read
         }
-        result = self.reference(**kwargs)
+
+    def run_reference(self, inputs: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        """Call the reference on copies of the inputs; name its results by the checked tensors."""
+        result = self.reference(**self.read_kwargs(inputs, clone=True))
         outs = self.outputs
         if isinstance(result, Mapping):
             got = dict(result)

@@ -107,7 +107,6 @@ def warm_up_workload(workload: Any, options: GateOptions) -> None:
     from klineage.gates.cuda import timing
     from klineage.gates.cuda.profile_stage import bench_bindings
     from klineage.gates.protocol import device_inputs
-    from klineage.workload import Tensor
 
     device = torch.device("cuda", torch.cuda.current_device())
     bindings = bench_bindings(workload, options)
@@ -115,9 +114,7 @@ def warm_up_workload(workload: Any, options: GateOptions) -> None:
     inputs = device_inputs(workload, bindings, timing.POOL_SEED, device)
     workload.run_reference(inputs)  # the same torch kernels on either set: one set loads them
     if workload.vendor is not None:
-        workload.vendor(
-            **{a.name: inputs[a.name] for a in workload.args if not isinstance(a, Tensor) or a.is_read}
-        )
+        workload.vendor(**workload.read_kwargs(inputs))
     del inputs
     torch.cuda.synchronize(device)
 

@@ -20,7 +20,7 @@ import torch
 from klineage.gates.cuda.runner import CudaRunner
 from klineage.gates.cuda.stats import SLOW_BUDGET_S, SLOW_MS, Plan, Summary, plan_timing, summarize
 from klineage.gates.protocol import Guarded, accumulation_allowance, compare, device_inputs, guarded
-from klineage.workload import Scalar, Tensor, Workload
+from klineage.workload import Scalar, Workload
 
 DEFAULT_REPS = 50
 DEFAULT_TRIALS = 3
@@ -115,11 +115,7 @@ class Bench:
     def vendor_call(self) -> Callable[[], Any]:
         """The torch baseline on the live inputs: workload.vendor, else the reference."""
         fn = self.workload.vendor or self.workload.reference
-        kwargs = {
-            a.name: (self.live[a.name] if isinstance(a, Tensor) else self.pool[0][a.name])
-            for a in self.workload.args
-            if isinstance(a, Scalar) or a.is_read
-        }
+        kwargs = self.workload.read_kwargs({**self.pool[0], **self.live})  # scalars of set 0, live tensors
         return lambda: fn(**kwargs)
 
 
