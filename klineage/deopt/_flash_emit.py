@@ -110,6 +110,18 @@ def tile_mask() -> str:
 """
 
 
+def score_loop_head() -> str:
+    """Opens the loop over a tile's (row, key) scores that the mask left live (`kl_s`), with the
+    scratch index of each (`kl_x`): the score itself is the emitter's (SIMT dot, or a tensor-core
+    product staged in shared memory)."""
+    return f"""        for (int kl_e = kl_t; kl_e < {BR * BK}; kl_e += {THREADS}) {{
+            const int kl_rr = kl_e / {BK}, kl_jj = kl_e % {BK};
+            float* kl_s = &kl_ps[kl_rr * {BK + 1} + kl_jj];
+            if (*kl_s == -INFINITY) continue;
+            const long long kl_x = (kl_r0 + kl_rr) * kl_len + kl_j0 + kl_jj;
+"""
+
+
 def online_softmax(e: str, extra: str) -> str:
     """A warp per row turns the tile's scores into weights against the running max and sum;
     `extra` (statements over `kl_rr`, `kl_lane`, `kl_p`) also stores each weight elsewhere."""
@@ -169,12 +181,7 @@ def kernel(tp: ThreePhase, name: str, params: str) -> str:
             }}
         }}
         __syncthreads();
-        for (int kl_e = kl_t; kl_e < {BR * BK}; kl_e += {THREADS}) {{
-            const int kl_rr = kl_e / {BK}, kl_jj = kl_e % {BK};
-            float* kl_s = &kl_ps[kl_rr * {BK + 1} + kl_jj];
-            if (*kl_s == -INFINITY) continue;
-            const long long kl_x = (kl_r0 + kl_rr) * kl_len + kl_j0 + kl_jj;
-            if (kl_uni && kl_qok) {{
+{score_loop_head()}            if (kl_uni && kl_qok) {{
                 float kl_a = 0.0f;
                 for (int kl_d = 0; kl_d < kl_dq; ++kl_d) kl_a += kl_qs[kl_rr * kl_dq + kl_d] * kl_ks[kl_jj * (kl_dq + 1) + kl_d];
                 *kl_s = kl_val(kl_x, kl_a);

@@ -15,7 +15,16 @@ import re
 from dataclasses import dataclass
 
 from klineage.deopt import _threads as T
-from klineage.deopt._flash_emit import BK, BR, THREADS, lambdas, online_softmax, row_state, tile_mask
+from klineage.deopt._flash_emit import (
+    BK,
+    BR,
+    THREADS,
+    lambdas,
+    online_softmax,
+    row_state,
+    score_loop_head,
+    tile_mask,
+)
 from klineage.deopt._three_phase import ThreePhase
 
 SMEM_LIMIT = 227 * 1024  # bytes of dynamic shared memory one block may opt in to (sm_90)
@@ -134,12 +143,7 @@ def kernel(tp: ThreePhase, name: str, params: str, el: Element) -> str:
             {w}::store_matrix_sync(kl_sc + kl_wr * 16 * {BK} + kl_wc * 16, kl_acc, {BK}, {w}::mem_row_major);
         }}
         __syncthreads();
-        for (int kl_e = kl_t; kl_e < {BR * BK}; kl_e += {THREADS}) {{
-            const int kl_rr = kl_e / {BK}, kl_jj = kl_e % {BK};
-            float* kl_s = &kl_ps[kl_rr * {BK + 1} + kl_jj];
-            if (*kl_s == -INFINITY) continue;
-            const long long kl_x = (kl_r0 + kl_rr) * kl_len + kl_j0 + kl_jj;
-            *kl_s = kl_uni && kl_qok ? kl_val(kl_x, kl_sc[kl_e]) : kl_direct(kl_x);
+{score_loop_head()}            *kl_s = kl_uni && kl_qok ? kl_val(kl_x, kl_sc[kl_e]) : kl_direct(kl_x);
         }}
         __syncthreads();
 {online_softmax(e, keep_p)}        __syncthreads();
