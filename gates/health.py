@@ -17,6 +17,9 @@ from typing import Any
 #: device memory a worker may hold beyond its warm-up state before it counts as a leak (module
 #: code of the libraries loaded so far, allocator rounding); cumulative over its candidates
 LEAK_BYTES = 256 << 20
+#: device memory held beyond the baseline from which the worker asks the backend to give back
+#: what its driver keeps (`settle`)
+RELEASE_BYTES = 16 << 20
 #: keys of a snapshot that are compared as amounts, not for equality
 _AMOUNTS = ("threads", "free_bytes", "reserved_bytes")
 
@@ -49,6 +52,24 @@ def snapshot(backend: ModuleType) -> dict[str, Any]:
     if device_state is not None:
         state.update(device_state())
     return state
+
+
+def settle(backend: ModuleType, baseline: dict[str, Any], now: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """`now` after the backend gave back what its driver keeps for past launches (`release_held`,
+    optional: the local-memory reservation a kernel with a big local frame grew), when the device
+    holds more than RELEASE_BYTES beyond the baseline; else `now` as it is. Returns the snapshot
+    to judge and the bytes given back. What a candidate allocated and kept is not given back, so
+    it still retires the worker."""
+    release = getattr(backend, "release_held", None)
+    if release is None or "free_bytes" not in now or "free_bytes" not in baseline:
+        return now, 0
+    if held_bytes(baseline, now) < RELEASE_BYTES:
+        return now, 0
+    release()
+    after = snapshot(backend)
+    if "free_bytes" not in after:
+        return after, 0
+    return after, max(0, after["free_bytes"] - now["free_bytes"])
 
 
 def held_bytes(before: dict[str, Any], after: dict[str, Any]) -> int:

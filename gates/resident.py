@@ -330,7 +330,9 @@ def serve(sock: socket.socket, backend_name: str) -> int:
         if req is None:
             return 0
         sock.sendall(b'{"started": true}\n')
+        t0 = time.perf_counter()
         baseline = _first_look(backend, req["payload"], baseline, seen)
+        t1 = time.perf_counter()
         os.chdir(req["workdir"])
         zygote.redirect_stdio(req["workdir"])
         sys.path[0] = req["workdir"]
@@ -353,14 +355,26 @@ def serve(sock: socket.socket, backend_name: str) -> int:
         sys.path[0] = path0
         os.chdir("/")
         served += 1
-        now = health.snapshot(backend)
+        t2 = time.perf_counter()
+        now, released = health.settle(backend, baseline, health.snapshot(backend))
         held = _note_held(baseline, now, held, req["workdir"])
         reason = health.drift(baseline, now) or protocol.memo_intact()
+        print(times_line(req["workdir"], t1 - t0, t2 - t1, time.perf_counter() - t2, released))
         if reason is None and served >= MAX_RUNS:
             reason = f"served {served} candidates"
         sock.sendall(json.dumps({"status": code, "retire": reason}).encode() + b"\n")
         if reason is not None:
             return 0
+
+
+def times_line(workdir: str, first_look_s: float, candidate_s: float, health_s: float, released: int) -> str:
+    """The worker log's line per candidate: where the worker's time went around it (its first
+    look at a new workload, the candidate, the health check) and the local memory given back;
+    benchmarks/gate_stages.py reads it."""
+    return (
+        f"resident: {workdir} first_look_s={first_look_s:.3f} candidate_s={candidate_s:.3f} "
+        f"health_s={health_s:.3f} released_mib={released >> 20}"
+    )
 
 
 #: growth of held device memory (bytes) in one candidate that the worker log names

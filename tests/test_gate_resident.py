@@ -390,3 +390,42 @@ def test_the_candidate_that_took_device_memory_is_named(capsys: pytest.CaptureFi
         BASE, dict(grown, free_bytes=grown["free_bytes"] - (1 << 20)), held, "/runs/cand-b"
     )
     assert same == 41 << 20 and capsys.readouterr().out == ""  # a little module code is not named
+
+
+class _LocalMemoryDevice:
+    """A backend whose driver keeps a grown local-memory reservation until `release_held`, and a
+    candidate's own allocation `kept` that nothing gives back."""
+
+    def __init__(self, reservation: int, kept: int = 0, releases: bool = True) -> None:
+        self.reservation, self.kept = reservation, kept
+        self.released = 0
+        if not releases:
+            self.release_held = None  # type: ignore[assignment]
+
+    def device_state(self) -> dict:
+        return dict(
+            BASE, free_bytes=BASE["free_bytes"] - self.reservation - self.kept, threads=BASE["threads"]
+        )
+
+    def release_held(self) -> None:
+        self.released += 1
+        self.reservation = 0
+
+
+@pytest.mark.parametrize(
+    ("reservation", "kept", "releases", "retired", "released"),
+    [
+        (6680 << 20, 0, True, False, 1),  # a big local frame: given back, the worker stays
+        (258 << 20, 0, False, True, 0),  # a backend that cannot give it back: retired, as before
+        (1 << 30, 300 << 20, True, True, 1),  # what the candidate allocated itself still retires
+        (8 << 20, 0, True, False, 0),  # a little module code: nothing asked of the driver
+    ],
+)
+def test_the_local_memory_reservation_is_given_back_not_retired_for(
+    monkeypatch: pytest.MonkeyPatch, reservation: int, kept: int, releases: bool, retired: bool, released: int
+) -> None:
+    monkeypatch.setattr(health, "threads", lambda: BASE["threads"])
+    dev = _LocalMemoryDevice(reservation, kept, releases)
+    now, freed = health.settle(dev, BASE, health.snapshot(dev))  # type: ignore[arg-type]
+    assert (health.drift(BASE, now) is not None) == retired
+    assert dev.released == released and freed == (reservation if released else 0)

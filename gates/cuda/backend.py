@@ -126,6 +126,13 @@ def device_state() -> dict[str, Any]:
     return _device_state()
 
 
+def release_held() -> None:
+    """Give back device memory the driver keeps for past launches (the local-memory reservation)."""
+    from klineage.gates.cuda.health import release_local_memory
+
+    release_local_memory()
+
+
 def profile(runner: Any, workload: Any, options: GateOptions) -> ProfileOutcome | None:
     from klineage.gates.cuda.profile_stage import run_profile
 
