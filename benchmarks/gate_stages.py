@@ -1,8 +1,8 @@
 """Where a GPU loop's gate time went (issue 26): per stage, from the gate runs a materializer
 bench or `klineage heldout` recorded in its runs.duckdb (`GateResult.stages_s`, and the profile
 stage's own phases in `timing.extra.phases_s`), and, given resident-worker logs, the worker's own
-time around each candidate (first look at a workload, the health check) and the local memory it
-gave back.
+time around each candidate (first look at a workload, the health check) and the free device
+memory other processes took while it was idle.
 
     python3 benchmarks/gate_stages.py OUT/loo/materialize/runs.duckdb [HOME/resident-worker.log ...]
 
@@ -24,7 +24,7 @@ STAGES = ("nvcc_s", "build_s", "compile_s", "device_wait_s", "run_s", "worker_lo
 STAGES_AFTER = ("worker_correctness_s", "worker_profile_s")
 _LOG_LINE = re.compile(
     r"resident: \S+ first_look_s=(?P<first_look_s>[\d.]+) candidate_s=(?P<candidate_s>[\d.]+) "
-    r"health_s=(?P<health_s>[\d.]+) released_mib=(?P<released_mib>\d+)"
+    r"health_s=(?P<health_s>[\d.]+) others_mib=(?P<others_mib>-?\d+)"
 )
 
 

@@ -27,7 +27,7 @@ from klineage.paths import home
 #: 2: the last launch of each shape runs with new values in the same buffers (issue 27).
 #: 3: a 0-dimensional output is poisoned and checked (it was a `crash` before).
 #: 4: slow kernels are timed by the slow rule (gates/cuda/stats.plan_timing).
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 #: How the gate words a child that died without a verdict and without a report the backend knows.
 UNEXPLAINED_DEATH = "the kernel process died"
 

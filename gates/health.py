@@ -17,9 +17,6 @@ from typing import Any
 #: device memory a worker may hold beyond its warm-up state before it counts as a leak (module
 #: code of the libraries loaded so far, allocator rounding); cumulative over its candidates
 LEAK_BYTES = 256 << 20
-#: device memory held beyond the baseline from which the worker asks the backend to give back
-#: what its driver keeps (`settle`)
-RELEASE_BYTES = 16 << 20
 #: keys of a snapshot that are compared as amounts, not for equality
 _AMOUNTS = ("threads", "free_bytes", "reserved_bytes")
 
@@ -54,22 +51,28 @@ def snapshot(backend: ModuleType) -> dict[str, Any]:
     return state
 
 
-def settle(backend: ModuleType, baseline: dict[str, Any], now: dict[str, Any]) -> tuple[dict[str, Any], int]:
-    """`now` after the backend gave back what its driver keeps for past launches (`release_held`,
-    optional: the local-memory reservation a kernel with a big local frame grew), when the device
-    holds more than RELEASE_BYTES beyond the baseline; else `now` as it is. Returns the snapshot
-    to judge and the bytes given back. What a candidate allocated and kept is not given back, so
-    it still retires the worker."""
-    release = getattr(backend, "release_held", None)
-    if release is None or "free_bytes" not in now or "free_bytes" not in baseline:
-        return now, 0
-    if held_bytes(baseline, now) < RELEASE_BYTES:
-        return now, 0
-    release()
-    after = snapshot(backend)
-    if "free_bytes" not in after:
-        return after, 0
-    return after, max(0, after["free_bytes"] - now["free_bytes"])
+def free_bytes(backend: ModuleType) -> int | None:
+    """Free device memory now, from the backend (`free_bytes`, optional), or None."""
+    read = getattr(backend, "free_bytes", None)
+    return int(read()) if read is not None else None
+
+
+def rebase(baseline: dict[str, Any], previous_free: int | None, current_free: int | None) -> dict[str, Any]:
+    """The baseline moved by the change of free device memory while the worker was idle, from
+    the end of its last candidate (`previous_free`) to the arrival of the next (`current_free`).
+
+    Free memory is the device's, not the process's: another resident worker on the same GPU (a
+    second loop sharing it through the device lock) grows and shrinks it between this worker's
+    candidates, and without this its growth was charged to this worker's candidates as memory
+    left allocated (14 false retirements in one leave-one-out + held-out call on an H100, 258
+    MiB to 5.4 GB, the other worker's input sets; and negative totals when it freed them). The
+    device lock keeps the other process off the GPU while a candidate runs, so what changes
+    during a candidate is still this worker's."""
+    if previous_free is None or current_free is None or "free_bytes" not in baseline:
+        return baseline
+    moved = dict(baseline)
+    moved["free_bytes"] += current_free - previous_free
+    return moved
 
 
 def held_bytes(before: dict[str, Any], after: dict[str, Any]) -> int:

@@ -321,6 +321,7 @@ def serve(sock: socket.socket, backend_name: str) -> int:
     served = 0
     seen: set[tuple[str, str]] = set()
     held = 0
+    idle_free: int | None = None  # free device memory when the worker last went idle
     path0 = sys.path[0]
     while True:
         try:
@@ -331,6 +332,9 @@ def serve(sock: socket.socket, backend_name: str) -> int:
             return 0
         sock.sendall(b'{"started": true}\n')
         t0 = time.perf_counter()
+        arrived_free = health.free_bytes(backend)
+        others = 0 if idle_free is None or arrived_free is None else arrived_free - idle_free
+        baseline = health.rebase(baseline, idle_free, arrived_free)
         baseline = _first_look(backend, req["payload"], baseline, seen)
         t1 = time.perf_counter()
         os.chdir(req["workdir"])
@@ -356,10 +360,11 @@ def serve(sock: socket.socket, backend_name: str) -> int:
         os.chdir("/")
         served += 1
         t2 = time.perf_counter()
-        now, released = health.settle(backend, baseline, health.snapshot(backend))
+        now = health.snapshot(backend)
         held = _note_held(baseline, now, held, req["workdir"])
         reason = health.drift(baseline, now) or protocol.memo_intact()
-        print(times_line(req["workdir"], t1 - t0, t2 - t1, time.perf_counter() - t2, released))
+        idle_free = health.free_bytes(backend)
+        print(times_line(req["workdir"], t1 - t0, t2 - t1, time.perf_counter() - t2, others))
         if reason is None and served >= MAX_RUNS:
             reason = f"served {served} candidates"
         sock.sendall(json.dumps({"status": code, "retire": reason}).encode() + b"\n")
@@ -367,13 +372,14 @@ def serve(sock: socket.socket, backend_name: str) -> int:
             return 0
 
 
-def times_line(workdir: str, first_look_s: float, candidate_s: float, health_s: float, released: int) -> str:
+def times_line(workdir: str, first_look_s: float, candidate_s: float, health_s: float, others: int) -> str:
     """The worker log's line per candidate: where the worker's time went around it (its first
-    look at a new workload, the candidate, the health check) and the local memory given back;
+    look at a new workload, the candidate, the health check) and how much free device memory
+    other processes took (negative: gave back) while it was idle (`health.rebase`);
     benchmarks/gate_stages.py reads it."""
     return (
         f"resident: {workdir} first_look_s={first_look_s:.3f} candidate_s={candidate_s:.3f} "
-        f"health_s={health_s:.3f} released_mib={released >> 20}"
+        f"health_s={health_s:.3f} others_mib={round(others / 2**20)}"
     )
 
 

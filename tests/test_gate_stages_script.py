@@ -26,7 +26,7 @@ def test_worker_times_are_read_back_from_the_log(tmp_path: Path) -> None:
     log.write_text(
         "\n".join(
             [
-                resident.times_line("/runs/a", 1.25, 0.5, 0.02, 300 << 20),
+                resident.times_line("/runs/a", 1.25, 0.5, 0.02, -(300 << 20)),
                 "some candidate's printf",
                 resident.times_line("/runs/b", 0.0, 0.75, 0.04, 0),
             ]
@@ -35,7 +35,7 @@ def test_worker_times_are_read_back_from_the_log(tmp_path: Path) -> None:
     per = stages.worker_samples([log, tmp_path / "missing.log"])
     assert per["worker.first_look_s"] == [1.25, 0.0]
     assert per["worker.candidate_s"] == [0.5, 0.75]
-    assert per["worker.released_mib"] == [300.0, 0.0]
+    assert per["worker.others_mib"] == [-300.0, 0.0]
 
 
 def test_profile_phases_and_queue_time_are_tabled() -> None:

@@ -86,10 +86,20 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     def check_timed_launch(bench):  # noqa: ANN001, ANN202
         seen["checks"].append("timed launch checked")
 
+    def refill_verify_set(bench, stream):  # noqa: ANN001, ANN202
+        seen["checks"].append("verify set")
+        return {"fresh": True}
+
+    def check_verify_set(bench, fresh):  # noqa: ANN001, ANN202
+        assert fresh == {"fresh": True}
+        seen["checks"].append("verify checked")
+
     monkeypatch.setattr(timing, "time_reps", time_reps)
     monkeypatch.setattr(timing, "Bench", _Bench)
     monkeypatch.setattr(timing, "verify_after_timing", verify_after_timing)
     monkeypatch.setattr(timing, "check_timed_launch", check_timed_launch)
+    monkeypatch.setattr(timing, "refill_verify_set", refill_verify_set)
+    monkeypatch.setattr(timing, "check_verify_set", check_verify_set)
     monkeypatch.setattr(sidestream, "trace_one", trace_one)
     monkeypatch.setattr(profile_stage.torch.cuda, "Stream", _Stream)
     monkeypatch.setattr(profile_stage.torch.cuda, "get_device_name", lambda d: "fake")
@@ -140,5 +150,28 @@ def test_a_fast_kernel_keeps_its_verify_launch_even_when_expected_slow(fakes: di
     assert fakes["checks"] == ["trace", "verify"]
     plan_launches = tm["extra"]["launches_after_correctness"]
     assert launches == plan_launches and tm["extra"]["timing_rule"] == "default"
-    _, tm2 = _profile({})
-    assert tm2["extra"]["launches_after_correctness"] == plan_launches + 1
+    fakes["checks"].clear()
+    launches2, tm2 = _profile({})
+    assert tm2["extra"]["launches_after_correctness"] == plan_launches == launches2
+
+
+def test_a_fast_kernels_verify_launch_is_the_traced_one(fakes: dict[str, Any]) -> None:
+    """Not expected slow: the launch on unseen values after timing is traced, so the side-stream
+    check costs no launch of its own (it cost one more before), and the set is in place before
+    the trace starts."""
+    fakes["launch_ms"] = 0.5
+    launches, tm = _profile({})
+    assert fakes["checks"] == ["verify set", "trace", "verify checked"]
+    assert launches == tm["extra"]["launches_after_correctness"]
+
+
+def test_a_slow_kernels_first_look_is_its_estimate_and_warm_up(fakes: dict[str, Any]) -> None:
+    """20 ms to 1 s a launch: no second launch to estimate and no warm-up launch after the first
+    look (two launches of a 350 ms attention kernel each gate paid before), then the trials and
+    the one traced verify launch."""
+    fakes["launch_ms"] = 350.0
+    launches, tm = _profile({})
+    assert tm["extra"]["timing_rule"] == "slow"
+    trials, reps = tm["trials"], tm["reps_per_trial"]
+    assert launches == 1 + trials * reps + 1 == tm["extra"]["launches_after_correctness"]
+    assert fakes["checks"] == ["verify set", "trace", "verify checked"]

@@ -126,11 +126,11 @@ def device_state() -> dict[str, Any]:
     return _device_state()
 
 
-def release_held() -> None:
-    """Give back device memory the driver keeps for past launches (the local-memory reservation)."""
-    from klineage.gates.cuda.health import release_local_memory
+def free_bytes() -> int:
+    """Free device memory now (the resident worker's account of other processes' use)."""
+    from klineage.gates.cuda.health import free_bytes as _free_bytes
 
-    release_local_memory()
+    return _free_bytes()
 
 
 def profile(runner: Any, workload: Any, options: GateOptions) -> ProfileOutcome | None:

@@ -61,26 +61,11 @@ def context_settings() -> dict[str, Any]:
     return out
 
 
-def release_local_memory() -> None:
-    """Give back the local-memory reservation that kernels with spills or stack arrays grew.
-
-    The driver backs local memory for every thread the device can hold at once (per-thread bytes
-    x SMs x threads per SM: 258 MiB per KiB on an H100) and grows it at a launch that needs more,
-    never shrinking it, while the stack-size limit it reports stays the same. Setting that limit
-    (to 0, then back to its value) makes the driver reallocate the reservation at its present
-    size. A resident worker calls this after a candidate whose run left memory held, so a kernel
-    with a big local frame does not retire it (258 MiB to 6.7 GB per retirement seen on an H100);
-    a later candidate that needs more local memory grows it again at its first launch, in its
-    correctness stage, before anything is timed."""
+def free_bytes() -> int:
+    """Free device memory now, as the driver counts it (cheap: no synchronization, nothing freed)."""
     import torch
 
-    cu = driver()
-    torch.cuda.synchronize()
-    value = ctypes.c_size_t()
-    if cu.cuCtxGetLimit(ctypes.byref(value), ctypes.c_int(LIMITS["stack_size"])) != 0:
-        return
-    cu.cuCtxSetLimit(ctypes.c_int(LIMITS["stack_size"]), ctypes.c_size_t(0))
-    cu.cuCtxSetLimit(ctypes.c_int(LIMITS["stack_size"]), value)
+    return int(torch.cuda.mem_get_info()[0])
 
 
 def device_state() -> dict[str, Any]:

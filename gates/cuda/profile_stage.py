@@ -153,17 +153,30 @@ def run_profile(runner: CudaRunner, workload: Workload, options: GateOptions) ->
         return outcome("out_of_bounds", breach)
     t_v = time.perf_counter()
     # a very slow kernel's one timed launch is checked itself; anything timed over many
-    # repetitions is checked by one more launch on a set it has never seen
-    stale = (
-        timing.check_timed_launch(bench) if very_slow else timing.verify_after_timing(runner, bench, stream)
-    )
+    # repetitions is checked by one more launch on a set it has never seen, which is also the
+    # launch the CUPTI window traces when the first look was not (one launch for both checks)
+    if very_slow:
+        stale = timing.check_timed_launch(bench)
+    elif window is not None:
+        stale = timing.verify_after_timing(runner, bench, stream)
+    else:
+        fresh: dict[str, Any] = {}
+        window = sidestream.trace_one(
+            cand,
+            runner.library.marker,
+            stream,
+            keep=trace_path,
+            before=lambda: fresh.update(timing.refill_verify_set(bench, stream)),
+        )
+        runner.synchronize()
+        stale = timing.check_verify_set(bench, fresh)
     phases["verify_s"] = time.perf_counter() - t_v
     if stale is not None:
         return outcome("mismatch", stale)
     t_c = time.perf_counter()
 
-    if window is None:
-        window = sidestream.trace_one(lambda: cand(), runner.library.marker, stream, keep=trace_path)
+    if window is None:  # a very slow kernel not expected so: its timed launch was not traced
+        window = sidestream.trace_one(cand, runner.library.marker, stream, keep=trace_path)
         runner.synchronize()
     tm.extra["launches_after_correctness"] = _launches(cand_t, traced_first=first_ms is not None)
     profile["cupti"] = window.to_dict()
@@ -223,12 +236,12 @@ def run_profile(runner: CudaRunner, workload: Workload, options: GateOptions) ->
 
 
 def _launches(t: timing.Timed, traced_first: bool) -> int:
-    """How many launches of the candidate the profile stage made (GPU time a gate holds)."""
-    plan = t.plan
-    if plan is not None and plan.rule == "very slow":
-        return 1 if traced_first else 2  # the timed launch, and the trace unless it was the trace
-    timed_reps = (plan.warmup + plan.reps * plan.trials) if plan is not None else 0
-    return 3 + timed_reps + (0 if traced_first else 1)  # first look, estimate, trials, verify, trace
+    """How many launches of the candidate the profile stage made (GPU time a gate holds): what
+    `timed` made, the traced first look when the caller took it, and one more (a very slow
+    kernel's trace unless its one launch was traced; else the verify launch, traced or not)."""
+    if t.plan is not None and t.plan.rule == "very slow":
+        return t.launches + 1  # the traced launch was the timed one, or the trace came after it
+    return t.launches + (1 if traced_first else 0) + 1
 
 
 def _time_reference(

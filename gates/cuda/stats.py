@@ -115,8 +115,10 @@ def plan_timing(
 ) -> Plan:
     """The timing rule (DESIGN.md, 'The gate', profile stage). Below `slow_ms` a launch: the
     requested trials, repetitions and warm-up (`plan_reps` may still cut repetitions to
-    `budget_s`). From `slow_ms`: one warm-up and as many repetitions per trial (at least one) as
-    fit `slow_budget_s` over the trials, counting the L2 flush and refill as a launch again. From
+    `budget_s`). From `slow_ms`: no warm-up (the first look, a launch of tens of milliseconds,
+    was it; `timing.timed` takes it as the estimate too) and as many repetitions per trial (at
+    least one) as fit `slow_budget_s` over the trials, counting the L2 flush and refill as a
+    launch again. From
     `VERY_SLOW_MS`: one trial of one repetition. A materializer's loop over slow naive kernels
     then holds the GPU seconds per gate, not tens of seconds."""
     if estimate_ms < slow_ms:
@@ -126,4 +128,4 @@ def plan_timing(
         return Plan(1, 1, 0, True, "very slow")
     fit = int(slow_budget_s * 1000.0 / (2.0 * estimate_ms * max(trials, 1)))
     n = max(1, min(reps, fit))
-    return Plan(n, trials, min(warmup, 1), n < reps or warmup > 1, "slow")
+    return Plan(n, trials, 0, n < reps or warmup > 0, "slow")

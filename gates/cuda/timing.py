@@ -47,6 +47,8 @@ class Timed:
     reduced: bool = False
     plan: Plan | None = None
     estimate_ms: float = 0.0
+    #: launches `timed` made (its first look unless the caller took it, the estimate, the plan's)
+    launches: int = 0
 
 
 class Bench:
@@ -173,23 +175,42 @@ def timed(
     (refilled with set 0, L2 flushed; the correctness stage has already launched it, so nothing
     is cold but what a launch of seconds does not notice) is that repetition, kept rather than
     paid again with a warm-up and an estimate (a naive start kernel of seconds a launch held the
-    GPU four times that long). Anything faster is estimated from a second launch, the first
-    having served as its warm-up. `first_ms`: that first look, already taken by the caller the
-    same way (the profile stage takes it under the CUPTI trace when it expects a very slow
-    kernel, so the one launch is also the side-stream check)."""
+    GPU four times that long). A slow kernel's first look (tens of milliseconds or more a
+    launch) is also its estimate and its warm-up: a second launch would only repeat it, and the
+    trials follow at once. Anything faster is estimated from a second launch, the first having
+    served as its warm-up. `first_ms`: that first look, already taken by the caller the same way
+    (the profile stage takes it under the CUPTI trace when it expects a very slow kernel, so the
+    one launch is also the side-stream check)."""
+    made = 0 if first_ms is not None else 1
     first = one_launch_ms(step, before, stream) if first_ms is None else first_ms
     plan = plan_timing(first, reps, trials, warmup, budget_s, slow_ms, slow_budget_s)
     if plan.rule == "very slow":
-        return Timed(summarize([[first]]), plan.reduced, plan, first)
-    est = one_launch_ms(step, before, stream)
-    plan = plan_timing(est, reps, trials, warmup, budget_s, slow_ms, slow_budget_s)
+        return Timed(summarize([[first]]), plan.reduced, plan, first, made)
+    if plan.rule == "slow":
+        est = first
+    else:
+        est = one_launch_ms(step, before, stream)
+        made += 1
+        plan = plan_timing(est, reps, trials, warmup, budget_s, slow_ms, slow_budget_s)
     summary = summarize(time_reps(step, before, stream, plan.reps, plan.trials, plan.warmup))
-    return Timed(summary, plan.reduced, plan, est)
+    return Timed(summary, plan.reduced, plan, est, made + plan.warmup + plan.reps * plan.trials)
 
 
 def verify_after_timing(runner: CudaRunner, bench: Bench, stream: torch.cuda.Stream) -> str | None:
     """Refill with a set never used before (same pointers), launch once, compare with the
     reference. Returns a rejection message, or None when the outputs are right."""
+    fresh = refill_verify_set(bench, stream)
+    with torch.cuda.stream(stream):
+        runner.launch_async(bench.values, stream.cuda_stream)
+    runner.synchronize()
+    return check_verify_set(bench, fresh)
+
+
+def refill_verify_set(bench: Bench, stream: torch.cuda.Stream) -> dict[str, Any]:
+    """The first half of `verify_after_timing`: a set never used before copied into the live
+    inputs (same pointers), outputs poisoned, all finished before the launch whatever stream the
+    launcher really uses (this check is about values; stream discipline is the CUPTI window
+    check's job). Returns the set, for `check_verify_set` after the one launch."""
     fresh = bench._device_inputs(VERIFY_SEED)
     with torch.cuda.stream(stream):
         for name, t in bench.live.items():
@@ -198,11 +219,12 @@ def verify_after_timing(runner: CudaRunner, bench: Bench, stream: torch.cuda.Str
         for t in bench.outputs.values():
             if t.data_ptr() not in live:
                 t.reshape(-1).view(torch.uint8).fill_(0xFF)  # reshape: 0-dim outputs
-        # inputs in place before the launch, whatever stream the launcher really uses: this
-        # check is about values; stream discipline is the CUPTI window check's job
-        stream.synchronize()
-        runner.launch_async(bench.values, stream.cuda_stream)
-    runner.synchronize()
+    stream.synchronize()
+    return fresh
+
+
+def check_verify_set(bench: Bench, fresh: dict[str, Any]) -> str | None:
+    """The second half of `verify_after_timing`, after the launch has finished."""
     return _wrong_output(
         bench,
         fresh,
