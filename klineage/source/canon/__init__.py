@@ -14,6 +14,7 @@ from klineage.source.canon.guards import GuardToReturn
 from klineage.source.canon.host_args import HostArgToConstexpr
 from klineage.source.canon.initializers import BraceInitializer, FunctorCall
 from klineage.source.canon.inline_helpers import InlineStagingHelper
+from klineage.source.canon.lane_guard import WarpUniformLaneGuard
 from klineage.source.canon.launch import InlineDim3
 from klineage.source.canon.loops import InlineStride, WhileToFor
 from klineage.source.canon.scopes import LoopLocalTemporary
@@ -42,6 +43,7 @@ RULES: tuple[Rule, ...] = (
     ThreadIndexAlias(),
     SharedArrayAlias(),
     LoopLocalTemporary(),
+    WarpUniformLaneGuard(),
     WhileToFor(),
     InlineStride(),
     GuardToReturn(),
