@@ -29,6 +29,7 @@ from collections.abc import Sequence
 
 import tree_sitter as ts
 
+from klineage.deopt import _carved as CV
 from klineage.deopt import _cexpr as X
 from klineage.deopt import _threads as T
 from klineage.deopt import strided_copy as SC
@@ -76,6 +77,7 @@ class _Plan:
         self.threads: list[str] = []  # per dim: x / y / z
         self.store_loops: set[str] = set()
         self.elem = "float"
+        self.scale = ""  # a flat tile's row length: the store index is `thread * scale + counter`
 
 
 def _locals(src: CudaSource, fn: ts.Node) -> dict[str, tuple[ts.Node, ts.Node]]:
@@ -97,7 +99,8 @@ def _thread_alias(src: CudaSource, init: ts.Node) -> str | None:
     return m.group(1) if m else None
 
 
-def _plan(src: CudaSource, d: SharedDecl) -> _Plan:
+def _plan(src: CudaSource, d: SharedDecl, skip: tuple[tuple[int, int], ...] = ()) -> _Plan:
+    """How one staged array (or carved tile: `skip` holds the carving declarations) is rewritten."""
     p = _Plan()
     p.elem = " ".join(w for w in d.element_type.split() if w not in ("const", "volatile"))
     fn_rec = src.function(d.function) if d.function else None
@@ -108,7 +111,10 @@ def _plan(src: CudaSource, d: SharedDecl) -> _Plan:
     uses = [
         n
         for n in X.walk(fn)
-        if n.type == "identifier" and n.text == d.name.encode() and not (d.start <= n.start_byte < d.end)
+        if n.type == "identifier"
+        and n.text == d.name.encode()
+        and not (d.start <= n.start_byte < d.end)
+        and not any(a <= n.start_byte < b for a, b in skip)
     ]
     writes, reads = [], []
     for u in uses:
@@ -173,9 +179,7 @@ def _plan(src: CudaSource, d: SharedDecl) -> _Plan:
         return p
     barriers = [c for c in X.calls_in(fn, {"__syncthreads"}) if store.end_byte <= c.start_byte]
     first_read = min(r.start_byte for r in reads)
-    if not any(b.end_byte <= first_read for b in barriers):
-        p.reason = f"no __syncthreads() between the store of {d.name} and its first read"
-        return p
+    unsynced = not any(b.end_byte <= first_read for b in barriers)
     if (
         p.value is None
         or X.has_side_effects(p.value)
@@ -207,6 +211,8 @@ def _plan(src: CudaSource, d: SharedDecl) -> _Plan:
     for s in subs:
         idx = _index(s)
         comp = _thread_of_index(src, idx, locs, p.store_loops) if idx is not None else None
+        if comp is None and idx is not None and len(subs) == 1:
+            comp = _flat_thread(src, fn, idx, locs, p)
         if comp is None:
             p.reason = f"store index `{src.text_of(idx) if idx is not None else '?'}` is not a thread index (+ store-loop counter)"
             return p
@@ -214,7 +220,42 @@ def _plan(src: CudaSource, d: SharedDecl) -> _Plan:
     if len(set(p.threads)) != len(p.threads):
         p.reason = "two dimensions of the store use the same thread index"
         return p
+    if unsynced and not (
+        p.scale and all(_flat_read(src, r, p)[0] == f"threadIdx.{p.threads[0]}" for r in reads)
+    ):
+        p.reason = f"no __syncthreads() between the store of {d.name} and its first read"
     return p
+
+
+def _flat_thread(src: CudaSource, fn: ts.Node, idx: ts.Node, locs: dict, p: _Plan) -> str | None:
+    """A flat tile's store index `threadIdx.c * C + k` (k the one store loop's counter, from 0 to C
+    by one): the thread's row of C elements. Sets p.scale to C; the thread component, or None."""
+    m = re.fullmatch(r"\(?\(?threadIdx\.([xyz])\*(\w+)\)?\+(\w+)\)?", re.sub(r"\s+", "", src.text_of(idx)))
+    if m is None or m.group(3) not in p.store_loops or len(p.store_loops) != 1:
+        return None
+    loop = X.enclosing(p.store, "for_statement")
+    parts = T.counting_loop(src, loop) if loop is not None else None
+    if (
+        parts is None
+        or parts[0] != m.group(3)
+        or re.sub(r"\s+", "", src.text_of(parts[1])) != "0"
+        or re.sub(r"\s+", "", src.text_of(parts[2])) != f"{m.group(3)}<{m.group(2)}"
+        or m.group(2) in X.assigned_names(fn)
+    ):
+        return None
+    p.scale = m.group(2)
+    return m.group(1)
+
+
+def _flat_read(src: CudaSource, read: ts.Node, p: _Plan) -> tuple[str, str]:
+    """(storing thread, store-loop counter) of a flat tile's read `tile[E * C + F]`; `(r) / C`
+    and `(r) % C` when the index is not written that way."""
+    idx = _index(read)
+    r = re.sub(r"\s+", "", src.text_of(idx)) if idx is not None else ""
+    m = re.fullmatch(rf"\(?\(?(\w+(?:\.[xyz])?)\*{re.escape(p.scale)}\)?\+(\w+)\)?", r)
+    if m is not None:
+        return m.group(1), m.group(2)
+    return f"({r}) / {p.scale}", f"({r}) % {p.scale}"
 
 
 def _thread_of_index(src: CudaSource, idx: ts.Node, locs: dict, loops: set[str]) -> str | None:
@@ -245,9 +286,16 @@ def _thread_of_index(src: CudaSource, idx: ts.Node, locs: dict, loops: set[str])
 
 
 def _substituted(
-    src: CudaSource, fn: ts.Node, node: ts.Node, plan: _Plan, read: ts.Node, indices: list[str]
+    src: CudaSource,
+    fn: ts.Node,
+    node: ts.Node,
+    plan: _Plan,
+    read: ts.Node,
+    indices: list[str],
+    counter: str = "0",
 ) -> str:
-    """`node` (the staged value or guard) as seen by the thread that stored element `indices`."""
+    """`node` (the staged value or guard) as seen by the thread that stored element `indices`, its
+    store-loop counter at `counter`."""
     locs = _locals(src, fn)
     by_comp = dict(zip(plan.threads, indices, strict=True))
     written = X.assigned_names(fn)
@@ -289,7 +337,7 @@ def _substituted(
             return None
         name = src.text_of(n)
         if name in plan.store_loops:
-            return "0"
+            return counter if counter == "0" else f"({counter})"
         if name in locs:
             decl, init = locs[name]
             alias = _thread_alias(src, init)
@@ -321,12 +369,20 @@ class SmemStaging(Operator):
     mechanical_apply = True  # forward: the tiled transpose of a strided copy (see the module doc)
 
     def _decls(self, src: CudaSource) -> list[SharedDecl]:
-        return [d for d in src.shared_decls if d.function is not None and not d.is_extern and d.dims]
+        static = [d for d in src.shared_decls if d.function is not None and not d.is_extern and d.dims]
+        return static + [r.decl for r in CV.carved_regions(src)]
+
+    def _carve(self, src: CudaSource, d: SharedDecl) -> CV.Region | None:
+        return next((r for r in CV.carved_regions(src) if r.decl == d), None)
+
+    def _plan_of(self, src: CudaSource, d: SharedDecl) -> _Plan:
+        c = self._carve(src, d)
+        return _plan(src, d, c.carves if c is not None and c.keep_declaration else ())
 
     def find(self, src: CudaSource) -> list[Site]:
         sites = []
         for d in self._decls(src):
-            p = _plan(src, d)
+            p = self._plan_of(src, d)
             stores = [
                 n for n in X.walk(src.node_for(src.function(d.function))) if n.type == "assignment_expression"
             ]  # type: ignore[arg-type]
@@ -364,7 +420,7 @@ class SmemStaging(Operator):
         return d
 
     def removal_preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
-        p = _plan(src, self._decl(src, site))
+        p = self._plan_of(src, self._decl(src, site))
         return [
             Precondition(
                 "single_staging_store",
@@ -380,7 +436,7 @@ class SmemStaging(Operator):
         if site.details.get("kind") == "transpose":
             return _transpose_facts(src, site)
         d = self._decl(src, site)
-        p = _plan(src, d)
+        p = self._plan_of(src, d)
         return [
             Precondition(
                 "tile_reused",
@@ -409,7 +465,8 @@ class SmemStaging(Operator):
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
         d = self._decl(src, site)
-        p = _plan(src, d)
+        p = self._plan_of(src, d)
+        carve = self._carve(src, d)
         if p.reason:
             raise Refused(f"{self.name}: {p.reason}")
         assert p.value is not None and p.store_stmt is not None
@@ -421,9 +478,13 @@ class SmemStaging(Operator):
             while base.type == "subscript_expression":
                 base = base.child_by_field_name("argument")  # type: ignore[assignment]
             indices = [src.text_of(_index(s)) for s in _chain(base)]  # type: ignore[arg-type]
-            val = _substituted(src, fn, p.value, p, r, indices)
+            counter = "0"
+            if p.scale:
+                thread, counter = _flat_read(src, r, p)
+                indices = [thread]
+            val = _substituted(src, fn, p.value, p, r, indices, counter)
             if p.guard is not None:
-                g = _substituted(src, fn, p.guard, p, r, indices)
+                g = _substituted(src, fn, p.guard, p, r, indices, counter)
                 text = f"(({g}) ? {X.wrap_text(val)} : {zero})"
             else:
                 text = val if p.value.type in X.PRIMARY else f"({val})"
@@ -452,11 +513,14 @@ class SmemStaging(Operator):
         if gone.type == "for_statement" and (pr := src.pragma_of(gone)) is not None:
             edits.append(edit.delete(src, pr))
         decl_node = src.node_for(d)
-        if len(decl_node.children_by_field_name("declarator")) == 1:
+        if carve is not None and carve.keep_declaration:
+            pass  # the buffer: the other tiles are still carved from it
+        elif len(decl_node.children_by_field_name("declarator")) == 1:
             edits.append(_delete_with_comment(src, decl_node))
         else:
             raise Refused(f"{self.name}: {d.name} shares its declaration with other arrays")
-        if not [o for o in src.shared_decls if o.function == d.function and o.name != d.name]:
+        others = [o for o in src.shared_decls if o.function == d.function and o.name != d.name]
+        if not others and carve is None:  # a carved buffer's barriers serve its other tiles
             for b in X.calls_in(fn, {"__syncthreads"}):
                 if b.parent is not None and b.parent.type == "expression_statement" and not _inside(b, gone):
                     edits.append(edit.delete(src, b.parent))

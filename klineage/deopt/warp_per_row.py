@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import tree_sitter as ts
 
 from klineage.deopt import _threads as T
+from klineage.deopt import _warp_index as WI
 from klineage.deopt.base import Operator, Precondition, Refused, Site
 from klineage.deopt.rows import (
     BLOCK_COOP,
@@ -47,6 +48,8 @@ from klineage.deopt.rows import (
 from klineage.source import edit
 from klineage.source.model import CudaSource
 
+#: the row a thread owns after the removal (the global thread index)
+_THREAD_ROW = "blockIdx.x * blockDim.x + threadIdx.x"
 #: combining functions of max/min reductions, and which kind each is
 _MAXMIN = {"fmaxf": "max", "fmax": "max", "max": "max", "fminf": "min", "fmin": "min", "min": "min"}
 
@@ -75,6 +78,7 @@ class _Facts:
     lane: str = ""
     strided: tuple[ts.Node, ...] = ()  # backward: the lane-strided loops
     collectives: tuple[ts.Node, ...] = ()  # backward: the reduction statements to delete
+    warp_indices: tuple[ts.Node, ...] = ()  # backward: reads of the warp's index outside the row
 
     @property
     def ok(self) -> bool:
@@ -170,6 +174,19 @@ def _index_uses(src: CudaSource, body: ts.Node, allowed: tuple[ts.Node, ...]) ->
         and re.fullmatch(r"(threadIdx|blockIdx|blockDim)\.\w", T.squash(src.text_of(n)))
         and not any(a.start_byte <= n.start_byte < a.end_byte for a in allowed)
     ]
+
+
+def _row_locals(src: CudaSource, body: ts.Node, row: ts.Node, assigned: set[str]) -> dict[str, ts.Node]:
+    """name -> initializer of the never-written locals the row's value names (`warpsPerBlock =
+    blockDim.x / warpSize`): read only where the row is, which the removal rewrites."""
+    names = {n.text.decode() for n in T.walk(row) if n.type == "identifier" and n.text} - assigned
+    return {
+        nm: v
+        for d in T.walk(body)
+        if d.type == "init_declarator"
+        and (nm := T.declarator_ident(d) or "") in names
+        and (v := d.child_by_field_name("value")) is not None
+    }
 
 
 def _is_plus(n: ts.Node | None) -> bool:
@@ -589,6 +606,7 @@ class WarpPerRow(Operator):
         if body is None:
             return None
         consts = T.file_constants(src)
+        warps = WI.warp_locals(src, body)
         lane = row = None
         for d in T.walk(body):
             if d.type != "init_declarator" or d.child_by_field_name("value") is None:
@@ -599,13 +617,38 @@ class WarpPerRow(Operator):
                 val = T.eval_int(m.group(2), consts)
                 if val == (WARP - 1 if m.group(1) == "&" else WARP):
                     lane = (T.declarator_ident(d), v)
-            elif row is None and _warp_row(t, consts):
+            elif row is None and _warp_row(T.subst_idents(t, {k: "threadIdx.x/32" for k in warps}), consts):
                 row = (T.declarator_ident(d), v)
         if lane is None or row is None:
             return None
         out = _Facts(kernel, [], row_value=row[1], lane_value=lane[1], lane=lane[0] or "")
         assigned = T.assigned_in(fn)
-        others = _index_uses(src, body, (lane[1], row[1]))
+        out.warp_indices = tuple(
+            n
+            for n in WI.warp_index_nodes(src, body)
+            if not row[1].start_byte <= n.start_byte < row[1].end_byte
+        )
+        row_locals = _row_locals(src, body, row[1], assigned)
+        others = _index_uses(src, body, (lane[1], row[1], *out.warp_indices, *row_locals.values()))
+        if out.warp_indices:
+            spelled = T.subst_idents(
+                T.squash(src.text_of(row[1])),
+                {k: T.paren(T.squash(src.text_of(v))) for k, v in row_locals.items()},
+            )
+            whole = WI.rows_by_block_warps(T.strip_casts(spelled))
+            out.facts.append(
+                fact(
+                    "warp_index_of_the_row",
+                    whole,
+                    f"the warp's index is read beyond the row (line {out.warp_indices[0].start_point.row + 1}); "
+                    + (
+                        "a block holds blockDim.x / 32 rows, so it is the row modulo that count"
+                        if whole
+                        else f"`{spelled}` is not a block of blockDim.x / 32 rows: the index cannot be recovered from the row"
+                    ),
+                    "Layout",
+                )
+            )
         fixed = lane[0] not in assigned and row[0] not in assigned and not others
         out.facts.append(
             fact(
@@ -722,7 +765,7 @@ class WarpPerRow(Operator):
         assert f is not None and f.row_value is not None and f.lane_value is not None
         edits = [
             edit.replace(f.lane_value, "0"),
-            edit.replace(f.row_value, "blockIdx.x * blockDim.x + threadIdx.x"),
+            edit.replace(f.row_value, _THREAD_ROW),
         ]
         for loop in f.strided:
             init = loop.child_by_field_name("initializer").children_by_field_name("declarator")[0]
@@ -748,6 +791,8 @@ class WarpPerRow(Operator):
                 edits.append(edit.delete(src, stmt))
             else:
                 edits.append(edit.replace(stmt, ";"))
+        for n in f.warp_indices:
+            edits.append(edit.replace(n, WI.row_warp_index(_THREAD_ROW)))
         for ls in T.launches_of(src, site.details["kernel"]):
             grid = T.config_nodes(src, ls)[0]
             edits.append(edit.replace(grid, T.ceil_div(src.text_of(grid), str(WARP))))
@@ -985,6 +1030,8 @@ def _warp_reduction_stmt(src: CudaSource, stmt: ts.Node, helpers: dict[str, str]
         body = stmt.child_by_field_name("body")
         if body is not None and _ARG_BUTTERFLY.fullmatch(T.squash(src.text_of(body))):
             return True
+        if WI.pair_merge_loop(src, stmt):
+            return True
         if body is not None and body.type == "compound_statement" and len(body.named_children) == 1:
             body = body.named_children[0]
         if body is None or body.type != "expression_statement":
@@ -992,6 +1039,8 @@ def _warp_reduction_stmt(src: CudaSource, stmt: ts.Node, helpers: dict[str, str]
         t = T.squash(src.text_of(body)).rstrip(";")
         m = re.fullmatch(r"(\w+)(?:\+=|=\w+\(\1,)__shfl_(?:xor|down)_sync\(\w+,\1,\w+\)\)?", t)
         return m is not None
+    if WI.lane0_broadcast(src, stmt):
+        return True
     t = T.squash(src.text_of(stmt)).rstrip(";")
     m = re.fullmatch(r"([\w.]+)=([\w:]+)(?:<[^<>]*>)?\(\1(?:,.*)?\)", t)
     if m is None:

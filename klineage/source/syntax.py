@@ -180,6 +180,19 @@ def decl_name(decl: ts.Node) -> str | None:
     return d.text.decode() if d is not None and d.text else None
 
 
+def pointer_inits(fn: ts.Node) -> Iterator[tuple[ts.Node, ts.Node, ts.Node, ts.Node]]:
+    """(declaration, type, pointer declarator, initializer) of each declaration under `fn` of one
+    pointer with an initializer (`T* p = E;`): the aliases and carves of shared arrays."""
+    for n in walk(fn):
+        if n.type != "declaration" or len(n.children_by_field_name("declarator")) != 1:
+            continue
+        d, ty = n.child_by_field_name("declarator"), n.child_by_field_name("type")
+        v = d.child_by_field_name("value") if d is not None and d.type == "init_declarator" else None
+        ptr = d.child_by_field_name("declarator") if v is not None else None
+        if v is not None and ty is not None and ptr is not None and ptr.type == "pointer_declarator":
+            yield n, ty, ptr, v
+
+
 def local_decls(fn: ts.Node) -> dict[str, ts.Node]:
     """name -> the declarator node (init_declarator, plain declarator or parameter) in `fn`."""
     out: dict[str, ts.Node] = {}

@@ -14,8 +14,10 @@ from klineage.source.canon.guards import GuardToReturn
 from klineage.source.canon.host_args import HostArgToConstexpr
 from klineage.source.canon.initializers import BraceInitializer, FunctorCall
 from klineage.source.canon.inline_helpers import InlineStagingHelper
+from klineage.source.canon.lane_guard import WarpUniformLaneGuard
 from klineage.source.canon.launch import InlineDim3
 from klineage.source.canon.loops import InlineStride, WhileToFor
+from klineage.source.canon.scopes import LoopLocalTemporary
 from klineage.source.canon.shadow import HostShadowRename
 from klineage.source.canon.templates import TemplateArgsToConstexpr
 from klineage.source.canon.thread_index import ThreadIndexSpelling
@@ -40,6 +42,8 @@ RULES: tuple[Rule, ...] = (
     ThreadIndexSpelling(),
     ThreadIndexAlias(),
     SharedArrayAlias(),
+    LoopLocalTemporary(),
+    WarpUniformLaneGuard(),
     WhileToFor(),
     InlineStride(),
     GuardToReturn(),

@@ -84,14 +84,7 @@ def _shared_arrays(src: CudaSource, fn: ts.Node) -> dict[str, str]:
 def _pointer_aliases(src: CudaSource, fn: ts.Node, shared: dict[str, str]) -> list[ts.Node]:
     """Declarations of one non-const pointer of a shared array's element type set to that array."""
     out = []
-    for n in S.walk(fn):
-        if n.type != "declaration" or len(n.children_by_field_name("declarator")) != 1:
-            continue
-        d, ty = n.child_by_field_name("declarator"), n.child_by_field_name("type")
-        v = d.child_by_field_name("value") if d is not None and d.type == "init_declarator" else None
-        ptr = d.child_by_field_name("declarator") if v is not None else None
-        if v is None or ty is None or ptr is None or ptr.type != "pointer_declarator":
-            continue
+    for n, ty, ptr, v in S.pointer_inits(fn):
         arr = S.squash(src.text_of(v))
         if (
             arr in shared
