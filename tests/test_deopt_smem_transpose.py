@@ -68,3 +68,12 @@ def test_a_store_that_splits_two_different_indices_is_no_site() -> None:
     text = src.text.replace("As[e % kBK][e / kBK]", "As[e % kBK][(e + 1) / kBK]")
     assert text != src.text
     assert OP.find(CudaSource.from_text(text)) == []
+
+
+def test_a_tile_indexed_by_its_own_element_is_no_site() -> None:
+    """`As[kk][As[0][0] > 0.f ? ...]`: swapping the outer access would rewrite the inner one
+    inside it; such a tile is left alone."""
+    src = _canonical("smem_transpose", "thread_tile")
+    text = src.text.replace("As[kk][ty * kTM + i]", "As[kk][(As[0][ty] > 0.f ? ty : ty) * kTM + i]")
+    assert text != src.text
+    assert OP.find(CudaSource.from_text(text)) == []

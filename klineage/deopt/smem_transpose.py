@@ -219,8 +219,16 @@ def _layout(src: CudaSource, tile: _Tile) -> str | None:
     patterns of the module docstring, else None."""
     stores = [a for a in tile.accesses if a.store]
     reads = [a for a in tile.accesses if not a.store]
-    if not stores or not reads:
-        return None
+    if (
+        not stores
+        or not reads
+        or any(
+            a is not b and b.node.start_byte <= a.node.start_byte < b.node.end_byte
+            for a in tile.accesses
+            for b in tile.accesses
+        )
+    ):
+        return None  # an access inside another's index: one swap would overlap the other
     orders = set()
     for a in stores:
         f, s = _split(src, tile.fn, a.first), _split(src, tile.fn, a.second)
