@@ -68,8 +68,11 @@ class GemmTiling(Operator):
         for k in src.kernels:
             fn = src.node_for(k)
             staged = _shared_aliases(src, fn, shared)
+            # a staged read: assigned (`a = As[..]`) or brace-initialized (`T const a{As[..]}`)
             reads = re.compile(
-                r"=[^;=]*(?<![\w.])(" + "|".join(re.escape(s) for s in sorted(staged)) + r")\b"
+                r"(?:=|(?<![\w.])(?!else\{|do\{)\w+\{)[^;=]*(?<![\w.])("
+                + "|".join(re.escape(s) for s in sorted(staged))
+                + r")\b"
             )
             taken: list[ts.Node] = []
             for loop in (n for n in T.walk(fn) if n.type == "for_statement"):

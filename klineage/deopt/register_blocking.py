@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import tree_sitter as ts
 
 from klineage.deopt import _threads as T
+from klineage.deopt._asserts import failing_asserts
 from klineage.deopt.base import Operator, Precondition, Refused, Site
 from klineage.source import edit
 from klineage.source.constructs import Function
@@ -25,6 +26,8 @@ from klineage.source.model import CudaSource
 from klineage.source.syntax import IntConstant, int_constants
 
 DEFAULT_FACTOR = 4
+#: how many times the K tile may double for the file's static_asserts to hold
+_MAX_K_DOUBLINGS = 4
 
 
 @dataclass(frozen=True)
@@ -224,7 +227,61 @@ class RegisterBlocking(Operator):
                 "Layout",
             )
         )
+        if not forward and all(f.holds for f in facts):
+            facts += self._asserts_after(src, kernel, changes)
         return facts, list(changes.values())
+
+    def _asserts_after(
+        self, src: CudaSource, kernel: Function, changes: dict[str, tuple[IntConstant, int]]
+    ) -> list[Precondition]:
+        """The file's static_asserts at the new sizes. When they fail (a loader that needs every
+        tile to hold a whole multiple of the block's threads, now that the block has more threads
+        per tile row), the K tile the two shared tiles share is doubled until they hold (any K tile
+        computes the same product); none holding refuses. Listed only when the plain edit fails
+        them, so steps that never needed it keep their precondition sets."""
+
+        def failing(extra: dict[str, tuple[IntConstant, int]]) -> list[str]:
+            edits = [edit.Edit(c.start, c.end, str(v)) for c, v in {**changes, **extra}.values()]
+            after = edit.apply_edits(src, edits)
+            k = after.kernel(kernel.name)
+            return failing_asserts(after, k) if k is not None else []
+
+        first = failing({})
+        if not first:
+            return []
+        bk, why = self._k_tile(src, kernel)
+        if bk is not None and bk.name not in changes:
+            for doubling in range(1, _MAX_K_DOUBLINGS + 1):
+                new = bk.value << doubling
+                if not failing({bk.name: (bk, new)}):
+                    changes[bk.name] = (bk, new)
+                    return [
+                        Precondition(
+                            "static_asserts_hold",
+                            True,
+                            f"the file's static_asserts hold once the K tile {bk.name} grows {bk.value} -> {new}",
+                            "Layout",
+                        )
+                    ]
+            why = f"no K tile {bk.name} up to {bk.value << _MAX_K_DOUBLINGS} satisfies them"
+        return [
+            Precondition("static_asserts_hold", False, f"{first[0]} fails at the new sizes; {why}", "Layout")
+        ]
+
+    def _k_tile(self, src: CudaSource, kernel: Function) -> tuple[IntConstant | None, str]:
+        """The constant behind the one size the kernel's 2-D shared tiles have in common (A's
+        [BM][BK] and B's [BK][BN]: the K tile)."""
+        dims: list[set[str]] = []
+        for d in T.walk(src.node_for(kernel)):
+            if d.type == "declaration" and "__shared__" in src.text_of(d).split("[")[0]:
+                sizes = re.findall(r"\[\s*(\w+)\s*\]", T.squash(src.text_of(d)))
+                if len(sizes) == 2:
+                    dims.append(set(sizes))
+        common = set.intersection(*dims) if len(dims) >= 2 else set()
+        if len(common) != 1:
+            return None, "no K tile shared by two 2-D shared tiles to grow"
+        (name,) = common
+        return self._const(src, kernel, name)
 
     def _target(self, old: int, forward: bool, factor: int) -> int:
         """The micro-tile size a step sets (the block tile scales with it, threads kept)."""

@@ -30,6 +30,7 @@ from klineage.deopt.row_stats import RowStats
 from klineage.deopt.size_dispatch import SizeDispatch
 from klineage.deopt.smem_padding import SmemPadding
 from klineage.deopt.smem_staging import SmemStaging
+from klineage.deopt.smem_transpose import SmemTranspose
 from klineage.deopt.tensor_core import TensorCore
 from klineage.deopt.tile_size import TileSize
 from klineage.deopt.tree_addressing import TreeAddressing
@@ -55,6 +56,7 @@ _OPERATORS: list[Operator] = [
     WarpShuffleReduce(),
     CgReduce(),
     SmemPadding(),  # smem_layout
+    SmemTranspose(),
     TreeAddressing(),
     TreeCompaction(),
     TwoLevelReduce(),

@@ -73,41 +73,72 @@ def file_constants(src: CudaSource) -> dict[str, int]:
     return out
 
 
-def eval_int(text: str, env: Mapping[str, int]) -> int | None:
-    """The integer value of small C arithmetic over literals and known names, or None."""
+#: the syntax of small C integer arithmetic, as Python parses it
+_ARITHMETIC = (
+    ast.Expression,
+    ast.BinOp,
+    ast.UnaryOp,
+    ast.Constant,
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.FloorDiv,
+    ast.Mod,
+    ast.LShift,
+    ast.RShift,
+    ast.USub,
+    ast.BitAnd,
+    ast.BitOr,
+    ast.BitXor,
+)
+#: and of conditions over it (`==`, `&&`, `!`, ...)
+_CONDITIONS = (
+    *_ARITHMETIC,
+    ast.BoolOp,
+    ast.Compare,
+    ast.Not,
+    ast.And,
+    ast.Or,
+    ast.Eq,
+    ast.NotEq,
+    ast.Lt,
+    ast.LtE,
+    ast.Gt,
+    ast.GtE,
+)
+
+
+def _evaluate(text: str, env: Mapping[str, int], allowed: tuple[type, ...]) -> object:
+    """The value of C text over literals and `env` read as Python, when its syntax is `allowed`."""
     t = text.strip()
     t = re.sub(r"static_cast<\s*\w+\s*>", "", t)
     t = _INT_LIT.sub(lambda m: str(int(m.group(1), 0)), t)
     t = subst_idents(t, {k: str(v) for k, v in env.items()})
+    if ast.BoolOp in allowed:
+        t = re.sub(r"!(?!=)", " not ", t.replace("&&", " and ").replace("||", " or "))
     t = t.replace("/", "//").replace("////", "//")
     try:
         tree = ast.parse(t, mode="eval")
     except SyntaxError:
         return None
-    ok = (
-        ast.Expression,
-        ast.BinOp,
-        ast.UnaryOp,
-        ast.Constant,
-        ast.Add,
-        ast.Sub,
-        ast.Mult,
-        ast.FloorDiv,
-        ast.Mod,
-        ast.LShift,
-        ast.RShift,
-        ast.USub,
-        ast.BitAnd,
-        ast.BitOr,
-        ast.BitXor,
-    )
-    if not all(isinstance(n, ok) for n in ast.walk(tree)):
+    if not all(isinstance(n, allowed) for n in ast.walk(tree)):
         return None
     try:
-        v = eval(compile(tree, "<int>", "eval"), {"__builtins__": {}}, {})  # noqa: S307
+        return eval(compile(tree, "<int>", "eval"), {"__builtins__": {}}, {})  # noqa: S307
     except (ZeroDivisionError, ValueError, OverflowError):
         return None
+
+
+def eval_int(text: str, env: Mapping[str, int]) -> int | None:
+    """The integer value of small C arithmetic over literals and known names, or None."""
+    v = _evaluate(text, env, _ARITHMETIC)
     return v if isinstance(v, int) else None
+
+
+def eval_condition(text: str, env: Mapping[str, int]) -> bool | None:
+    """The truth of a C integer condition (`==`, `%`, `&&`, `!`, ...) over literals and `env`, or None."""
+    v = _evaluate(" ".join(text.split()), env, _CONDITIONS)
+    return bool(v) if isinstance(v, int) else None
 
 
 def is_pow2(v: int | None) -> bool:
