@@ -12,9 +12,11 @@ that passes it, together with the same literal (and literal - 1) in those launch
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from klineage.deopt import _threads as T
-from klineage.deopt.base import Operator, Precondition, Refused, Site
+from klineage.deopt.base import LaunchValues, Operator, Precondition, Refused, Site
+from klineage.deopt.block_shape import block_size_facts
 from klineage.source import edit
 from klineage.source import syntax as S
 from klineage.source.model import CudaSource
@@ -240,6 +242,17 @@ class TileSize(Operator):
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         return self._facts(src, site)
+
+    def shape_preconditions(
+        self, src: CudaSource, site: Site, bench: Sequence[LaunchValues]
+    ) -> list[Precondition]:
+        """A changed constant that sizes thread blocks must fit the bench sizes (block_shape's rule):
+        the value steps are what the CPU judge cannot time, so a materializer keeps to the ones
+        that leave the GPU's SMs and the block's threads work."""
+        d = site.details
+        if d["kind"] == "template" or not bench:
+            return []
+        return block_size_facts(src, d["name"], int(d["original"]), int(d["chosen"]), bench)
 
     def _edit(self, src: CudaSource, site: Site) -> CudaSource:
         d = site.details
