@@ -128,3 +128,23 @@ def test_the_offline_provider_sizes_for_the_workload() -> None:
     sized = _proposal("block_per_row")
     assert sized is not None and "constexpr int threads = 1024;" in sized
     assert _proposal("tile_size") is None
+
+
+def test_the_cpu_judge_keeps_a_block_grown_for_long_rows() -> None:
+    """A kernel that is a block per row already, with a block of 64 (2048 elements a thread at
+    softmax_long's size): tile_size's candidate is kept by the CPU judge for its shape effect;
+    at rows of 4096 (64 a thread) the same candidate has no effect the judge can see."""
+    from klineage.gates.result import GateResult
+    from klineage.materialize.judge import judge
+    from klineage.materialize.providers.offline import apply_everywhere
+
+    src = _long()
+    (row,) = BPR.find_forward(src)
+    block = BPR.apply(src, row)
+    grown, done, _ = apply_everywhere(TILE, block, LONG_BENCH)
+    assert done and "constexpr int threads = 1024;" in grown.text
+    ok = GateResult(True, "done", "ok")
+    v = judge(block.text, grown.text, ok, ok, TILE, LONG_BENCH)
+    assert v.kept and "2048 -> 128" in v.reason, v.reason
+    assert judge(block.text, grown.text, ok, ok, TILE, [(None, None, 512, 4096)]).verdict == "no_effect"
+    assert judge(block.text, grown.text, ok, ok, TILE).verdict == "no_effect"

@@ -157,6 +157,13 @@ class Operator(ABC):
         is correct at every size may still only cost time at the sizes that matter."""
         return []
 
+    def shape_effect(
+        self, before: CudaSource, after: CudaSource, bench: Sequence[LaunchValues]
+    ) -> str | None:
+        """Why `after` suits the bench sizes better than `before`, when the step's effect shows in
+        the sizes rather than in its site count (a changed value); None: no such effect (default)."""
+        return None
+
     # ---- helpers ----------------------------------------------------------------------------
     def _check(self, facts: list[Precondition]) -> None:
         failed = [f for f in facts if not f.holds]

@@ -13,6 +13,10 @@ Two ways a larger block wastes the GPU, read from each launch whose block uses t
 
 A launch, or a bench size, whose sizes cannot be evaluated is not judged; the value is refused only
 when every judged launch at every bench size wastes it.
+
+The other side (`longest_walk`): how many elements of a block-strided loop a thread walks at the
+bench sizes. A value step that brings a walk over row_shape's MAX_PER_THREAD down is one the CPU
+judge may keep without timing it (tile_size's `shape_effect`).
 """
 
 from __future__ import annotations
@@ -89,14 +93,7 @@ def block_size_facts(
         if launcher is None or not _uses(ls.block, name):
             continue
         for values in bench:
-            env = {
-                **consts,
-                **{
-                    p.name: int(v)
-                    for p, v in zip(launcher.params, values, strict=False)
-                    if isinstance(v, int)
-                },
-            }
+            env = T.bench_env(consts, launcher, values)
             why = _waste(src, ls, name, old, new, env)
             if why is None:
                 continue
@@ -116,3 +113,23 @@ def block_size_facts(
             "Layout",
         )
     ]
+
+
+def longest_walk(src: CudaSource, bench: Sequence[LaunchValues]) -> int | None:
+    """The most elements of a `+= blockDim.x` loop one thread walks, over every launch and bench
+    size (the launch's block read through the launcher's locals); None when none can be judged."""
+    consts = T.file_constants(src)
+    walks = []
+    for ls in src.launch_sites:
+        launcher = src.function(ls.function or "")
+        info = src.kernel(ls.name)
+        if launcher is None or info is None:
+            continue
+        block_text = T.resolve_local(src, src.node_for(launcher), ls.block)
+        for values in bench:
+            env = T.bench_env(consts, launcher, values)
+            block = T.eval_int(block_text, env)
+            extents = _strided_extents(src, info, ls, env)
+            if block and block > 0 and extents:
+                walks.append(-(-max(extents) // block))
+    return max(walks) if walks else None

@@ -61,14 +61,7 @@ def row_shapes(
             return None
         block = T.eval_int(T.resolve_local(src, src.node_for(launcher), ls.block), consts)
         for values in bench:
-            env = {
-                **consts,
-                **{
-                    p.name: int(v)
-                    for p, v in zip(launcher.params, values, strict=False)
-                    if isinstance(v, int)
-                },
-            }
+            env = T.bench_env(consts, launcher, values)
             texts = [T.kernel_expr_in_launcher(src, info, ls, b, fn) for b in bounds]
             lengths = [T.eval_int(T.strip_casts(t), env) if t is not None else None for t in texts]
             if any(n is None for n in lengths):

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 
 from klineage.deopt import _threads as T
 from klineage.deopt.base import LaunchValues, Operator, Precondition, Refused, Site
-from klineage.deopt.block_shape import block_size_facts
+from klineage.deopt.block_shape import block_size_facts, longest_walk
+from klineage.deopt.row_shape import MAX_PER_THREAD
 from klineage.source import edit
 from klineage.source import syntax as S
 from klineage.source.model import CudaSource
@@ -253,6 +254,17 @@ class TileSize(Operator):
         if d["kind"] == "template" or not bench:
             return []
         return block_size_facts(src, d["name"], int(d["original"]), int(d["chosen"]), bench)
+
+    def shape_effect(
+        self, before: CudaSource, after: CudaSource, bench: Sequence[LaunchValues]
+    ) -> str | None:
+        """A block grown where each thread walked more than MAX_PER_THREAD elements of a
+        block-strided row at every bench size, and walks fewer now (the CPU judge's keep rule for a
+        value step it cannot time)."""
+        old, new = longest_walk(before, bench), longest_walk(after, bench)
+        if old is None or new is None or old <= MAX_PER_THREAD or new >= old:
+            return None
+        return f"at the bench sizes a thread walks {old} -> {new} elements of a block-strided loop"
 
     def _edit(self, src: CudaSource, site: Site) -> CudaSource:
         d = site.details
