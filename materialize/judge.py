@@ -3,15 +3,18 @@
 GPU (timing on both): faster by more than the timing spread (the larger run-to-run spread of the
 two: max minus min of the trial medians). CPU (no timing): correct and the optimization's static
 effect present: the operator's `find` sees more sites than before (for a free LLM move, any
-operator's). Text that did not change is never better.
+operator's), or, for a step whose effect is a changed value, the operator's `shape_effect` at the
+workload's bench sizes (tile_size: a block grown where threads walked long rows). Text that did
+not change is never better.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from klineage.deopt.base import Operator
+from klineage.deopt.base import LaunchValues, Operator
 from klineage.deopt.registry import operators as all_operators
 from klineage.errors import SourceError
 from klineage.gates.result import GateResult, Timing
@@ -55,7 +58,12 @@ def site_counts(text: str, ops: list[Operator]) -> dict[str, int]:
 
 
 def judge(
-    current: str, candidate: str, cur_gate: GateResult, cand_gate: GateResult, operator: Operator | None
+    current: str,
+    candidate: str,
+    cur_gate: GateResult,
+    cand_gate: GateResult,
+    operator: Operator | None,
+    bench: Sequence[LaunchValues] = (),
 ) -> Verdict:
     if not cand_gate.accepted:
         return Verdict(False, "rejected", f"{cand_gate.category}: {cand_gate.message}".strip())
@@ -91,7 +99,24 @@ def judge(
             "static effect present: " + ", ".join(f"{n} {before[n]} -> {after[n]} site(s)" for n in grew),
             detail,
         )
+    why = _shape_effect(operator, current, candidate, bench)
+    if why:
+        return Verdict(True, "kept", f"shape effect present: {why}", detail)
     names = ", ".join(o.name for o in ops) if len(ops) <= 3 else "any operator"
     return Verdict(
         False, "no_effect", f"correct, but no more {names} sites than before (static effect absent)", detail
     )
+
+
+def _shape_effect(
+    operator: Operator | None, current: str, candidate: str, bench: Sequence[LaunchValues]
+) -> str | None:
+    """The operator's `shape_effect` of the step at the bench sizes (None without them)."""
+    if operator is None or not bench:
+        return None
+    try:
+        before = CudaSource.from_text(current, "current.cu")
+        after = CudaSource.from_text(candidate, "candidate.cu")
+        return operator.shape_effect(before, after, bench)
+    except Exception:  # an operator bug or code that does not parse: no effect claimed
+        return None

@@ -606,7 +606,7 @@ class _Run:
         self.rec.gate_run(cand, raw)
         self.gated += 1
         r = self._judged(cand, raw)
-        v = judge(self.line.source, cand, self.line.gate, r, move.operator)
+        v = judge(self.line.source, cand, self.line.gate, r, move.operator, self.target.bench)
         step.gated, step.accepted, step.category, step.message = True, r.accepted, r.category, r.message
         step.gate_key, step.time_ms, step.resources = r.artifact_id, _ms(r), _resources(r)
         step.verdict, step.reason, step.kept, step.detail = v.verdict, v.reason, v.kept, v.detail

@@ -424,14 +424,18 @@ def grid_sizes(
             break
         text = subst_idents(text, sub)
     consts = file_constants(src)
-    out: list[int | None] = []
-    for values in bench:
-        env = {
-            **consts,
-            **{p.name: int(v) for p, v in zip(launcher.params, values, strict=False) if isinstance(v, int)},
-        }
-        out.append(eval_int(text, env))
-    return out
+    return [eval_int(text, bench_env(consts, launcher, values)) for values in bench]
+
+
+def bench_env(
+    consts: Mapping[str, int], launcher: Function, values: Sequence[int | float | None]
+) -> dict[str, int]:
+    """The names a launch's sizes are written in, at one bench shape: the file's constants and the
+    launcher's integer arguments (`values` in its parameters' order, None for a tensor)."""
+    return {
+        **consts,
+        **{p.name: int(v) for p, v in zip(launcher.params, values, strict=False) if isinstance(v, int)},
+    }
 
 
 def replace_grid(src: CudaSource, ls: LaunchSite, text: str) -> edit.Edit:

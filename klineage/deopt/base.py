@@ -126,15 +126,24 @@ class Operator(ABC):
         """Sites where `apply` could add the optimization (default: none)."""
         return []
 
-    def apply(self, src: CudaSource, site: Site) -> CudaSource:
-        """The optimization at a forward site; Refused when a precondition fails."""
+    def apply(self, src: CudaSource, site: Site, bench: Sequence[LaunchValues] = ()) -> CudaSource:
+        """The optimization at a forward site; Refused when a precondition fails. With the
+        workload's bench sizes (`bench`, as in `shape_preconditions`) its shape preconditions are
+        checked too, and an operator may size what it writes for them (`_apply_at`)."""
         if not self.mechanical_apply:
             raise Refused(f"{self.name}: no mechanical forward step; an LLM provider must write it")
         self._check(self.preconditions(src, site))
-        return self._apply(src, site)
+        if not bench:
+            return self._apply(src, site)
+        self._check(self.shape_preconditions(src, site, bench))
+        return self._apply_at(src, site, bench)
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
         raise Refused(f"{self.name}: no mechanical forward step")
+
+    def _apply_at(self, src: CudaSource, site: Site, bench: Sequence[LaunchValues]) -> CudaSource:
+        """The forward step sized for the bench sizes (default: the same as without them)."""
+        return self._apply(src, site)
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         """Static facts that make the optimization valid at a site (recorded in skills)."""
@@ -147,6 +156,13 @@ class Operator(ABC):
         per bench shape, the launcher's argument values in order (None for a tensor). A step that
         is correct at every size may still only cost time at the sizes that matter."""
         return []
+
+    def shape_effect(
+        self, before: CudaSource, after: CudaSource, bench: Sequence[LaunchValues]
+    ) -> str | None:
+        """Why `after` suits the bench sizes better than `before`, when the step's effect shows in
+        the sizes rather than in its site count (a changed value); None: no such effect (default)."""
+        return None
 
     # ---- helpers ----------------------------------------------------------------------------
     def _check(self, facts: list[Precondition]) -> None:

@@ -30,6 +30,7 @@ import tree_sitter as ts
 
 from klineage.deopt import _threads as T
 from klineage.deopt.base import LaunchValues, Precondition, Refused, Site
+from klineage.deopt.row_shape import block_for_row
 from klineage.deopt.rows import (
     BlockRows,
     Reduction,
@@ -42,6 +43,7 @@ from klineage.deopt.rows import (
 )
 from klineage.deopt.warp_per_row import WarpPerRow
 from klineage.source import edit
+from klineage.source.constructs import LaunchSite
 from klineage.source.model import CudaSource
 
 #: block size of the thread-per-row launches `remove` writes
@@ -649,44 +651,15 @@ class BlockPerRow(WarpPerRow):
         """A row shorter than the block leaves most of its threads idle on every pass
         (softmax_bf16_short: rows of 100 under blocks of 256): at the bench sizes some row must
         reach the block, or a warp per row is the layout that fits."""
-        fn = src.node_at(site.anchor)
-        info = src.kernel(site.details.get("kernel", ""))
-        if fn is None or info is None or not bench:
+        shapes = self._row_shapes(src, site, bench)
+        if not shapes or any(s.block is None or s.length >= s.block for s in shapes):
             return []
-        loops = self._thread_per_row(src, fn, info.name).loops
-        bounds = [
-            src.text_of(r.loop.child_by_field_name("condition").child_by_field_name("right")) for r in loops
-        ]
-        consts = T.file_constants(src)
-        seen: list[str] = []
-        for ls in T.launches_of(src, info.name):
-            launcher = src.function(ls.function or "")
-            if launcher is None:
-                return []
-            block = T.eval_int(T.resolve_local(src, src.node_for(launcher), ls.block), consts)
-            for values in bench:
-                env = {
-                    **consts,
-                    **{
-                        p.name: int(v)
-                        for p, v in zip(launcher.params, values, strict=False)
-                        if isinstance(v, int)
-                    },
-                }
-                lengths = [
-                    T.eval_int(T.strip_casts(t), env) if t is not None else None
-                    for t in (T.kernel_expr_in_launcher(src, info, ls, b, fn) for b in bounds)
-                ]
-                if block is None or not lengths or any(n is None or n >= block for n in lengths):
-                    return []
-                seen.append(f"{max(n for n in lengths if n is not None)} < {block}")
+        seen = [f"{s.length} < {s.block}" for s in shapes]
         return [
             fact(
                 "row_fills_the_block",
-                not seen,
-                "a row reaches the block's size at some bench size"
-                if not seen
-                else f"at every bench size the rows are shorter than the block ({', '.join(dict.fromkeys(seen))}): "
+                False,
+                f"at every bench size the rows are shorter than the block ({', '.join(dict.fromkeys(seen))}): "
                 "most of each block would idle; a warp per row fits",
                 "Layout",
             )
@@ -708,6 +681,21 @@ class BlockPerRow(WarpPerRow):
         return T.declarator_ident(rows[0]) if len(rows) == 1 else None
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
+        return self._to_blocks(src, site, {})
+
+    def _apply_at(self, src: CudaSource, site: Site, bench: Sequence[LaunchValues]) -> CudaSource:
+        """A block per row whose block is sized for the longest bench row (row_shape's rule): a
+        launch keeps its block unless each thread would walk more than MAX_PER_THREAD elements."""
+        shapes = self._row_shapes(src, site, bench) or []
+        if not shapes or any(s.block is None for s in shapes):
+            return self._apply(src, site)
+        longest = max(s.length for s in shapes)
+        blocks = {s.block for s in shapes if s.block is not None}
+        grown = {b: block_for_row(longest, b) for b in blocks}
+        return self._to_blocks(src, site, {b: g for b, g in grown.items() if g != b})
+
+    def _to_blocks(self, src: CudaSource, site: Site, grow: dict[int, int]) -> CudaSource:
+        """The forward edit; a launch whose block evaluates to a key of `grow` runs its value."""
         fn = src.node_at(site.anchor)
         assert fn is not None
         f = self._thread_per_row(src, fn, site.details["kernel"])
@@ -725,9 +713,22 @@ class BlockPerRow(WarpPerRow):
             )
             edits.append(edit.replace(r.loop, loop))
         edits += [self._guarded(src, stmt, "threadIdx.x == 0") for stmt in f.stores]
-        for ls in T.launches_of(src, site.details["kernel"]):
-            grid = T.config_nodes(src, ls)[0]
+        consts = T.file_constants(src)
+        launches = T.launches_of(src, site.details["kernel"])
+        sized: set[tuple[int, int]] = set()
+        for ls in launches:
+            grid, block = T.config_nodes(src, ls)[:2]
             edits.append(edit.replace(grid, T.param_map(info, ls)[bound or ""]))
+            launcher = T.enclosing_launcher(src, ls)
+            now = (
+                T.eval_int(T.resolve_local(src, launcher, ls.block), consts) if launcher is not None else None
+            )
+            if launcher is None or now not in grow:
+                continue
+            where = _block_constant(src, launcher, block, launches) or block
+            if (where.start_byte, where.end_byte) not in sized:
+                sized.add((where.start_byte, where.end_byte))
+                edits.append(edit.replace(where, str(grow[now])))
         return edit.apply_edits(src, edits)
 
     @staticmethod
@@ -780,3 +781,30 @@ def _same_value(src: CudaSource, launcher: ts.Node | None, a: str, b: str) -> bo
     return launcher is not None and T.squash(T.resolve_local(src, launcher, a)) == T.squash(
         T.resolve_local(src, launcher, b)
     )
+
+
+def _block_constant(
+    src: CudaSource, launcher: ts.Node, block: ts.Node, launches: Sequence[LaunchSite]
+) -> ts.Node | None:
+    """The literal initializer of the launcher's local that names the block (`const int threads =
+    64;`), when that local is read only in these launches' configurations (the grid goes to the row
+    count, so sizing the local sizes the block alone); None otherwise (the launch's block is
+    written instead)."""
+    name = T.squash(src.text_of(block))
+    if not re.fullmatch(r"[A-Za-z_]\w*", name) or name in T.assigned_in(launcher):
+        return None
+    decls = [d for d in T.walk(launcher) if d.type == "init_declarator" and T.declarator_ident(d) == name]
+    value = decls[0].child_by_field_name("value") if len(decls) == 1 else None
+    if value is None or value.type != "number_literal":
+        return None
+    configs = [(c.start_byte, c.end_byte) for ls in launches for c in T.config_nodes(src, ls)]
+    for n in T.walk(launcher):
+        if (
+            n.type != "identifier"
+            or src.text_of(n) != name
+            or decls[0].start_byte <= n.start_byte < value.start_byte
+        ):
+            continue
+        if not any(a <= n.start_byte < b for a, b in configs):
+            return None
+    return value

@@ -12,9 +12,12 @@ that passes it, together with the same literal (and literal - 1) in those launch
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from klineage.deopt import _threads as T
-from klineage.deopt.base import Operator, Precondition, Refused, Site
+from klineage.deopt.base import LaunchValues, Operator, Precondition, Refused, Site
+from klineage.deopt.block_shape import block_size_facts, longest_walk
+from klineage.deopt.row_shape import MAX_PER_THREAD
 from klineage.source import edit
 from klineage.source import syntax as S
 from klineage.source.model import CudaSource
@@ -240,6 +243,28 @@ class TileSize(Operator):
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         return self._facts(src, site)
+
+    def shape_preconditions(
+        self, src: CudaSource, site: Site, bench: Sequence[LaunchValues]
+    ) -> list[Precondition]:
+        """A changed constant that sizes thread blocks must fit the bench sizes (block_shape's rule):
+        the value steps are what the CPU judge cannot time, so a materializer keeps to the ones
+        that leave the GPU's SMs and the block's threads work."""
+        d = site.details
+        if d["kind"] == "template" or not bench:
+            return []
+        return block_size_facts(src, d["name"], int(d["original"]), int(d["chosen"]), bench)
+
+    def shape_effect(
+        self, before: CudaSource, after: CudaSource, bench: Sequence[LaunchValues]
+    ) -> str | None:
+        """A block grown where each thread walked more than MAX_PER_THREAD elements of a
+        block-strided row at every bench size, and walks fewer now (the CPU judge's keep rule for a
+        value step it cannot time)."""
+        old, new = longest_walk(before, bench), longest_walk(after, bench)
+        if old is None or new is None or old <= MAX_PER_THREAD or new >= old:
+            return None
+        return f"at the bench sizes a thread walks {old} -> {new} elements of a block-strided loop"
 
     def _edit(self, src: CudaSource, site: Site) -> CudaSource:
         d = site.details

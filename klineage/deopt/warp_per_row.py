@@ -23,14 +23,15 @@ its grid by 32 (rounding up).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import tree_sitter as ts
 
 from klineage.deopt import _threads as T
 from klineage.deopt import _warp_index as WI
-from klineage.deopt.base import Operator, Precondition, Refused, Site
+from klineage.deopt.base import LaunchValues, Operator, Precondition, Refused, Site
+from klineage.deopt.row_shape import MAX_WARP_ROW, MIN_WARP_ROW, RowShape, row_shapes
 from klineage.deopt.rows import (
     BLOCK_COOP,
     COLLECTIVE,
@@ -817,6 +818,50 @@ class WarpPerRow(Operator):
         if fn is None:
             return [fact("one_thread_per_row", False, "the kernel is not at this anchor", "Layout")]
         return self._thread_per_row(src, fn, site.details["kernel"]).facts
+
+    def shape_preconditions(
+        self, src: CudaSource, site: Site, bench: Sequence[LaunchValues]
+    ) -> list[Precondition]:
+        """A warp fits rows between a few elements and a few hundred a lane (row_shape's rule):
+        rows shorter than MIN_WARP_ROW at every bench size keep a thread per row (most lanes
+        would idle), rows longer than MAX_WARP_ROW at every bench size take a block per row."""
+        shapes = self._row_shapes(src, site, bench)
+        if not shapes:
+            return []
+        lengths = sorted({s.length for s in shapes})
+        facts = []
+        if lengths[-1] < MIN_WARP_ROW:
+            facts.append(
+                fact(
+                    "row_reaches_a_warp",
+                    False,
+                    f"rows of {', '.join(map(str, lengths))} at the bench sizes, under {MIN_WARP_ROW} "
+                    f"elements: a warp would idle most of its {WARP} lanes; a thread per row fits",
+                    "Layout",
+                )
+            )
+        if lengths[0] > MAX_WARP_ROW:
+            facts.append(
+                fact(
+                    "row_fits_a_warp",
+                    False,
+                    f"rows of {', '.join(map(str, lengths))} at the bench sizes, over {MAX_WARP_ROW} "
+                    f"elements ({MAX_WARP_ROW // WARP} a lane): a block per row streams them",
+                    "Layout",
+                )
+            )
+        return facts
+
+    def _row_shapes(
+        self, src: CudaSource, site: Site, bench: Sequence[LaunchValues]
+    ) -> list[RowShape] | None:
+        """Per launch and bench size, the launch's block and the longest row (None: not judged)."""
+        fn = src.node_at(site.anchor)
+        info = src.kernel(site.details.get("kernel", ""))
+        if fn is None or info is None or not bench:
+            return None
+        loops = [r.loop for r in self._thread_per_row(src, fn, info.name).loops]
+        return row_shapes(src, fn, info, loops, bench)
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
         fn = src.node_at(site.anchor)
