@@ -255,8 +255,7 @@ class CoalescedMapping(Operator):
             edits += [
                 edit.Edit(gx.start_byte, gx.end_byte, flip(src.text_of(gy))),
                 edit.Edit(gy.start_byte, gy.end_byte, flip(src.text_of(gx))),
-                edit.Edit(bx.start_byte, bx.end_byte, src.text_of(by)),
-                edit.Edit(by.start_byte, by.end_byte, src.text_of(bx)),
+                *edit.swap(src, bx, by),
             ]
         return edit.apply_edits(src, edits)
 

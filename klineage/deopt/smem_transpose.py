@@ -326,18 +326,12 @@ class SmemTranspose(Operator):
     def _swap(self, src: CudaSource, site: Site) -> CudaSource:
         tile = self._at(src, site)
         d0, d1 = tile.sizes
-        edits = [
-            edit.Edit(d0.start_byte, d0.end_byte, src.text_of(d1)),
-            edit.Edit(d1.start_byte, d1.end_byte, src.text_of(d0)),
-        ]
+        edits = edit.swap(src, d0, d1)
         for a in tile.accesses:
             inner = a.node.child_by_field_name("argument")
             first, second = _bracket(inner), _bracket(a.node)
             assert first is not None and second is not None
-            edits += [
-                edit.Edit(first.start_byte, first.end_byte, src.text_of(second)),
-                edit.Edit(second.start_byte, second.end_byte, src.text_of(first)),
-            ]
+            edits += edit.swap(src, first, second)
         return edit.apply_edits(src, edits)
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:

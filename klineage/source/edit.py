@@ -92,6 +92,12 @@ def replace(target: Target, text: str) -> Edit:
     return Edit(start, end, text)
 
 
+def swap(src: CudaSource, a: ts.Node, b: ts.Node) -> list[Edit]:
+    """Two disjoint nodes exchange their texts (an operator that is its own inverse: a tile's two
+    dimensions, two grid axes)."""
+    return [replace(a, src.text_of(b)), replace(b, src.text_of(a))]
+
+
 def insert_before(target: Target, text: str) -> Edit:
     """Insert `text` right before a node; include your own newline/indent."""
     start, _ = _range(target)
