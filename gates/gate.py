@@ -24,6 +24,7 @@ from klineage.gates.child import run_worker
 from klineage.gates.compile import CompileResult, compile_cubin, nvcc_version
 from klineage.gates.cuda.device_lock import device_slot
 from klineage.gates.result import GateResult, ShapeCheck, Timing
+from klineage.gates.twins import Twins
 
 T = TypeVar("T")
 
@@ -136,6 +137,10 @@ def gate(
     digest = cache.folder_digest(wl.source_dir)
     if digest is not None:
         cache.remember(cache.answer_key(text, digest, options.key_fields(), toolchain), key, cache_root)
+    twins = None
+    if use_cache and options.backend == "cuda":
+        context = {"workload": wl.fingerprint(), "options": options.key_fields(), "toolchain": toolchain}
+        twins = Twins(context, cache_root)
     with _single_flight(key):
         if use_cache:
             hit = cache.load_cached(key, cache_root)
@@ -143,12 +148,25 @@ def gate(
                 return hit
         work = cache.fresh_dir(key, cache_root)
         (work / "source.cu").write_text(text)
-        result = _run_stages(text, name, wl, options, backend, work)
+        result = _run_stages(text, name, wl, options, backend, work, twins)
         result.artifact_id = key[:16]
         result.backend = options.backend
         result.elapsed_s = time.perf_counter() - t0
         cache.store(key, result, cache_root, staging=work)
+        if twins is not None and not result.twin_of and cache.reusable(result):
+            twins.file(key)
     return result
+
+
+def _as_twin(earlier: GateResult, stages: dict[str, float], resources: Any) -> GateResult:
+    """A binary twin's verdict for this candidate: the earlier gate's checks and timing, this
+    gate's compile stages and resources, and whose verdict it is."""
+    twin = GateResult.from_dict(earlier.to_dict())
+    twin.cached = False
+    twin.twin_of = earlier.artifact_id
+    twin.resources = resources
+    twin.stages_s = dict(stages)
+    return twin
 
 
 _flights: dict[str, threading.Lock] = {}
@@ -183,7 +201,9 @@ def quick_answer(
     return cache.recall(cache.answer_key(text, digest, options.key_fields(), toolchain), cache_root)
 
 
-def _run_stages(text: str, name: str, wl: Workload, options: GateOptions, backend, work: Path) -> GateResult:
+def _run_stages(
+    text: str, name: str, wl: Workload, options: GateOptions, backend, work: Path, twins: Twins | None = None
+) -> GateResult:
     stages: dict[str, float] = {}
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -212,6 +232,11 @@ def _run_stages(text: str, name: str, wl: Workload, options: GateOptions, backen
         return GateResult.reject(
             "compile", build.category, _map_file(build.message, name), resources=resources, stages_s=stages
         )
+
+    if twins is not None and comp.ok:
+        earlier = twins.look(text, work / "nvcc" / "kernel.cubin")
+        if earlier is not None:
+            return _as_twin(earlier, stages, resources)
 
     payload = {
         "library": str(build.library),

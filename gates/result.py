@@ -125,6 +125,9 @@ class GateResult:
     #: the worker's phases as worker_<phase>): where a candidate's time went (a cached verdict
     #: keeps those of the run that produced it)
     stages_s: dict[str, float] = field(default_factory=dict)
+    #: the artifact id of the gate whose verdict this one reuses: a candidate whose built code is
+    #: identical to that one's (gates/twins.py), not run on the device again
+    twin_of: str = ""
 
     def __post_init__(self) -> None:
         if self.category not in VERDICT_CATEGORIES:
