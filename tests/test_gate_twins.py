@@ -40,14 +40,22 @@ class _Runs:
     def __init__(self) -> None:
         self.n = 0
 
-    def __call__(self, payload: dict[str, Any], workdir: Path, timeout_s: float, env: Any = None) -> ChildOutcome:
+    def __call__(
+        self, payload: dict[str, Any], workdir: Path, timeout_s: float, env: Any = None
+    ) -> ChildOutcome:
         self.n += 1
         result = {
             "category": "ok",
             "stage": "done",
             "message": f"run {self.n}",
             "checks": [],
-            "timing": {"median_ms": 1.0 + self.n, "min_ms": 1.0, "max_ms": 9.0, "trials": 3, "reps_per_trial": 50},
+            "timing": {
+                "median_ms": 1.0 + self.n,
+                "min_ms": 1.0,
+                "max_ms": 9.0,
+                "trials": 3,
+                "reps_per_trial": 50,
+            },
         }
         return ChildOutcome(0, result, "", "", False, 0.1)
 
@@ -74,7 +82,9 @@ def _gate(text: str, root: Path, **kw: Any) -> Any:
 
 
 @needs_nvcc
-def test_a_text_change_that_compiles_to_the_same_bytes_reuses_the_verdict(tmp_path: Path, fake_device: _Runs) -> None:
+def test_a_text_change_that_compiles_to_the_same_bytes_reuses_the_verdict(
+    tmp_path: Path, fake_device: _Runs
+) -> None:
     first = _gate(GOOD, tmp_path)
     assert fake_device.n == 1 and first.accepted and not first.twin_of
     # a comment in the kernel and a restrict the launcher does not change: other text, same binary
@@ -108,6 +118,10 @@ def test_an_emu_gate_never_reuses_a_twin(tmp_path: Path) -> None:
     """The emulator reads the text (its aliasing and race checks), so only cuda verdicts are shared."""
     first = gate_mod.gate(GOOD, VADD, GateOptions(backend="emu"), name="k.cu", cache_root=tmp_path)
     again = gate_mod.gate(
-        GOOD.replace("int i =", "// x\n  int i ="), VADD, GateOptions(backend="emu"), name="k.cu", cache_root=tmp_path
+        GOOD.replace("int i =", "// x\n  int i ="),
+        VADD,
+        GateOptions(backend="emu"),
+        name="k.cu",
+        cache_root=tmp_path,
     )
     assert first.accepted and again.accepted and not again.twin_of and not again.cached
