@@ -87,7 +87,7 @@ def test_a_text_change_that_compiles_to_the_same_bytes_reuses_the_verdict(
 ) -> None:
     first = _gate(GOOD, tmp_path)
     assert fake_device.n == 1 and first.accepted and not first.twin_of
-    # a comment in the kernel and a restrict the launcher does not change: other text, same binary
+    # a comment in the kernel: other text, same binary
     same_binary = GOOD.replace("int i =", "// one element per thread\n  int i =")
     twin = _gate(same_binary, tmp_path)
     assert fake_device.n == 1, "a binary twin was run on the device"
