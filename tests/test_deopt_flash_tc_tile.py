@@ -1,0 +1,64 @@
+"""flash_fusion's tensor-core kernel on its larger tile: 64 query rows on 4 warps (16 rows each)
+sharing one stage of 64 keys, the stage read through one pointer per row (16-byte vectors when it
+can), the shared-memory budget of that tile, and the per-element fallback for a key row that is not
+one contiguous run (keys stored transposed) beside value rows that are not 16-byte aligned."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from deopt_parallel_checks import DATA, assert_passes
+
+from klineage.deopt import _flash_tc_emit as TC
+from klineage.deopt.flash_fusion import FlashFusion
+from klineage.source.model import CudaSource
+
+OP = FlashFusion()
+ROOT = Path(__file__).resolve().parents[1]
+ATTN = ROOT / "expert_kernels" / "attention_fwd"
+FP16 = DATA / "flash_fusion" / "fp16_heads"
+KT = DATA / "flash_fusion" / "fp16_kt"
+
+
+def _fuse(src: CudaSource) -> CudaSource:
+    (site,) = OP.find_forward(src)
+    facts = OP.preconditions(src, site)
+    assert all(f.holds for f in facts), facts
+    return OP.apply(src, site)
+
+
+def test_a_block_is_four_warps_of_16_query_rows_over_64_key_stages() -> None:
+    out = _fuse(CudaSource.from_file(ATTN / "naive.cu")).text
+    assert "attn_scores_flash<<<(unsigned)(((BH*S) + 63) / 64), 128, kl_smem, stream>>>" in out
+    assert "const int kl_w0 = kl_warp * 16;" in out  # a warp's own 16 query rows
+    assert "kl_j0 += 64" in out and "kl_acc[4]" in out  # 64 keys a stage: 4 score tiles a warp
+    # K and V rows staged through one pointer per row, 16 bytes at a time when aligned
+    assert "*reinterpret_cast<const uint4*>(kl_kp[kl_i] + kl_c)" in out
+    assert "*reinterpret_cast<const uint4*>(kl_vp[kl_i] + kl_c)" in out
+    assert (
+        "kl_val(kl_x, 0.0f)" in out.split("kl_uni && kl_qok) kl_v = kl_val(kl_x, *kl_s);")[1]
+    )  # mask only off the fast path
+
+
+def test_the_shared_memory_budget_is_the_64_row_tile_s() -> None:
+    text = (FP16 / "naive.cu").read_text()
+    for size, fits in ((256, True), (512, False)):
+        fixed = text.replace("(Q, K, S, BH, M, N, D, alpha)", f"(Q, K, S, BH, M, N, {size}, alpha)").replace(
+            "(S, V, O, BH, M, N, E)", f"(S, V, O, BH, M, N, {size})"
+        )
+        src = CudaSource.from_text(fixed, "k.cu")
+        (site,) = OP.find_forward(src)
+        facts = {f.name: f for f in OP.preconditions(src, site)}
+        assert facts["smem_budget"].holds is fits, (size, TC.smem_value(size, size))
+    # Q, K, V tiles (16-bit, rows padded by 8), the weights (16-bit), the fp32 output (rows padded
+    # by 4), scores, running max, sum and rescale, and two row-pointer arrays
+    assert (
+        TC.smem_value(128, 128)
+        == (64 * 136 + 64 * 136 + 64 * 136 + 64 * 72) * 2 + (64 * 132 + 64 * 68 + 3 * 64) * 4 + 2 * 64 * 8
+    )
+
+
+def test_transposed_keys_and_unaligned_value_rows_pass_the_emu_gate(tmp_path: Path) -> None:
+    out = _fuse(CudaSource.from_file(KT / "naive.cu"))
+    assert "kl_kat(" in out.text  # the contiguity check reads each key row's last address
+    assert_passes(out.text, KT, tmp_path, "kt_flash.cu")
