@@ -39,7 +39,7 @@ def test_attention_fwd_naive_fuses_and_passes_the_emu_gate(tmp_path: Path) -> No
     assert _launches(out.text) == ["attn_scores_flash"]  # one kernel instead of three
     launch = out.text[out.text.index("attn_scores_flash<<<") :].split(";")[0]
     assert ", P" not in launch  # the scratch is no longer passed
-    assert "__any_sync(0xffffffffu, kl_live)" in out.text  # a warp skips tiles its mask removes
+    assert "kl_live |= kl_mt != -INFINITY;" in out.text  # a warp skips P V on tiles its mask removes
     assert "kl_m[kl_rr] = kl_mn;" in out.text  # running max per query row
     assert_passes(out.text, ATTN, tmp_path, "attn_flash.cu")  # both head dims, both masks
 

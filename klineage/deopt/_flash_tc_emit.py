@@ -225,37 +225,49 @@ def _uniform() -> str:
 
 
 def _softmax(e: str, cv: str) -> str:
-    """The warp's rows: running max and sum against the tile's scores, weights kept in fp32 (in
-    place) and in 16-bit (`kl_ph`, for P V), each row's rescale factor in `kl_al`."""
+    """The warp's rows, a lane per key: each score through the producer's value lambda (on the
+    staged Q K^T, or the direct score when the tile is not the block's; -inf when masked), then the
+    running max and sum; weights kept in fp32 (in place) and in 16-bit (`kl_ph`, for P V), each
+    row's rescale factor in `kl_al`; `kl_live` whether any of the warp's scores is unmasked."""
     per = BK // 32
-    return f"""            for (int kl_i = 0; kl_i < 16; ++kl_i) {{
-                const int kl_rr = kl_w0 + kl_i;
-                float* kl_row = &kl_sc[kl_rr * {SLD}];
-                float kl_sv[{per}], kl_mt = -INFINITY;
-                #pragma unroll
-                for (int kl_h = 0; kl_h < {per}; ++kl_h) {{
-                    kl_sv[kl_h] = kl_row[kl_lane + 32 * kl_h];
-                    kl_mt = fmaxf(kl_mt, kl_sv[kl_h]);
+    return f"""        int kl_live = 0;
+        for (int kl_i = 0; kl_i < 16; ++kl_i) {{
+            const int kl_rr = kl_w0 + kl_i;
+            const long long kl_r = kl_r0 + kl_rr;
+            const bool kl_rok = kl_rowok(kl_r);
+            float* kl_row = &kl_sc[kl_rr * {SLD}];
+            float kl_sv[{per}], kl_mt = -INFINITY;
+            #pragma unroll
+            for (int kl_h = 0; kl_h < {per}; ++kl_h) {{
+                const long long kl_j = kl_j0 + kl_lane + 32 * kl_h, kl_x = kl_r * kl_len + kl_j;
+                float kl_v = -INFINITY;
+                if (kl_rok && kl_j < kl_len) {{
+                    if (kl_uni && kl_qok) kl_v = kl_val(kl_x, kl_row[kl_lane + 32 * kl_h]);
+                    else if (!(kl_val(kl_x, 0.0f) == -INFINITY && kl_val(kl_x, 1.0f) == -INFINITY)) kl_v = kl_direct(kl_x);
                 }}
-                for (int kl_o = 16; kl_o > 0; kl_o >>= 1) kl_mt = fmaxf(kl_mt, __shfl_xor_sync(0xffffffffu, kl_mt, kl_o));
-                const float kl_mo = kl_m[kl_rr], kl_mn = fmaxf(kl_mo, kl_mt);
-                float kl_sum = 0.0f;
-                #pragma unroll
-                for (int kl_h = 0; kl_h < {per}; ++kl_h) {{
-                    const float kl_p = kl_sv[kl_h] == -INFINITY ? 0.0f : {e}(kl_sv[kl_h] - kl_mn);
-                    kl_sum += kl_p;
-                    kl_row[kl_lane + 32 * kl_h] = kl_p;
-                    kl_ph[kl_rr * {PLD} + kl_lane + 32 * kl_h] = {cv}(kl_p);
-                }}
-                for (int kl_o = 16; kl_o > 0; kl_o >>= 1) kl_sum += __shfl_xor_sync(0xffffffffu, kl_sum, kl_o);
-                if (kl_lane == 0) {{
-                    const float kl_a = kl_mn == -INFINITY ? 1.0f : {e}(kl_mo - kl_mn);
-                    kl_al[kl_rr] = kl_a;
-                    kl_l[kl_rr] = kl_l[kl_rr] * kl_a + kl_sum;
-                    kl_m[kl_rr] = kl_mn;
-                }}
+                kl_sv[kl_h] = kl_v;
+                kl_mt = fmaxf(kl_mt, kl_v);
             }}
-            __syncwarp();
+            for (int kl_o = 16; kl_o > 0; kl_o >>= 1) kl_mt = fmaxf(kl_mt, __shfl_xor_sync(0xffffffffu, kl_mt, kl_o));
+            kl_live |= kl_mt != -INFINITY;
+            const float kl_mo = kl_m[kl_rr], kl_mn = fmaxf(kl_mo, kl_mt);
+            float kl_sum = 0.0f;
+            #pragma unroll
+            for (int kl_h = 0; kl_h < {per}; ++kl_h) {{
+                const float kl_p = kl_sv[kl_h] == -INFINITY ? 0.0f : {e}(kl_sv[kl_h] - kl_mn);
+                kl_sum += kl_p;
+                kl_row[kl_lane + 32 * kl_h] = kl_p;
+                kl_ph[kl_rr * {PLD} + kl_lane + 32 * kl_h] = {cv}(kl_p);
+            }}
+            for (int kl_o = 16; kl_o > 0; kl_o >>= 1) kl_sum += __shfl_xor_sync(0xffffffffu, kl_sum, kl_o);
+            if (kl_lane == 0) {{
+                const float kl_a = kl_mn == -INFINITY ? 1.0f : {e}(kl_mo - kl_mn);
+                kl_al[kl_rr] = kl_a;
+                kl_l[kl_rr] = kl_l[kl_rr] * kl_a + kl_sum;
+                kl_m[kl_rr] = kl_mn;
+            }}
+        }}
+        __syncwarp();
 """
 
 
@@ -311,22 +323,8 @@ def kernel(tp: ThreePhase, name: str, params: str, el: Element) -> str:
                 {w}::store_matrix_sync(kl_sc + kl_w0 * {SLD} + kl_f * 16, kl_acc[kl_f], {SLD}, {w}::mem_row_major);
         }}
         __syncwarp();
-        int kl_live = 0;
-        for (int kl_e = kl_lane; kl_e < {16 * BK}; kl_e += 32) {{
-            const int kl_rr = kl_w0 + kl_e / {BK}, kl_jj = kl_e % {BK};
-            const long long kl_r = kl_r0 + kl_rr, kl_j = kl_j0 + kl_jj, kl_x = kl_r * kl_len + kl_j;
-            float* kl_s = &kl_sc[kl_rr * {SLD} + kl_jj];
-            float kl_v = -INFINITY;
-            if (kl_j < kl_len && kl_rowok(kl_r)) {{
-                if (kl_uni && kl_qok) kl_v = kl_val(kl_x, *kl_s);
-                else if (!(kl_val(kl_x, 0.0f) == -INFINITY && kl_val(kl_x, 1.0f) == -INFINITY)) kl_v = kl_direct(kl_x);
-            }}
-            *kl_s = kl_v;
-            kl_live |= kl_v != -INFINITY;
-        }}
-        if (__any_sync(0xffffffffu, kl_live)) {{
-            __syncwarp();
-{_softmax(s.exp, cv)}            if (kl_uni) {{
+{_softmax(s.exp, cv)}        if (kl_live) {{
+            if (kl_uni) {{
                 for (int kl_i = 0; kl_i < 16; ++kl_i) {{
                     const float kl_a = kl_al[kl_w0 + kl_i];
                     if (kl_a != 1.0f)
