@@ -36,7 +36,7 @@ def test_a_block_is_four_warps_of_16_query_rows_over_64_key_stages() -> None:
     assert "*reinterpret_cast<const uint4*>(kl_kp[kl_i] + kl_c)" in out
     assert "*reinterpret_cast<const uint4*>(kl_vp[kl_i] + kl_c)" in out
     # one value-lambda call per score on the staged product; the mask is evaluated only off it
-    fast = "if (kl_uni && kl_qok) kl_v = kl_val(kl_x, kl_row[kl_lane + 32 * kl_h]);"
+    fast = "kl_v = kl_vrk(kl_r, kl_j, kl_d);"
     assert "kl_val(kl_x, 0.0f)" in out.split(fast)[1] and "kl_val(kl_x, 0.0f)" not in out.split(fast)[0]
 
 

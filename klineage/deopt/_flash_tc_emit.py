@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from klineage.deopt import _threads as T
 from klineage.deopt._flash_emit import lam, lambdas, row_state, same_tile
+from klineage.deopt._flash_index import row_key_lambda
 from klineage.deopt._three_phase import ThreePhase
 
 SMEM_LIMIT = 227 * 1024  # bytes of dynamic shared memory one block may opt in to (sm_90)
@@ -224,11 +225,12 @@ def _uniform() -> str:
 """
 
 
-def _softmax(e: str, cv: str) -> str:
+def _softmax(e: str, cv: str, score: str) -> str:
     """The warp's rows, a lane per key: each score through the producer's value lambda (on the
     staged Q K^T, or the direct score when the tile is not the block's; -inf when masked), then the
     running max and sum; weights kept in fp32 (in place) and in 16-bit (`kl_ph`, for P V), each
-    row's rescale factor in `kl_al`; `kl_live` whether any of the warp's scores is unmasked."""
+    row's rescale factor in `kl_al`; `kl_live` whether any of the warp's scores is unmasked.
+    `score`: the value of the staged product `kl_d` at row `kl_r`, key `kl_j` (scratch index `kl_x`)."""
     per = BK // 32
     return f"""        int kl_live = 0;
         for (int kl_i = 0; kl_i < 16; ++kl_i) {{
@@ -242,7 +244,10 @@ def _softmax(e: str, cv: str) -> str:
                 const long long kl_j = kl_j0 + kl_lane + 32 * kl_h, kl_x = kl_r * kl_len + kl_j;
                 float kl_v = -INFINITY;
                 if (kl_rok && kl_j < kl_len) {{
-                    if (kl_uni && kl_qok) kl_v = kl_val(kl_x, kl_row[kl_lane + 32 * kl_h]);
+                    if (kl_uni && kl_qok) {{
+                        const float kl_d = kl_row[kl_lane + 32 * kl_h];
+                        kl_v = {score};
+                    }}
                     else if (!(kl_val(kl_x, 0.0f) == -INFINITY && kl_val(kl_x, 1.0f) == -INFINITY)) kl_v = kl_direct(kl_x);
                 }}
                 kl_sv[kl_h] = kl_v;
@@ -278,6 +283,8 @@ def kernel(tp: ThreePhase, name: str, params: str, el: Element) -> str:
     frag = f"{w}::fragment"
     stage_q, stage_kv = _staging(tp, el)
     nf = BK // 16
+    by_coords = row_key_lambda(tp)
+    score = "kl_vrk(kl_r, kl_j, kl_d)" if by_coords else "kl_val(kl_x, kl_d)"
     return f"""__global__ void {name}({params}) {{
     extern __shared__ __align__(128) unsigned char kl_tsm[];
 {lambdas(tp)}{_addresses(tp)}    const int kl_dq = (int)({p.extent});
@@ -287,7 +294,7 @@ def kernel(tp: ThreePhase, name: str, params: str, el: Element) -> str:
     const int kl_vec = kl_dq % 8 == 0 && kl_dv % 8 == 0;
     const long long kl_len = (long long)({tp.length});
     const long long kl_r0 = (long long)blockIdx.x * {BR};
-    float* kl_os = reinterpret_cast<float*>(kl_tsm);
+{by_coords or ""}    float* kl_os = reinterpret_cast<float*>(kl_tsm);
     float* kl_sc = kl_os + {BR} * kl_dos;
     float* kl_m = kl_sc + {BR * SLD};
     float* kl_l = kl_m + {BR};
@@ -323,7 +330,7 @@ def kernel(tp: ThreePhase, name: str, params: str, el: Element) -> str:
                 {w}::store_matrix_sync(kl_sc + kl_w0 * {SLD} + kl_f * 16, kl_acc[kl_f], {SLD}, {w}::mem_row_major);
         }}
         __syncwarp();
-{_softmax(s.exp, cv)}        if (kl_live) {{
+{_softmax(s.exp, cv, score)}        if (kl_live) {{
             if (kl_uni) {{
                 for (int kl_i = 0; kl_i < 16; ++kl_i) {{
                     const float kl_a = kl_al[kl_w0 + kl_i];
