@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from klineage.deopt._flash_index import _rewrite, row_key_lambda
+from klineage.deopt._flash_index import _rewrite, coordinates
 from klineage.deopt.flash_fusion import FlashFusion
 from klineage.source.model import CudaSource
 
@@ -55,4 +55,4 @@ def test_attention_fwd_scores_in_coordinates_and_an_assigned_index_is_not() -> N
     text = src.text.replace("int j = (int)(idx % S);", "int j = (int)(idx % S); idx += 0;")
     changed = CudaSource.from_text(text, "k.cu")
     tp = OP._read(changed, OP.find_forward(changed)[0])
-    assert row_key_lambda(tp) is None  # the index is written: the statements are not read that way
+    assert coordinates(tp).value is None  # the index is written: the statements are not read that way

@@ -17,6 +17,7 @@ addresses (checked per tile), otherwise the block reads them through the lambdas
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from klineage.deopt import _threads as T
 from klineage.deopt._three_phase import ThreePhase
@@ -89,15 +90,29 @@ def row_state(outputs: str, br: int = BR, threads: int = THREADS) -> str:
 """
 
 
-def same_tile(br: int = BR) -> str:
+def _key_adr(r: str, j: str) -> str:
+    return f"kl_kadr({r} * kl_len + {j})"
+
+
+def _term_adr(r: str, c: str, j: str) -> str:
+    return f"kl_vadr({r} * kl_dv{' + ' + c if c != '0' else ''}, {j})"
+
+
+def same_tile(
+    br: int = BR,
+    key: Callable[[str, str], str] = _key_adr,
+    term: Callable[[str, str, str], str] = _term_adr,
+) -> str:
     """Each of the block's `br` rows: whether it reads the key and term tile the block's first row
-    reads (first and last key, first and last column), into `kl_uni`."""
+    reads (first and last key, first and last column), into `kl_uni`; `key(row, key)` and
+    `term(row, column, key)` give the addresses."""
+    k, v = key, term
     return f"""        if (kl_t < {br} && kl_rowok(kl_r0 + kl_t)) {{
             const long long kl_r = kl_r0 + kl_t;
-            kl_uni = kl_kadr(kl_r * kl_len + kl_j0) == kl_kadr(kl_r0 * kl_len + kl_j0) &&
-                     kl_kadr(kl_r * kl_len + kl_jl) == kl_kadr(kl_r0 * kl_len + kl_jl) &&
-                     kl_vadr(kl_r * kl_dv, kl_j0) == kl_vadr(kl_r0 * kl_dv, kl_j0) &&
-                     kl_vadr(kl_r * kl_dv + kl_dv - 1, kl_jl) == kl_vadr(kl_r0 * kl_dv + kl_dv - 1, kl_jl);
+            kl_uni = {k("kl_r", "kl_j0")} == {k("kl_r0", "kl_j0")} &&
+                     {k("kl_r", "kl_jl")} == {k("kl_r0", "kl_jl")} &&
+                     {v("kl_r", "0", "kl_j0")} == {v("kl_r0", "0", "kl_j0")} &&
+                     {v("kl_r", "kl_dv - 1", "kl_jl")} == {v("kl_r0", "kl_dv - 1", "kl_jl")};
         }}
 """
 

@@ -14,6 +14,7 @@ Nothing is rewritten when the index or L is assigned in the lambda's statements.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from klineage.deopt import _threads as T
 from klineage.deopt._flash_emit import lam
@@ -45,21 +46,70 @@ def _written(name: str, text: str) -> bool:
     return bool(re.search(rf"\b{name}\s*(?:[-+*/%&|^]?=(?!=)|\+\+|--)|(?:\+\+|--|&)\s*{name}\b", text))
 
 
-def row_key_lambda(tp: ThreePhase) -> str | None:
-    """`kl_vrk(row, key, acc)`: the producer's value at scratch index `row * L + key`, with the
-    index arithmetic read in coordinates; None when nothing reads that way."""
-    p = tp.producer
-    length, idx = T.strip_casts(tp.length).strip("()"), p.k.tid
+def _in_coordinates(
+    name: str,
+    idx: str,
+    it: str,
+    length: str,
+    stride: str,
+    stmts: tuple[str, ...],
+    last: str,
+    sig: tuple[str, str, str],
+) -> str | None:
+    """A lambda `name(kl_ar, kl_aj, *args)` running `stmts` then `last` at index `kl_ar * stride +
+    kl_aj` (`stride`: the kernel's value of `length`), read in coordinates; None when nothing
+    reads that way or the index or `length` is assigned. `sig`: (extra args, return type, default)."""
+    length = T.strip_casts(length).strip("()")
     if not re.fullmatch(r"[A-Za-z_]\w*", length):
         return None
-    body = "\n".join((*p.prelude, p.value))
+    body = "\n".join((*stmts, last))
     if _written(idx, body) or _written(length, body):
         return None
-    stmts = tuple(_rewrite(s, idx, length) for s in p.prelude)
-    value = _rewrite(p.value, idx, length)
-    if stmts == p.prelude and value == p.value:
+    new, new_last = tuple(_rewrite(s, idx, length) for s in stmts), _rewrite(last, idx, length)
+    if new == stmts and new_last == last:
         return None
-    it = p.k.tid_type
-    decl = f"const {it} {idx} = ({it})(kl_ar * kl_len + kl_aj);"
-    args = f"long long kl_ar, long long kl_aj, float {p.acc}"
-    return lam("kl_vrk", args, "float", (decl, *stmts), "-INFINITY", f"return {value};")
+    args, ret, default = sig
+    decl = f"const {it} {idx} = ({it})(kl_ar * {stride} + kl_aj);"
+    return lam(
+        name,
+        f"long long kl_ar, long long kl_aj{', ' + args if args else ''}",
+        ret,
+        (decl, *new),
+        default,
+        new_last,
+    )
+
+
+@dataclass(frozen=True)
+class Coordinates:
+    """The tensor-core kernel's lambdas in coordinates (each None when its statements do not read
+    that way): the score `kl_vrk(row, key, acc)`, the key element's address `kl_kark(row, key, col)`
+    and the term element's address `kl_vark(row, col, key)`."""
+
+    value: str | None
+    key: str | None
+    term: str | None
+
+    @property
+    def text(self) -> str:
+        return "".join(x for x in (self.value, self.key, self.term) if x)
+
+    def key_at(self, r: str, j: str, d: str) -> str:
+        return f"kl_kark({r}, {j}, {d})" if self.key else f"kl_kat({T.paren(r)} * kl_len + {j}, {d})"
+
+    def term_at(self, r: str, c: str, j: str) -> str:
+        return f"kl_vark({r}, {c}, {j})" if self.term else f"kl_vadr({T.paren(r)} * kl_dv + {c}, {j})"
+
+
+def coordinates(tp: ThreePhase) -> Coordinates:
+    p, c = tp.producer, tp.consumer
+    pi, ci = (p.k.tid, p.k.tid_type), (c.k.tid, c.k.tid_type)
+    ptr = ("const void*", "nullptr")
+    return Coordinates(
+        _in_coordinates("kl_vrk", *pi, tp.length, "kl_len", p.prelude, f"return {p.value};",
+                        (f"float {p.acc}", "float", "-INFINITY")),
+        _in_coordinates("kl_kark", *pi, tp.length, "kl_len", p.prelude, f"return (const void*)&({p.key_read});",
+                        (f"{p.var_type} {p.var}", *ptr)),
+        _in_coordinates("kl_vark", *ci, c.columns, "kl_dv", c.prelude, f"return (const void*)&({c.term_read});",
+                        (f"{c.var_type} {c.var}", *ptr)),
+    )  # fmt: skip

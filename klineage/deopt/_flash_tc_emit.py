@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from klineage.deopt import _threads as T
 from klineage.deopt._flash_emit import lam, lambdas, row_state, same_tile
-from klineage.deopt._flash_index import row_key_lambda
+from klineage.deopt._flash_index import Coordinates, coordinates
 from klineage.deopt._three_phase import ThreePhase
 
 SMEM_LIMIT = 227 * 1024  # bytes of dynamic shared memory one block may opt in to (sm_90)
@@ -156,7 +156,7 @@ def _per_element(dst: str, rows: int, n: str, np: str, value: str, cv: str, ok: 
 """
 
 
-def _staging(tp: ThreePhase, el: Element) -> tuple[str, str]:
+def _staging(tp: ThreePhase, el: Element, at: Coordinates) -> tuple[str, str]:
     """(the query tile's staging, the key and term tiles' staging) of the kernel."""
     h, cv, fast = el.type, el.convert, plain(tp)
     zero = f"{cv}(0.0f)"
@@ -185,18 +185,18 @@ def _staging(tp: ThreePhase, el: Element) -> tuple[str, str]:
         "kl_dq",
         " " * 12,
     )
-    kx = "kl_r0 * kl_len + kl_j0 + kl_jj"
+    j, on = "kl_j0 + kl_jj", "kl_j0 + kl_jj < kl_len"
     krow = _row_pointer(
         h,
         "kl_kp[kl_jj]",
-        "kl_j0 + kl_jj < kl_len",
-        f"kl_kat({kx}, 0)",
-        f"kl_kat({kx}, kl_dq - 1)",
+        on,
+        at.key_at("kl_r0", j, "0"),
+        at.key_at("kl_r0", j, "kl_dq - 1"),
         "kl_dq",
         " " * 12,
     )
-    vrow = _row_pointer(h, "kl_vp[kl_jj]", "kl_j0 + kl_jj < kl_len", "kl_vadr(kl_r0 * kl_dv, kl_j0 + kl_jj)",
-                        "kl_vadr(kl_r0 * kl_dv + kl_dv - 1, kl_j0 + kl_jj)", "kl_dv", " " * 12)  # fmt: skip
+    vrow = _row_pointer(h, "kl_vp[kl_jj]", on, at.term_at("kl_r0", "0", j), at.term_at("kl_r0", "kl_dv - 1", j),
+                        "kl_dv", " " * 12)  # fmt: skip
     q = f"""        int kl_cont = 1, kl_a16 = 1;
         if (kl_t < {BR}) {{
 {qrow}        }}
@@ -216,12 +216,12 @@ def _staging(tp: ThreePhase, el: Element) -> tuple[str, str]:
     return q, kv
 
 
-def _uniform() -> str:
+def _uniform(at: Coordinates) -> str:
     """Per key tile: whether every row of the block reads the key and term tile its first row
     reads (`kl_uni`; first and last key, first and last column)."""
     return f"""        const long long kl_jl = min(kl_j0 + {BK - 1}, kl_len - 1);
         int kl_uni = 1, kl_cont = 1, kl_a16 = 1;
-{same_tile(BR)}        kl_uni = __syncthreads_and(kl_uni);
+{same_tile(BR, lambda r, j: at.key_at(r, j, "0"), at.term_at)}        kl_uni = __syncthreads_and(kl_uni);
 """
 
 
@@ -281,10 +281,10 @@ def kernel(tp: ThreePhase, name: str, params: str, el: Element) -> str:
     p, c, s = tp.producer, tp.consumer, tp.softmax
     h, cv, w = el.type, el.convert, "nvcuda::wmma"
     frag = f"{w}::fragment"
-    stage_q, stage_kv = _staging(tp, el)
+    at = coordinates(tp)
+    stage_q, stage_kv = _staging(tp, el, at)
     nf = BK // 16
-    by_coords = row_key_lambda(tp)
-    score = "kl_vrk(kl_r, kl_j, kl_d)" if by_coords else "kl_val(kl_x, kl_d)"
+    score = "kl_vrk(kl_r, kl_j, kl_d)" if at.value else "kl_val(kl_x, kl_d)"
     return f"""__global__ void {name}({params}) {{
     extern __shared__ __align__(128) unsigned char kl_tsm[];
 {lambdas(tp)}{_addresses(tp)}    const int kl_dq = (int)({p.extent});
@@ -294,7 +294,7 @@ def kernel(tp: ThreePhase, name: str, params: str, el: Element) -> str:
     const int kl_vec = kl_dq % 8 == 0 && kl_dv % 8 == 0;
     const long long kl_len = (long long)({tp.length});
     const long long kl_r0 = (long long)blockIdx.x * {BR};
-{by_coords or ""}    float* kl_os = reinterpret_cast<float*>(kl_tsm);
+{at.text}    float* kl_os = reinterpret_cast<float*>(kl_tsm);
     float* kl_sc = kl_os + {BR} * kl_dos;
     float* kl_m = kl_sc + {BR * SLD};
     float* kl_l = kl_m + {BR};
@@ -310,7 +310,7 @@ def kernel(tp: ThreePhase, name: str, params: str, el: Element) -> str:
 {stage_q}    }}
     __syncthreads();
     for (long long kl_j0 = 0; kl_j0 < kl_len; kl_j0 += {BK}) {{
-{_uniform()}{stage_kv}        __syncthreads();
+{_uniform(at)}{stage_kv}        __syncthreads();
         if (kl_uni && kl_qok) {{
             {frag}<{w}::accumulator, 16, 16, 16, float> kl_acc[{nf}];
             #pragma unroll
