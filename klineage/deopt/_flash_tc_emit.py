@@ -226,51 +226,48 @@ def _uniform(at: Coordinates) -> str:
 
 
 def _softmax(e: str, cv: str, score: str) -> str:
-    """The warp's rows, a lane per key: each score through the producer's value lambda (on the
-    staged Q K^T, or the direct score when the tile is not the block's; -inf when masked), then the
-    running max and sum; weights kept in fp32 (in place) and in 16-bit (`kl_ph`, for P V), each
-    row's rescale factor in `kl_al`; `kl_live` whether any of the warp's scores is unmasked.
-    `score`: the value of the staged product `kl_d` at row `kl_r`, key `kl_j` (scratch index `kl_x`)."""
-    per = BK // 32
-    return f"""        int kl_live = 0;
-        for (int kl_i = 0; kl_i < 16; ++kl_i) {{
-            const int kl_rr = kl_w0 + kl_i;
-            const long long kl_r = kl_r0 + kl_rr;
-            const bool kl_rok = kl_rowok(kl_r);
-            float* kl_row = &kl_sc[kl_rr * {SLD}];
-            float kl_sv[{per}], kl_mt = -INFINITY;
-            #pragma unroll
-            for (int kl_h = 0; kl_h < {per}; ++kl_h) {{
-                const long long kl_j = kl_j0 + kl_lane + 32 * kl_h, kl_x = kl_r * kl_len + kl_j;
-                float kl_v = -INFINITY;
-                if (kl_rok && kl_j < kl_len) {{
-                    if (kl_uni && kl_qok) {{
-                        const float kl_d = kl_row[kl_lane + 32 * kl_h];
-                        kl_v = {score};
-                    }}
-                    else if (!(kl_val(kl_x, 0.0f) == -INFINITY && kl_val(kl_x, 1.0f) == -INFINITY)) kl_v = kl_direct(kl_x);
+    """The warp's 16 rows, two lanes a row (keys alternating between them): each score through the
+    producer's value lambda (on the staged Q K^T, or the direct score when the tile is not the
+    block's; -inf when masked) and the row's running max, then the weights against it, kept in
+    fp32 (in place) and in 16-bit (`kl_ph`, for P V), the running sum and the row's rescale factor
+    (`kl_al`); `kl_live` whether any of the warp's scores is unmasked. `score`: the value of the
+    staged product `kl_d` at row `kl_r`, key `kl_j` (scratch index `kl_x`)."""
+    return f"""        const int kl_rr = kl_w0 + kl_lane / 2, kl_h = kl_lane % 2;
+        const long long kl_r = kl_r0 + kl_rr;
+        const bool kl_rok = kl_rowok(kl_r);
+        float* kl_row = &kl_sc[kl_rr * {SLD}];
+        float kl_mt = -INFINITY;
+        for (int kl_jj = kl_h; kl_jj < {BK}; kl_jj += 2) {{
+            const long long kl_j = kl_j0 + kl_jj, kl_x = kl_r * kl_len + kl_j;
+            float kl_v = -INFINITY;
+            if (kl_rok && kl_j < kl_len) {{
+                if (kl_uni && kl_qok) {{
+                    const float kl_d = kl_row[kl_jj];
+                    kl_v = {score};
+                }} else if (!(kl_val(kl_x, 0.0f) == -INFINITY && kl_val(kl_x, 1.0f) == -INFINITY)) {{
+                    kl_v = kl_direct(kl_x);
                 }}
-                kl_sv[kl_h] = kl_v;
-                kl_mt = fmaxf(kl_mt, kl_v);
             }}
-            for (int kl_o = 16; kl_o > 0; kl_o >>= 1) kl_mt = fmaxf(kl_mt, __shfl_xor_sync(0xffffffffu, kl_mt, kl_o));
-            kl_live |= kl_mt != -INFINITY;
-            const float kl_mo = kl_m[kl_rr], kl_mn = fmaxf(kl_mo, kl_mt);
-            float kl_sum = 0.0f;
-            #pragma unroll
-            for (int kl_h = 0; kl_h < {per}; ++kl_h) {{
-                const float kl_p = kl_sv[kl_h] == -INFINITY ? 0.0f : {e}(kl_sv[kl_h] - kl_mn);
-                kl_sum += kl_p;
-                kl_row[kl_lane + 32 * kl_h] = kl_p;
-                kl_ph[kl_rr * {PLD} + kl_lane + 32 * kl_h] = {cv}(kl_p);
-            }}
-            for (int kl_o = 16; kl_o > 0; kl_o >>= 1) kl_sum += __shfl_xor_sync(0xffffffffu, kl_sum, kl_o);
-            if (kl_lane == 0) {{
-                const float kl_a = kl_mn == -INFINITY ? 1.0f : {e}(kl_mo - kl_mn);
-                kl_al[kl_rr] = kl_a;
-                kl_l[kl_rr] = kl_l[kl_rr] * kl_a + kl_sum;
-                kl_m[kl_rr] = kl_mn;
-            }}
+            kl_row[kl_jj] = kl_v;
+            kl_mt = fmaxf(kl_mt, kl_v);
+        }}
+        kl_mt = fmaxf(kl_mt, __shfl_xor_sync(0xffffffffu, kl_mt, 1));
+        const int kl_live = __any_sync(0xffffffffu, kl_mt != -INFINITY);
+        const float kl_mo = kl_m[kl_rr], kl_mn = fmaxf(kl_mo, kl_mt);
+        float kl_sum = 0.0f;
+        for (int kl_jj = kl_h; kl_jj < {BK}; kl_jj += 2) {{
+            const float kl_s = kl_row[kl_jj];
+            const float kl_p = kl_s == -INFINITY ? 0.0f : {e}(kl_s - kl_mn);
+            kl_sum += kl_p;
+            kl_row[kl_jj] = kl_p;
+            kl_ph[kl_rr * {PLD} + kl_jj] = {cv}(kl_p);
+        }}
+        kl_sum += __shfl_xor_sync(0xffffffffu, kl_sum, 1);
+        if (kl_h == 0) {{
+            const float kl_a = kl_mn == -INFINITY ? 1.0f : {e}(kl_mo - kl_mn);
+            kl_al[kl_rr] = kl_a;
+            kl_l[kl_rr] = kl_l[kl_rr] * kl_a + kl_sum;
+            kl_m[kl_rr] = kl_mn;
         }}
         __syncwarp();
 """
