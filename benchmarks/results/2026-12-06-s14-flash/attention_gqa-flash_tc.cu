@@ -111,6 +111,33 @@ __global__ void gqa_scores_flash(const __half* Q, const __half* K, int B, int H,
     const int kl_vec = kl_dq % 8 == 0 && kl_dv % 8 == 0;
     const long long kl_len = (long long)(Sk);
     const long long kl_r0 = (long long)blockIdx.x * 64;
+    auto kl_vrk = [&](long long kl_ar, long long kl_aj, float acc) -> float {
+        const long long idx = (long long)(kl_ar * kl_len + kl_aj);
+        if (idx >= (long long)B * H * Sq * Sk) return -INFINITY;
+        int j = (int)(((decltype(idx % Sk))kl_aj));
+        long long row = ((decltype(idx / Sk))kl_ar);
+        long long bh = row / Sq;
+        long long bg = (bh / H) * G + (bh % H) / (H / G);
+        return acc * scale;
+    };
+    auto kl_kark = [&](long long kl_ar, long long kl_aj, int d) -> const void* {
+        const long long idx = (long long)(kl_ar * kl_len + kl_aj);
+        if (idx >= (long long)B * H * Sq * Sk) return nullptr;
+        int j = (int)(((decltype(idx % Sk))kl_aj));
+        long long row = ((decltype(idx / Sk))kl_ar);
+        long long bh = row / Sq;
+        long long bg = (bh / H) * G + (bh % H) / (H / G);
+        return (const void*)&(K[(bg * Sk + j) * D + d]);
+    };
+    auto kl_vark = [&](long long kl_ar, long long kl_aj, int j) -> const void* {
+        const long long idx = (long long)(kl_ar * kl_dv + kl_aj);
+        if (idx >= (long long)B * H * Sq * D) return nullptr;
+        int d = (int)(((decltype(idx % D))kl_aj));
+        long long row = ((decltype(idx / D))kl_ar);
+        long long bh = row / Sq;
+        long long bg = (bh / H) * G + (bh % H) / (H / G);
+        return (const void*)&(V[(bg * Sk + j) * D + d]);
+    };
     float* kl_os = reinterpret_cast<float*>(kl_tsm);
     float* kl_sc = kl_os + 64 * kl_dos;
     float* kl_m = kl_sc + 4352;
@@ -175,10 +202,10 @@ __global__ void gqa_scores_flash(const __half* Q, const __half* K, int B, int H,
         int kl_uni = 1, kl_cont = 1, kl_a16 = 1;
         if (kl_t < 64 && kl_rowok(kl_r0 + kl_t)) {
             const long long kl_r = kl_r0 + kl_t;
-            kl_uni = kl_kadr(kl_r * kl_len + kl_j0) == kl_kadr(kl_r0 * kl_len + kl_j0) &&
-                     kl_kadr(kl_r * kl_len + kl_jl) == kl_kadr(kl_r0 * kl_len + kl_jl) &&
-                     kl_vadr(kl_r * kl_dv, kl_j0) == kl_vadr(kl_r0 * kl_dv, kl_j0) &&
-                     kl_vadr(kl_r * kl_dv + kl_dv - 1, kl_jl) == kl_vadr(kl_r0 * kl_dv + kl_dv - 1, kl_jl);
+            kl_uni = kl_kark(kl_r, kl_j0, 0) == kl_kark(kl_r0, kl_j0, 0) &&
+                     kl_kark(kl_r, kl_jl, 0) == kl_kark(kl_r0, kl_jl, 0) &&
+                     kl_vark(kl_r, 0, kl_j0) == kl_vark(kl_r0, 0, kl_j0) &&
+                     kl_vark(kl_r, kl_dv - 1, kl_jl) == kl_vark(kl_r0, kl_dv - 1, kl_jl);
         }
         kl_uni = __syncthreads_and(kl_uni);
         if (kl_t >= 64) {
@@ -186,8 +213,8 @@ __global__ void gqa_scores_flash(const __half* Q, const __half* K, int B, int H,
             {
                 const __half* kl_ptr = nullptr;
                 if (kl_j0 + kl_jj < kl_len) {
-                    kl_ptr = (const __half*)kl_kat(kl_r0 * kl_len + kl_j0 + kl_jj, 0);
-                    kl_cont &= kl_ptr != nullptr && (const __half*)kl_kat(kl_r0 * kl_len + kl_j0 + kl_jj, kl_dq - 1) == kl_ptr + (kl_dq - 1);
+                    kl_ptr = (const __half*)kl_kark(kl_r0, kl_j0 + kl_jj, 0);
+                    kl_cont &= kl_ptr != nullptr && (const __half*)kl_kark(kl_r0, kl_j0 + kl_jj, kl_dq - 1) == kl_ptr + (kl_dq - 1);
                     kl_a16 &= (reinterpret_cast<unsigned long long>(kl_ptr) & 15ull) == 0;
                 }
                 kl_kp[kl_jj] = kl_ptr;
@@ -195,8 +222,8 @@ __global__ void gqa_scores_flash(const __half* Q, const __half* K, int B, int H,
             {
                 const __half* kl_ptr = nullptr;
                 if (kl_j0 + kl_jj < kl_len) {
-                    kl_ptr = (const __half*)kl_vadr(kl_r0 * kl_dv, kl_j0 + kl_jj);
-                    kl_cont &= kl_ptr != nullptr && (const __half*)kl_vadr(kl_r0 * kl_dv + kl_dv - 1, kl_j0 + kl_jj) == kl_ptr + (kl_dv - 1);
+                    kl_ptr = (const __half*)kl_vark(kl_r0, 0, kl_j0 + kl_jj);
+                    kl_cont &= kl_ptr != nullptr && (const __half*)kl_vark(kl_r0, kl_dv - 1, kl_j0 + kl_jj) == kl_ptr + (kl_dv - 1);
                     kl_a16 &= (reinterpret_cast<unsigned long long>(kl_ptr) & 15ull) == 0;
                 }
                 kl_vp[kl_jj] = kl_ptr;
@@ -262,42 +289,42 @@ __global__ void gqa_scores_flash(const __half* Q, const __half* K, int B, int H,
                 nvcuda::wmma::store_matrix_sync(kl_sc + kl_w0 * 68 + kl_f * 16, kl_acc[kl_f], 68, nvcuda::wmma::mem_row_major);
         }
         __syncwarp();
-        int kl_live = 0;
-        for (int kl_i = 0; kl_i < 16; ++kl_i) {
-            const int kl_rr = kl_w0 + kl_i;
-            const long long kl_r = kl_r0 + kl_rr;
-            const bool kl_rok = kl_rowok(kl_r);
-            float* kl_row = &kl_sc[kl_rr * 68];
-            float kl_sv[2], kl_mt = -INFINITY;
-            #pragma unroll
-            for (int kl_h = 0; kl_h < 2; ++kl_h) {
-                const long long kl_j = kl_j0 + kl_lane + 32 * kl_h, kl_x = kl_r * kl_len + kl_j;
-                float kl_v = -INFINITY;
-                if (kl_rok && kl_j < kl_len) {
-                    if (kl_uni && kl_qok) kl_v = kl_val(kl_x, kl_row[kl_lane + 32 * kl_h]);
-                    else if (!(kl_val(kl_x, 0.0f) == -INFINITY && kl_val(kl_x, 1.0f) == -INFINITY)) kl_v = kl_direct(kl_x);
+        const int kl_rr = kl_w0 + kl_lane / 2, kl_h = kl_lane % 2;
+        const long long kl_r = kl_r0 + kl_rr;
+        const bool kl_rok = kl_rowok(kl_r);
+        float* kl_row = &kl_sc[kl_rr * 68];
+        float kl_mt = -INFINITY;
+        for (int kl_jj = kl_h; kl_jj < 64; kl_jj += 2) {
+            const long long kl_j = kl_j0 + kl_jj, kl_x = kl_r * kl_len + kl_j;
+            float kl_v = -INFINITY;
+            if (kl_rok && kl_j < kl_len) {
+                if (kl_uni && kl_qok) {
+                    const float kl_d = kl_row[kl_jj];
+                    kl_v = kl_vrk(kl_r, kl_j, kl_d);
+                } else if (!(kl_val(kl_x, 0.0f) == -INFINITY && kl_val(kl_x, 1.0f) == -INFINITY)) {
+                    kl_v = kl_direct(kl_x);
                 }
-                kl_sv[kl_h] = kl_v;
-                kl_mt = fmaxf(kl_mt, kl_v);
             }
-            for (int kl_o = 16; kl_o > 0; kl_o >>= 1) kl_mt = fmaxf(kl_mt, __shfl_xor_sync(0xffffffffu, kl_mt, kl_o));
-            kl_live |= kl_mt != -INFINITY;
-            const float kl_mo = kl_m[kl_rr], kl_mn = fmaxf(kl_mo, kl_mt);
-            float kl_sum = 0.0f;
-            #pragma unroll
-            for (int kl_h = 0; kl_h < 2; ++kl_h) {
-                const float kl_p = kl_sv[kl_h] == -INFINITY ? 0.0f : expf(kl_sv[kl_h] - kl_mn);
-                kl_sum += kl_p;
-                kl_row[kl_lane + 32 * kl_h] = kl_p;
-                kl_ph[kl_rr * 72 + kl_lane + 32 * kl_h] = __float2half_rn(kl_p);
-            }
-            for (int kl_o = 16; kl_o > 0; kl_o >>= 1) kl_sum += __shfl_xor_sync(0xffffffffu, kl_sum, kl_o);
-            if (kl_lane == 0) {
-                const float kl_a = kl_mn == -INFINITY ? 1.0f : expf(kl_mo - kl_mn);
-                kl_al[kl_rr] = kl_a;
-                kl_l[kl_rr] = kl_l[kl_rr] * kl_a + kl_sum;
-                kl_m[kl_rr] = kl_mn;
-            }
+            kl_row[kl_jj] = kl_v;
+            kl_mt = fmaxf(kl_mt, kl_v);
+        }
+        kl_mt = fmaxf(kl_mt, __shfl_xor_sync(0xffffffffu, kl_mt, 1));
+        const int kl_live = __any_sync(0xffffffffu, kl_mt != -INFINITY);
+        const float kl_mo = kl_m[kl_rr], kl_mn = fmaxf(kl_mo, kl_mt);
+        float kl_sum = 0.0f;
+        for (int kl_jj = kl_h; kl_jj < 64; kl_jj += 2) {
+            const float kl_s = kl_row[kl_jj];
+            const float kl_p = kl_s == -INFINITY ? 0.0f : expf(kl_s - kl_mn);
+            kl_sum += kl_p;
+            kl_row[kl_jj] = kl_p;
+            kl_ph[kl_rr * 72 + kl_jj] = __float2half_rn(kl_p);
+        }
+        kl_sum += __shfl_xor_sync(0xffffffffu, kl_sum, 1);
+        if (kl_h == 0) {
+            const float kl_a = kl_mn == -INFINITY ? 1.0f : expf(kl_mo - kl_mn);
+            kl_al[kl_rr] = kl_a;
+            kl_l[kl_rr] = kl_l[kl_rr] * kl_a + kl_sum;
+            kl_m[kl_rr] = kl_mn;
         }
         __syncwarp();
         if (kl_live) {
