@@ -62,3 +62,19 @@ def test_transposed_keys_and_unaligned_value_rows_pass_the_emu_gate(tmp_path: Pa
     out = _fuse(CudaSource.from_file(KT / "naive.cu"))
     assert "kl_dq - 1) == kl_ptr + (kl_dq - 1)" in out.text  # each key row: is its last element at n - 1?
     assert_passes(out.text, KT, tmp_path, "kt_flash.cu")
+
+
+def test_the_output_tile_stays_in_registers_up_to_128_columns() -> None:
+    out = _fuse(CudaSource.from_file(ATTN / "naive.cu")).text
+    assert "const bool kl_oreg = kl_dvp <= 128;" in out
+    assert "nvcuda::wmma::mma_sync(kl_oacc[kl_c], kl_pa[kl_f], kl_b, kl_oacc[kl_c]);" in out
+    # rows of the accumulator elements, for the per-row rescale (WMMA leaves the mapping open)
+    assert "kl_ai[kl_i] = kl_al[kl_w0 + (int)kl_rid.x[kl_i]];" in out
+
+
+def test_wider_values_than_the_register_tile_pass_the_emu_gate(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    # one register column tile: value width 16 stays in registers, 24 goes through shared memory
+    monkeypatch.setattr(TC, "OREG", 1)
+    out = _fuse(CudaSource.from_file(FP16 / "naive.cu"))
+    assert "const bool kl_oreg = kl_dvp <= 16;" in out.text
+    assert_passes(out.text, FP16, tmp_path, "fp16_oreg1.cu")

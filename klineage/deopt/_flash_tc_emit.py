@@ -273,6 +273,110 @@ def _softmax(e: str, cv: str, score: str) -> str:
 """
 
 
+OREG = 8  # output column tiles a warp keeps in registers (head sizes up to 16 * OREG)
+_W = "nvcuda::wmma"
+_ACC = f"{_W}::fragment<{_W}::accumulator, 16, 16, 16, float>"
+
+
+def _o_setup() -> str:
+    """The warp's output tile in WMMA accumulators when the value head size allows (`kl_oreg`),
+    and `kl_rid`, an accumulator whose every element holds its own row: WMMA leaves the element
+    mapping unspecified, so the per-row rescale reads each element's row from it."""
+    return f"""    const bool kl_oreg = kl_dvp <= {16 * OREG};
+    {_ACC} kl_oacc[{OREG}], kl_rid;
+    #pragma unroll
+    for (int kl_f = 0; kl_f < {OREG}; ++kl_f) {_W}::fill_fragment(kl_oacc[kl_f], 0.0f);
+    for (int kl_e = kl_lane; kl_e < 256; kl_e += 32) kl_sc[(kl_w0 + kl_e / 16) * {SLD} + kl_e % 16] = (float)(kl_e / 16);
+    __syncwarp();
+    {_W}::load_matrix_sync(kl_rid, kl_sc + kl_w0 * {SLD}, {SLD}, {_W}::mem_row_major);
+    __syncwarp();
+"""
+
+
+def _o_regs(op: str) -> str:
+    """Store the register output tile to its rows of `kl_os`, or load it back (`op`)."""
+    call = (
+        f"{_W}::store_matrix_sync(kl_os + kl_w0 * kl_dos + kl_f * 16, kl_oacc[kl_f], kl_dos, {_W}::mem_row_major)"
+        if op == "store"
+        else f"{_W}::load_matrix_sync(kl_oacc[kl_f], kl_os + kl_w0 * kl_dos + kl_f * 16, kl_dos, {_W}::mem_row_major)"
+    )
+    return f"""{{
+        #pragma unroll
+        for (int kl_f = 0; kl_f < {OREG}; ++kl_f)
+            if (kl_f * 16 < kl_dvp) {call};
+    }}
+"""
+
+
+def _weighted(h: str) -> str:
+    """The warp's rows take the tile's weighted values: each row rescaled by its factor, then
+    P V on tensor cores into the register tile (or, past OREG column tiles, into `kl_os`, loaded,
+    multiplied and stored per column tile); a tile that spans heads goes element by element
+    through the term lambda on `kl_os`."""
+    w, nf = _W, BK // 16
+    frag = f"{w}::fragment"
+    a_frag, b_frag = (f"{frag}<{w}::{m}, 16, 16, 16, {h}, {w}::row_major>" for m in ("matrix_a", "matrix_b"))
+    return f"""            if (kl_uni) {{
+                {a_frag} kl_pa[{nf}];
+                #pragma unroll
+                for (int kl_f = 0; kl_f < {nf}; ++kl_f) {w}::load_matrix_sync(kl_pa[kl_f], kl_ph + kl_w0 * {PLD} + kl_f * 16, {PLD});
+                if (kl_oreg) {{
+                    if (__any_sync(0xffffffffu, kl_lane < 16 && kl_al[kl_w0 + kl_lane] != 1.0f)) {{
+                        float kl_ai[sizeof(kl_rid.x) / sizeof(float)];
+                        #pragma unroll
+                        for (int kl_i = 0; kl_i < (int)(sizeof(kl_rid.x) / sizeof(float)); ++kl_i) kl_ai[kl_i] = kl_al[kl_w0 + (int)kl_rid.x[kl_i]];
+                        #pragma unroll
+                        for (int kl_f = 0; kl_f < {OREG}; ++kl_f)
+                            #pragma unroll
+                            for (int kl_i = 0; kl_i < (int)(sizeof(kl_rid.x) / sizeof(float)); ++kl_i) kl_oacc[kl_f].x[kl_i] *= kl_ai[kl_i];
+                    }}
+                    #pragma unroll
+                    for (int kl_c = 0; kl_c < {OREG}; ++kl_c) {{
+                        if (kl_c * 16 >= kl_dvp) break;
+                        #pragma unroll
+                        for (int kl_f = 0; kl_f < {nf}; ++kl_f) {{
+                            {b_frag} kl_b;
+                            {w}::load_matrix_sync(kl_b, kl_vh + kl_f * 16 * kl_dvs + kl_c * 16, kl_dvs);
+                            {w}::mma_sync(kl_oacc[kl_c], kl_pa[kl_f], kl_b, kl_oacc[kl_c]);
+                        }}
+                    }}
+                }} else {{
+                    for (int kl_i = 0; kl_i < 16; ++kl_i) {{
+                        const float kl_a = kl_al[kl_w0 + kl_i];
+                        if (kl_a != 1.0f)
+                            for (int kl_c = kl_lane; kl_c < kl_dvp; kl_c += 32) kl_os[(kl_w0 + kl_i) * kl_dos + kl_c] *= kl_a;
+                    }}
+                    __syncwarp();
+                    for (int kl_c = 0; kl_c < kl_dvp; kl_c += 16) {{
+                        float* kl_o = kl_os + kl_w0 * kl_dos + kl_c;
+                        {_ACC} kl_acc;
+                        {w}::load_matrix_sync(kl_acc, kl_o, kl_dos, {w}::mem_row_major);
+                        #pragma unroll
+                        for (int kl_f = 0; kl_f < {nf}; ++kl_f) {{
+                            {b_frag} kl_b;
+                            {w}::load_matrix_sync(kl_b, kl_vh + kl_f * 16 * kl_dvs + kl_c, kl_dvs);
+                            {w}::mma_sync(kl_acc, kl_pa[kl_f], kl_b, kl_acc);
+                        }}
+                        {w}::store_matrix_sync(kl_o, kl_acc, kl_dos, {w}::mem_row_major);
+                    }}
+                }}
+            }} else {{
+                if (kl_oreg) {_o_regs("store")}
+                __syncwarp();
+                for (int kl_e = kl_lane; kl_e < 16 * kl_dv; kl_e += 32) {{
+                    const int kl_rr = kl_w0 + kl_e / kl_dv, kl_c = kl_e % kl_dv;
+                    const float* kl_w = &kl_sc[kl_rr * {SLD}];
+                    float kl_a = kl_os[kl_rr * kl_dos + kl_c] * kl_al[kl_rr];
+                    for (int kl_jj = 0; kl_jj < {BK} && kl_j0 + kl_jj < kl_len; ++kl_jj)
+                        if (kl_w[kl_jj] != 0.0f) kl_a += kl_w[kl_jj] * kl_term((kl_r0 + kl_rr) * kl_dv + kl_c, kl_j0 + kl_jj);
+                    kl_os[kl_rr * kl_dos + kl_c] = kl_a;
+                }}
+                __syncwarp();
+                if (kl_oreg) {_o_regs("load")}
+            }}
+"""
+
+
 def kernel(tp: ThreePhase, name: str, params: str, el: Element) -> str:
     """The tensor-core fused kernel's text."""
     p, c, s = tp.producer, tp.consumer, tp.softmax
@@ -305,7 +409,7 @@ def kernel(tp: ThreePhase, name: str, params: str, el: Element) -> str:
 {row_state(f"{BR} * kl_dos", BR, THREADS)}    const int kl_w0 = kl_warp * 16;  // the warp's first query row in the tile
     if (kl_qok) {{
 {stage_q}    }}
-    __syncthreads();
+{_o_setup()}    __syncthreads();
     for (long long kl_j0 = 0; kl_j0 < kl_len; kl_j0 += {BK}) {{
 {_uniform(at)}{stage_kv}        __syncthreads();
         if (kl_uni && kl_qok) {{
@@ -328,41 +432,11 @@ def kernel(tp: ThreePhase, name: str, params: str, el: Element) -> str:
         }}
         __syncwarp();
 {_softmax(s.exp, cv, score)}        if (kl_live) {{
-            if (kl_uni) {{
-                for (int kl_i = 0; kl_i < 16; ++kl_i) {{
-                    const float kl_a = kl_al[kl_w0 + kl_i];
-                    if (kl_a != 1.0f)
-                        for (int kl_c = kl_lane; kl_c < kl_dvp; kl_c += 32) kl_os[(kl_w0 + kl_i) * kl_dos + kl_c] *= kl_a;
-                }}
-                __syncwarp();
-                {frag}<{w}::matrix_a, 16, 16, 16, {h}, {w}::row_major> kl_pa[{nf}];
-                #pragma unroll
-                for (int kl_f = 0; kl_f < {nf}; ++kl_f) {w}::load_matrix_sync(kl_pa[kl_f], kl_ph + kl_w0 * {PLD} + kl_f * 16, {PLD});
-                for (int kl_c = 0; kl_c < kl_dvp; kl_c += 16) {{
-                    float* kl_o = kl_os + kl_w0 * kl_dos + kl_c;
-                    {frag}<{w}::accumulator, 16, 16, 16, float> kl_acc;
-                    {w}::load_matrix_sync(kl_acc, kl_o, kl_dos, {w}::mem_row_major);
-                    #pragma unroll
-                    for (int kl_f = 0; kl_f < {nf}; ++kl_f) {{
-                        {frag}<{w}::matrix_b, 16, 16, 16, {h}, {w}::row_major> kl_b;
-                        {w}::load_matrix_sync(kl_b, kl_vh + kl_f * 16 * kl_dvs + kl_c, kl_dvs);
-                        {w}::mma_sync(kl_acc, kl_pa[kl_f], kl_b, kl_acc);
-                    }}
-                    {w}::store_matrix_sync(kl_o, kl_acc, kl_dos, {w}::mem_row_major);
-                }}
-            }} else {{
-                for (int kl_e = kl_lane; kl_e < 16 * kl_dv; kl_e += 32) {{
-                    const int kl_rr = kl_w0 + kl_e / kl_dv, kl_c = kl_e % kl_dv;
-                    const float* kl_w = &kl_sc[kl_rr * {SLD}];
-                    float kl_a = kl_os[kl_rr * kl_dos + kl_c] * kl_al[kl_rr];
-                    for (int kl_jj = 0; kl_jj < {BK} && kl_j0 + kl_jj < kl_len; ++kl_jj)
-                        if (kl_w[kl_jj] != 0.0f) kl_a += kl_w[kl_jj] * kl_term((kl_r0 + kl_rr) * kl_dv + kl_c, kl_j0 + kl_jj);
-                    kl_os[kl_rr * kl_dos + kl_c] = kl_a;
-                }}
-            }}
-        }}
+{_weighted(h)}        }}
         __syncthreads();
     }}
+    if (kl_oreg) {_o_regs("store")}
+    __syncwarp();
     for (int kl_e = kl_lane; kl_e < 16 * kl_dv; kl_e += 32) {{
         const int kl_rr = kl_w0 + kl_e / kl_dv, kl_c = kl_e % kl_dv;
         const long long kl_r = kl_r0 + kl_rr;
