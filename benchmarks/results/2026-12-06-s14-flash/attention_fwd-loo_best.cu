@@ -228,6 +228,14 @@ __global__ void __launch_bounds__(128) attn_scores_flash(const __half* __restric
             }
         }
     }
+    const bool kl_oreg = kl_dvp <= 128;
+    nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> kl_oacc[8], kl_rid;
+    #pragma unroll
+    for (int kl_f = 0; kl_f < 8; ++kl_f) nvcuda::wmma::fill_fragment(kl_oacc[kl_f], 0.0f);
+    for (int kl_e = kl_lane; kl_e < 256; kl_e += 32) kl_sc[(kl_w0 + kl_e / 16) * 68 + kl_e % 16] = (float)(kl_e / 16);
+    __syncwarp();
+    nvcuda::wmma::load_matrix_sync(kl_rid, kl_sc + kl_w0 * 68, 68, nvcuda::wmma::mem_row_major);
+    __syncwarp();
     __syncthreads();
     for (long long kl_j0 = 0; kl_j0 < kl_len; kl_j0 += 64) {
         const long long kl_jl = min(kl_j0 + 63, kl_len - 1);
@@ -361,28 +369,57 @@ __global__ void __launch_bounds__(128) attn_scores_flash(const __half* __restric
         __syncwarp();
         if (kl_live) {
             if (kl_uni) {
-                for (int kl_i = 0; kl_i < 16; ++kl_i) {
-                    const float kl_a = kl_al[kl_w0 + kl_i];
-                    if (kl_a != 1.0f)
-                        for (int kl_c = kl_lane; kl_c < kl_dvp; kl_c += 32) kl_os[(kl_w0 + kl_i) * kl_dos + kl_c] *= kl_a;
-                }
-                __syncwarp();
                 nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __half, nvcuda::wmma::row_major> kl_pa[4];
                 #pragma unroll
                 for (int kl_f = 0; kl_f < 4; ++kl_f) nvcuda::wmma::load_matrix_sync(kl_pa[kl_f], kl_ph + kl_w0 * 72 + kl_f * 16, 72);
-                for (int kl_c = 0; kl_c < kl_dvp; kl_c += 16) {
-                    float* kl_o = kl_os + kl_w0 * kl_dos + kl_c;
-                    nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> kl_acc;
-                    nvcuda::wmma::load_matrix_sync(kl_acc, kl_o, kl_dos, nvcuda::wmma::mem_row_major);
-                    #pragma unroll
-                    for (int kl_f = 0; kl_f < 4; ++kl_f) {
-                        nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, __half, nvcuda::wmma::row_major> kl_b;
-                        nvcuda::wmma::load_matrix_sync(kl_b, kl_vh + kl_f * 16 * kl_dvs + kl_c, kl_dvs);
-                        nvcuda::wmma::mma_sync(kl_acc, kl_pa[kl_f], kl_b, kl_acc);
+                if (kl_oreg) {
+                    if (__any_sync(0xffffffffu, kl_lane < 16 && kl_al[kl_w0 + kl_lane] != 1.0f)) {
+                        float kl_ai[sizeof(kl_rid.x) / sizeof(float)];
+                        #pragma unroll
+                        for (int kl_i = 0; kl_i < (int)(sizeof(kl_rid.x) / sizeof(float)); ++kl_i) kl_ai[kl_i] = kl_al[kl_w0 + (int)kl_rid.x[kl_i]];
+                        #pragma unroll
+                        for (int kl_f = 0; kl_f < 8; ++kl_f)
+                            #pragma unroll
+                            for (int kl_i = 0; kl_i < (int)(sizeof(kl_rid.x) / sizeof(float)); ++kl_i) kl_oacc[kl_f].x[kl_i] *= kl_ai[kl_i];
                     }
-                    nvcuda::wmma::store_matrix_sync(kl_o, kl_acc, kl_dos, nvcuda::wmma::mem_row_major);
+                    #pragma unroll
+                    for (int kl_c = 0; kl_c < 8; ++kl_c) {
+                        if (kl_c * 16 >= kl_dvp) break;
+                        #pragma unroll
+                        for (int kl_f = 0; kl_f < 4; ++kl_f) {
+                            nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, __half, nvcuda::wmma::row_major> kl_b;
+                            nvcuda::wmma::load_matrix_sync(kl_b, kl_vh + kl_f * 16 * kl_dvs + kl_c * 16, kl_dvs);
+                            nvcuda::wmma::mma_sync(kl_oacc[kl_c], kl_pa[kl_f], kl_b, kl_oacc[kl_c]);
+                        }
+                    }
+                } else {
+                    for (int kl_i = 0; kl_i < 16; ++kl_i) {
+                        const float kl_a = kl_al[kl_w0 + kl_i];
+                        if (kl_a != 1.0f)
+                            for (int kl_c = kl_lane; kl_c < kl_dvp; kl_c += 32) kl_os[(kl_w0 + kl_i) * kl_dos + kl_c] *= kl_a;
+                    }
+                    __syncwarp();
+                    for (int kl_c = 0; kl_c < kl_dvp; kl_c += 16) {
+                        float* kl_o = kl_os + kl_w0 * kl_dos + kl_c;
+                        nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> kl_acc;
+                        nvcuda::wmma::load_matrix_sync(kl_acc, kl_o, kl_dos, nvcuda::wmma::mem_row_major);
+                        #pragma unroll
+                        for (int kl_f = 0; kl_f < 4; ++kl_f) {
+                            nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, __half, nvcuda::wmma::row_major> kl_b;
+                            nvcuda::wmma::load_matrix_sync(kl_b, kl_vh + kl_f * 16 * kl_dvs + kl_c, kl_dvs);
+                            nvcuda::wmma::mma_sync(kl_acc, kl_pa[kl_f], kl_b, kl_acc);
+                        }
+                        nvcuda::wmma::store_matrix_sync(kl_o, kl_acc, kl_dos, nvcuda::wmma::mem_row_major);
+                    }
                 }
             } else {
+                if (kl_oreg) {
+        #pragma unroll
+        for (int kl_f = 0; kl_f < 8; ++kl_f)
+            if (kl_f * 16 < kl_dvp) nvcuda::wmma::store_matrix_sync(kl_os + kl_w0 * kl_dos + kl_f * 16, kl_oacc[kl_f], kl_dos, nvcuda::wmma::mem_row_major);
+    }
+
+                __syncwarp();
                 for (int kl_e = kl_lane; kl_e < 16 * kl_dv; kl_e += 32) {
                     const int kl_rr = kl_w0 + kl_e / kl_dv, kl_c = kl_e % kl_dv;
                     const float* kl_w = &kl_sc[kl_rr * 68];
@@ -391,10 +428,24 @@ __global__ void __launch_bounds__(128) attn_scores_flash(const __half* __restric
                         if (kl_w[kl_jj] != 0.0f) kl_a += kl_w[kl_jj] * kl_term((kl_r0 + kl_rr) * kl_dv + kl_c, kl_j0 + kl_jj);
                     kl_os[kl_rr * kl_dos + kl_c] = kl_a;
                 }
+                __syncwarp();
+                if (kl_oreg) {
+        #pragma unroll
+        for (int kl_f = 0; kl_f < 8; ++kl_f)
+            if (kl_f * 16 < kl_dvp) nvcuda::wmma::load_matrix_sync(kl_oacc[kl_f], kl_os + kl_w0 * kl_dos + kl_f * 16, kl_dos, nvcuda::wmma::mem_row_major);
+    }
+
             }
         }
         __syncthreads();
     }
+    if (kl_oreg) {
+        #pragma unroll
+        for (int kl_f = 0; kl_f < 8; ++kl_f)
+            if (kl_f * 16 < kl_dvp) nvcuda::wmma::store_matrix_sync(kl_os + kl_w0 * kl_dos + kl_f * 16, kl_oacc[kl_f], kl_dos, nvcuda::wmma::mem_row_major);
+    }
+
+    __syncwarp();
     for (int kl_e = kl_lane; kl_e < 16 * kl_dv; kl_e += 32) {
         const int kl_rr = kl_w0 + kl_e / kl_dv, kl_c = kl_e % kl_dv;
         const long long kl_r = kl_r0 + kl_rr;
