@@ -39,7 +39,7 @@ def test_attention_fwd_naive_fuses_and_passes_the_emu_gate(tmp_path: Path) -> No
     assert _launches(out.text) == ["attn_scores_flash"]  # one kernel instead of three
     launch = out.text[out.text.index("attn_scores_flash<<<") :].split(";")[0]
     assert ", P" not in launch  # the scratch is no longer passed
-    assert "__syncthreads_or(kl_live)" in out.text  # tiles the mask removes entirely are skipped
+    assert "__any_sync(0xffffffffu, kl_mt != -INFINITY)" in out.text  # a warp skips P V on masked tiles
     assert "kl_m[kl_rr] = kl_mn;" in out.text  # running max per query row
     assert_passes(out.text, ATTN, tmp_path, "attn_flash.cu")  # both head dims, both masks
 
@@ -133,9 +133,9 @@ def test_16bit_attention_fuses_on_tensor_cores_and_passes_the_emu_gate(
     # odd rows per head (tiles span heads), keys not a multiple of the tile, head sizes 24 and 48
     out = _fuse(CudaSource.from_file(folder / "naive.cu"))
     assert _launches(out.text) == ["qk_flash"]
-    assert out.text.count("nvcuda::wmma::mma_sync") == 2  # Q K^T and P V
+    assert out.text.count("nvcuda::wmma::mma_sync") == 3  # Q K^T; P V into registers or shared memory
     assert f"nvcuda::wmma::matrix_b, 16, 16, 16, {elem}, nvcuda::wmma::col_major" in out.text  # K^T
-    assert f"kl_ph[kl_rr * 32 + kl_lane] = {convert}(kl_p);" in out.text  # P in 16-bit for P V
+    assert f"kl_ph[kl_rr * 72 + kl_jj] = {convert}(kl_p);" in out.text  # P in 16-bit
     assert "kl_m[kl_rr] = kl_mn;" in out.text  # the online softmax stays fp32
     assert_passes(out.text, folder, tmp_path, f"{elem}_flash.cu")
 

@@ -17,6 +17,7 @@ addresses (checked per tile), otherwise the block reads them through the lambdas
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from klineage.deopt import _threads as T
 from klineage.deopt._three_phase import ThreePhase
@@ -34,14 +35,17 @@ def _indent(text: str, pad: str) -> str:
     return "\n".join(pad + ln if ln.strip() else ln for ln in text.splitlines())
 
 
+def lam(name: str, args: str, ret: str, stmts: tuple[str, ...], default: str, last: str) -> str:
+    """A kernel-local lambda `name(args) -> ret` running `stmts` (a bare `return;` in them returns
+    `default`), then `last`."""
+    body = _indent(_returns(stmts, default) + ("\n" + last if last else ""), " " * 8)
+    return f"    auto {name} = [&]({args}) -> {ret} {{\n{body}\n    }};\n"
+
+
 def lambdas(tp: ThreePhase) -> str:
     """The per-element lambdas of the fused kernel (kernel-local, capturing the parameters)."""
     p, c, s = tp.producer, tp.consumer, tp.softmax
     it, ct = p.k.tid_type, c.k.tid_type
-
-    def lam(name: str, args: str, ret: str, stmts: tuple[str, ...], default: str, last: str) -> str:
-        body = _indent(_returns(stmts, default) + ("\n" + last if last else ""), " " * 8)
-        return f"    auto {name} = [&]({args}) -> {ret} {{\n{body}\n    }};\n"
 
     d_at = (f"const {p.var_type} {p.var} = 0;",)
     return "".join(
@@ -69,19 +73,47 @@ def smem_floats(dq: str, dv: str) -> str:
     return f"({BR} * {dq} + {BK} * ({dq} + 1) + {BK} * {dv} + {BR} * {BK + 1} + {BR} * {dv} + {3 * BR})"
 
 
-def row_state(outputs: str) -> str:
+def row_state(outputs: str, br: int = BR, threads: int = THREADS) -> str:
     """Thread and warp ids, the running max, sum and `outputs` accumulators zeroed, and whether
-    every query row of the block reads one query vector for all its keys (`kl_qok`)."""
+    every query row of the block (`br` rows, `threads` threads) reads one query vector for all its
+    keys (`kl_qok`)."""
     return f"""    const int kl_t = threadIdx.x, kl_lane = kl_t % 32, kl_warp = kl_t / 32;
-    for (int kl_e = kl_t; kl_e < {BR}; kl_e += {THREADS}) {{
+    for (int kl_e = kl_t; kl_e < {br}; kl_e += {threads}) {{
         kl_m[kl_e] = -INFINITY;
         kl_l[kl_e] = 0.0f;
     }}
-    for (int kl_e = kl_t; kl_e < {outputs}; kl_e += {THREADS}) kl_os[kl_e] = 0.0f;
+    for (int kl_e = kl_t; kl_e < {outputs}; kl_e += {threads}) kl_os[kl_e] = 0.0f;
     int kl_qok = 1;
-    if (kl_t < {BR} && kl_rowok(kl_r0 + kl_t))
+    if (kl_t < {br} && kl_rowok(kl_r0 + kl_t))
         kl_qok = kl_qadr((kl_r0 + kl_t) * kl_len) == kl_qadr((kl_r0 + kl_t) * kl_len + kl_len - 1);
     kl_qok = __syncthreads_and(kl_qok);
+"""
+
+
+def _key_adr(r: str, j: str) -> str:
+    return f"kl_kadr({r} * kl_len + {j})"
+
+
+def _term_adr(r: str, c: str, j: str) -> str:
+    return f"kl_vadr({r} * kl_dv{' + ' + c if c != '0' else ''}, {j})"
+
+
+def same_tile(
+    br: int = BR,
+    key: Callable[[str, str], str] = _key_adr,
+    term: Callable[[str, str, str], str] = _term_adr,
+) -> str:
+    """Each of the block's `br` rows: whether it reads the key and term tile the block's first row
+    reads (first and last key, first and last column), into `kl_uni`; `key(row, key)` and
+    `term(row, column, key)` give the addresses."""
+    k, v = key, term
+    return f"""        if (kl_t < {br} && kl_rowok(kl_r0 + kl_t)) {{
+            const long long kl_r = kl_r0 + kl_t;
+            kl_uni = {k("kl_r", "kl_j0")} == {k("kl_r0", "kl_j0")} &&
+                     {k("kl_r", "kl_jl")} == {k("kl_r0", "kl_jl")} &&
+                     {v("kl_r", "0", "kl_j0")} == {v("kl_r0", "0", "kl_j0")} &&
+                     {v("kl_r", "kl_dv - 1", "kl_jl")} == {v("kl_r0", "kl_dv - 1", "kl_jl")};
+        }}
 """
 
 
@@ -97,14 +129,7 @@ def tile_mask() -> str:
             kl_ps[(kl_e / {BK}) * {BK + 1} + kl_e % {BK}] = kl_on ? 0.0f : -INFINITY;
             kl_live |= kl_on;
         }}
-        if (kl_t < {BR} && kl_rowok(kl_r0 + kl_t)) {{
-            const long long kl_r = kl_r0 + kl_t;
-            kl_uni = kl_kadr(kl_r * kl_len + kl_j0) == kl_kadr(kl_r0 * kl_len + kl_j0) &&
-                     kl_kadr(kl_r * kl_len + kl_jl) == kl_kadr(kl_r0 * kl_len + kl_jl) &&
-                     kl_vadr(kl_r * kl_dv, kl_j0) == kl_vadr(kl_r0 * kl_dv, kl_j0) &&
-                     kl_vadr(kl_r * kl_dv + kl_dv - 1, kl_jl) == kl_vadr(kl_r0 * kl_dv + kl_dv - 1, kl_jl);
-        }}
-        kl_live = __syncthreads_or(kl_live);
+{same_tile()}        kl_live = __syncthreads_or(kl_live);
         kl_uni = __syncthreads_and(kl_uni);
         if (!kl_live) continue;
 """
@@ -218,12 +243,15 @@ def smem(dq_host: str, dv_host: str) -> str:
     return f"(size_t){smem_floats(T.paren(dq_host), T.paren(dv_host))} * sizeof(float)"
 
 
-def launch(tp: ThreePhase, name: str, args: str, smem: str, stream: str) -> str:
-    """The launcher's statements that replace the three launches (`smem`: bytes, launcher side)."""
+def launch(
+    tp: ThreePhase, name: str, args: str, smem: str, stream: str, br: int = BR, threads: int = THREADS
+) -> str:
+    """The launcher's statements that replace the three launches (`smem`: bytes, launcher side;
+    a block of `threads` threads per `br` query rows)."""
     rows = T.paren(tp.rows_host)
     return (
         f"{{\n        const size_t kl_smem = {smem};\n"
         f"        cudaFuncSetAttribute({name}, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kl_smem);\n"
-        f"        {name}<<<(unsigned)(({rows} + {BR - 1}) / {BR}), {THREADS}, kl_smem{', ' + stream if stream else ''}>>>({args});\n"
+        f"        {name}<<<(unsigned)(({rows} + {br - 1}) / {br}), {threads}, kl_smem{', ' + stream if stream else ''}>>>({args});\n"
         "    }"
     )

@@ -158,13 +158,16 @@ class FlashFusion(Operator):
         if broken:
             raise Refused(f"{self.name}: " + "; ".join(broken))
         name = f"{p.k.fn.name}_flash"
+        stream = p.k.launch.stream or ""
         if el is None:
-            body, smem = E.kernel(tp, name, params), E.smem(dq, dv)
+            body, launch = E.kernel(tp, name, params), E.launch(tp, name, args, E.smem(dq, dv), stream)
         else:
-            body, smem = TC.kernel(tp, name, params, el), f"(size_t){TC.smem_bytes(dq, dv)}"
+            body = TC.kernel(tp, name, params, el)
+            smem = f"(size_t){TC.smem_bytes(dq, dv)}"
+            launch = E.launch(tp, name, args, smem, stream, TC.BR, TC.THREADS)
         stmts = [_statement(src.node_for(k.launch)) for k in (p.k, tp.softmax.k, c.k)]
         edits = [
-            edit.replace(stmts[0], E.launch(tp, name, args, smem, p.k.launch.stream or "")),
+            edit.replace(stmts[0], launch),
             edit.delete(src, stmts[1]),
             edit.delete(src, stmts[2]),
             edit.replace(p.k.node, body),

@@ -1,0 +1,115 @@
+"""The producer's score lambda in (row, key) coordinates, for flash_fusion's tensor-core kernel.
+
+The fused kernel calls the producer's value lambda with the scratch index `row * L + key` (L the
+key count, 0 <= key < L), and a naive producer takes that index apart again: `idx % L` is the key,
+`idx / L` the row, each a 64-bit division per score. Written with the two coordinates passed in,
+the same statements need no division for the key and one per row (shared by the row's keys) for
+anything derived from the row. Each `idx % L` and `idx / L` whose operands are exactly those (not
+the right operand of a `*`, `/`, `%`, a cast or a unary minus, not followed by a call, subscript or
+member access) becomes the coordinate, cast to the expression's own type; the index itself stays
+defined (`row * L + key`) for every other use, so statements that use it otherwise are unchanged.
+Nothing is rewritten when the index or L is assigned in the lambda's statements.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from klineage.deopt import _threads as T
+from klineage.deopt._flash_emit import lam
+from klineage.deopt._three_phase import ThreePhase
+
+_BEFORE = set("(=,+?:<>[{;|&")  # a preceding character after which `idx op L` is its own operand
+
+
+def _own_operand(text: str, start: int, end: int) -> bool:
+    before, after = text[:start].rstrip(), text[end:].lstrip()
+    if before.endswith("->") or (before and before[-1] not in _BEFORE and not before.endswith("return")):
+        return False
+    return not re.match(r"(?:[\[(.]|->|\+\+|--)", after)
+
+
+def _rewrite(text: str, idx: str, length: str) -> str:
+    pat = re.compile(rf"\b{re.escape(idx)}\s*([%/])\s*{re.escape(length)}\b")
+
+    def sub(m: re.Match[str]) -> str:
+        if not _own_operand(m.string, m.start(), m.end()):
+            return m.group(0)
+        coord = "kl_aj" if m.group(1) == "%" else "kl_ar"
+        return f"((decltype({m.group(0)})){coord})"
+
+    return pat.sub(sub, text)
+
+
+def _written(name: str, text: str) -> bool:
+    return bool(re.search(rf"\b{name}\s*(?:[-+*/%&|^]?=(?!=)|\+\+|--)|(?:\+\+|--|&)\s*{name}\b", text))
+
+
+def _in_coordinates(
+    name: str,
+    idx: str,
+    it: str,
+    length: str,
+    stride: str,
+    stmts: tuple[str, ...],
+    last: str,
+    sig: tuple[str, str, str],
+) -> str | None:
+    """A lambda `name(kl_ar, kl_aj, *args)` running `stmts` then `last` at index `kl_ar * stride +
+    kl_aj` (`stride`: the kernel's value of `length`), read in coordinates; None when nothing
+    reads that way or the index or `length` is assigned. `sig`: (extra args, return type, default)."""
+    length = T.strip_casts(length).strip("()")
+    if not re.fullmatch(r"[A-Za-z_]\w*", length):
+        return None
+    body = "\n".join((*stmts, last))
+    if _written(idx, body) or _written(length, body):
+        return None
+    new, new_last = tuple(_rewrite(s, idx, length) for s in stmts), _rewrite(last, idx, length)
+    if new == stmts and new_last == last:
+        return None
+    args, ret, default = sig
+    decl = f"const {it} {idx} = ({it})(kl_ar * {stride} + kl_aj);"
+    return lam(
+        name,
+        f"long long kl_ar, long long kl_aj{', ' + args if args else ''}",
+        ret,
+        (decl, *new),
+        default,
+        new_last,
+    )
+
+
+@dataclass(frozen=True)
+class Coordinates:
+    """The tensor-core kernel's lambdas in coordinates (each None when its statements do not read
+    that way): the score `kl_vrk(row, key, acc)`, the key element's address `kl_kark(row, key, col)`
+    and the term element's address `kl_vark(row, col, key)`."""
+
+    value: str | None
+    key: str | None
+    term: str | None
+
+    @property
+    def text(self) -> str:
+        return "".join(x for x in (self.value, self.key, self.term) if x)
+
+    def key_at(self, r: str, j: str, d: str) -> str:
+        return f"kl_kark({r}, {j}, {d})" if self.key else f"kl_kat({T.paren(r)} * kl_len + {j}, {d})"
+
+    def term_at(self, r: str, c: str, j: str) -> str:
+        return f"kl_vark({r}, {c}, {j})" if self.term else f"kl_vadr({T.paren(r)} * kl_dv + {c}, {j})"
+
+
+def coordinates(tp: ThreePhase) -> Coordinates:
+    p, c = tp.producer, tp.consumer
+    pi, ci = (p.k.tid, p.k.tid_type), (c.k.tid, c.k.tid_type)
+    ptr = ("const void*", "nullptr")
+    return Coordinates(
+        _in_coordinates("kl_vrk", *pi, tp.length, "kl_len", p.prelude, f"return {p.value};",
+                        (f"float {p.acc}", "float", "-INFINITY")),
+        _in_coordinates("kl_kark", *pi, tp.length, "kl_len", p.prelude, f"return (const void*)&({p.key_read});",
+                        (f"{p.var_type} {p.var}", *ptr)),
+        _in_coordinates("kl_vark", *ci, c.columns, "kl_dv", c.prelude, f"return (const void*)&({c.term_read});",
+                        (f"{c.var_type} {c.var}", *ptr)),
+    )  # fmt: skip

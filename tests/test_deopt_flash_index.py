@@ -1,0 +1,58 @@
+"""flash_fusion's tensor-core kernel reads the producer's score in (row, key) coordinates: `idx % L`
+and `idx / L` (L the key count) become the key and the row when they are operands of their own, and
+nothing else changes meaning."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from klineage.deopt._flash_index import _rewrite, coordinates
+from klineage.deopt.flash_fusion import FlashFusion
+from klineage.source.model import CudaSource
+
+OP = FlashFusion()
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("int j = (int)(idx % S);", "int j = (int)(((decltype(idx % S))kl_aj));"),
+        ("int i = (int)((idx / S) % S);", "int i = (int)((((decltype(idx / S))kl_ar)) % S);"),
+        ("return idx % S;", "return ((decltype(idx % S))kl_aj);"),
+        ("x[idx % S] + 1", "x[((decltype(idx % S))kl_aj)] + 1"),
+    ],
+)
+def test_own_operands_become_the_coordinates(text: str, want: str) -> None:
+    assert _rewrite(text, "idx", "S") == want
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "int j = 3 * idx % S;",  # (3 * idx) % S
+        "int j = -idx % S;",  # unary minus first
+        "int j = (int)idx % S;",  # the cast binds first
+        "int j = idx % S[0];",  # S is not the operand
+        "int j = idx / S(2);",
+        "int j = p->idx % S;",  # another object's member
+        "int j = idx % SS;",
+        "int j = idx / ((long long)S * S);",  # not L itself
+    ],
+)
+def test_anything_else_is_left_alone(text: str) -> None:
+    assert _rewrite(text, "idx", "S") == text
+
+
+def test_attention_fwd_scores_in_coordinates_and_an_assigned_index_is_not() -> None:
+    src = CudaSource.from_file(ROOT / "expert_kernels" / "attention_fwd" / "naive.cu")
+    (site,) = OP.find_forward(src)
+    out = OP.apply(src, site).text
+    assert "kl_v = kl_vrk(kl_r, kl_j, kl_d);" in out  # the staged product's score, no division per key
+    assert "int j = (int)(((decltype(idx % S))kl_aj));" in out
+    text = src.text.replace("int j = (int)(idx % S);", "int j = (int)(idx % S); idx += 0;")
+    changed = CudaSource.from_text(text, "k.cu")
+    tp = OP._read(changed, OP.find_forward(changed)[0])
+    assert coordinates(tp).value is None  # the index is written: the statements are not read that way
