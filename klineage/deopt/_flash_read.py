@@ -19,12 +19,12 @@ from dataclasses import dataclass
 import tree_sitter as ts
 
 from klineage.deopt import _threads as T
-from klineage.deopt._three_phase import unwrap
 from klineage.deopt.base import Refused
 from klineage.source import edit
 from klineage.source import nodes as N
 from klineage.source.constructs import Function, LaunchSite
 from klineage.source.model import CudaSource
+from klineage.source.syntax import unparen_text
 
 _EXP = r"(?:__expf|expf|exp|__exp)"
 _MAX = r"(?:fmaxf|fmax|max)"
@@ -175,7 +175,9 @@ def read(src: CudaSource, kernel: str) -> Parts:
     if m is None or cm is None or e is None:
         raise Refused("no key-tile bound, output columns or rescale exp read")
     length, columns = _name(src, f.node, m.group(1)), _name(src, f.node, cm.group(1))
-    rows = re.fullmatch(rf"\(?{rowok.params[0][1]}\)?>=(.+)", unwrap(T.strip_casts(unwrap(g.group(1)))))
+    rows = re.fullmatch(
+        rf"\(?{rowok.params[0][1]}\)?>=(.+)", unparen_text(T.strip_casts(unparen_text(g.group(1))))
+    )
     host = [
         T.kernel_expr_in_launcher(src, f.kernel, f.launch, x, f.node)
         for x in (rows.group(1) if rows else "", length, columns)
@@ -217,7 +219,7 @@ def kernels(src: CudaSource, p: Parts) -> str:
 
 __global__ void {base}_softmax({ps}) {{
     const {st} {row} = {tid};
-    if ({unwrap(p.guard)}) return;
+    if ({unparen_text(p.guard)}) return;
     float* kl_p = P + {row} * {p.length};
     float kl_mx = -INFINITY;
     for (int kl_j = 0; kl_j < {p.length}; ++kl_j) kl_mx = fmaxf(kl_mx, kl_p[kl_j]);

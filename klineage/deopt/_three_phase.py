@@ -25,6 +25,7 @@ from klineage.deopt import _threads as T
 from klineage.deopt.base import Refused
 from klineage.source.constructs import Function, LaunchSite
 from klineage.source.model import CudaSource
+from klineage.source.syntax import unparen_text
 
 _EXP = r"(?:__expf|expf|exp|__exp)"
 _MAX = r"(?:fmaxf|fmax|max)"
@@ -90,19 +91,6 @@ class ThreePhase:
     length: str  # L, in the consumer's parameter names
     rows_host: str  # the number of scratch rows on the launcher's side
     scratch_arg: str
-
-
-def unwrap(text: str) -> str:
-    """`text` without parentheses that enclose all of it."""
-    t = text.strip()
-    while t.startswith("(") and t.endswith(")"):
-        depth = 0
-        for i, ch in enumerate(t):
-            depth += {"(": 1, ")": -1}.get(ch, 0)
-            if depth == 0 and i < len(t) - 1:
-                return t
-        t = t[1:-1].strip()
-    return t
 
 
 def _stmts(node: ts.Node) -> list[ts.Node]:
@@ -353,7 +341,7 @@ def _read(
     if host[0] is None or T.squash(host[0]) != T.squash(host[1] or ""):
         raise Refused("the row kernel and the weighted sum do not read rows of one length")
     prod = producer(src, kp, host[0])
-    rows = re.fullmatch(rf"\(?{ks.tid}\)?>=(.+)", unwrap(T.strip_casts(unwrap(sm.guard))))
+    rows = re.fullmatch(rf"\(?{ks.tid}\)?>=(.+)", unparen_text(T.strip_casts(unparen_text(sm.guard))))
     rows_host = T.kernel_expr_in_launcher(src, ks.fn, ks.launch, rows.group(1), ks.node) if rows else None
     if rows_host is None:
         raise Refused(f"{ks.fn.name}: the row guard is not `row >= rows` over parameters")

@@ -23,7 +23,7 @@ from klineage.deopt.base import Operator, Precondition, Refused, Site
 from klineage.source import edit
 from klineage.source.constructs import SharedDecl
 from klineage.source.model import CudaSource
-from klineage.source.syntax import paren, squash, subst_idents
+from klineage.source.syntax import paren, squash, subst_idents, unparen_text
 
 _PADDED = re.compile(r"^(?P<base>.+?)\s*\+\s*(?P<pad>\d+|\w*[pP][aA][dD]\w*|\w*SKEW\w*|\w*[sS]kew\w*)$")
 _FOUR_BYTE = {"float", "int", "unsigned", "unsigned int", "uint32_t", "int32_t"}
@@ -184,13 +184,6 @@ def _xors(src: CudaSource, decl: SharedDecl) -> tuple[list[ts.Node], list[ts.Nod
     return xors, plain
 
 
-def _strip_parens(t: str) -> str:
-    t = t.strip()
-    while t.startswith("(") and t.endswith(")") and paren(t[1:-1]) == t:
-        t = t[1:-1].strip()
-    return t
-
-
 def stride_definition(src: CudaSource, name: str) -> tuple[int, int, str] | None:
     """(start, end, text) of the value of the one definition of `name` (`#define`, `constexpr` or
     `const`), when no preprocessor test reads it."""
@@ -215,7 +208,7 @@ def padded_constant(src: CudaSource, name: str) -> tuple[int, int, str, str] | N
     if (found := stride_definition(src, name)) is None:
         return None
     start, end, text = found
-    if (pm := _PADDED.match(_strip_parens(text))) is not None:
+    if (pm := _PADDED.match(unparen_text(text))) is not None:
         return start, end, pm.group("base"), pm.group("pad")
     v = resolve_int(src, text)
     if v is None or v < 17:
@@ -245,7 +238,7 @@ def _padded_factors(src: CudaSource, node: ts.Node) -> list[ts.Node]:
         and n.parent is not None
         and n.parent.type == "binary_expression"
         and src.text_of(n.parent.children[1]) == "*"
-        and _PADDED.match(_strip_parens(src.text_of(n)))
+        and _PADDED.match(unparen_text(src.text_of(n)))
     ]
 
 
@@ -260,13 +253,13 @@ def _flat_padding(src: CudaSource, decl: SharedDecl) -> tuple[str, list[ts.Node]
     found = _padded_factors(src, size) if size is not None else []
     if len(decl.dims) != 1 or len(found) != 1:
         return "", [], []
-    key = squash(_strip_parens(src.text_of(found[0])))
+    key = squash(unparen_text(src.text_of(found[0])))
     nodes, missing = list(found), []
     for u in _uses(src, decl):
         chain = _subscript_chain(u)
         idx = _index(chain[0]) if chain else None
         same = (
-            [n for n in _padded_factors(src, idx) if squash(_strip_parens(src.text_of(n))) == key]
+            [n for n in _padded_factors(src, idx) if squash(unparen_text(src.text_of(n))) == key]
             if idx
             else []
         )

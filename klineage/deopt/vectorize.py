@@ -33,7 +33,7 @@ from klineage.deopt.gemm_loop import GemmLoop, gemm_loops
 from klineage.source import edit
 from klineage.source.memo import per_text
 from klineage.source.model import CudaSource
-from klineage.source.syntax import squash
+from klineage.source.syntax import squash, unparen_text
 
 VECTOR_TYPES = frozenset(
     {
@@ -315,16 +315,8 @@ def _dead_declarations(src: CudaSource, fn: ts.Node | None, *gone: ts.Node) -> l
 
 
 def _unparen(t: str) -> str:
-    t = re.sub(r"\s+", "", t)
-    while t.startswith("(") and t.endswith(")") and t.count("(") == t.count(")"):
-        inner = t[1:-1]
-        depth = 0
-        for ch in inner:
-            depth += 1 if ch == "(" else -1 if ch == ")" else 0
-            if depth < 0:
-                return t
-        t = inner
-    return t
+    """`t` without spaces and without the parentheses that enclose all of it."""
+    return unparen_text(re.sub(r"\s+", "", t))
 
 
 def _tail_pairs(src: CudaSource, fn: ts.Node) -> list[tuple[ts.Node, ts.Node, str, str]]:

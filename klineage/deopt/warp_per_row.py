@@ -48,6 +48,7 @@ from klineage.deopt.rows import (
 )
 from klineage.source import edit
 from klineage.source.model import CudaSource
+from klineage.source.syntax import unparenthesized
 
 #: the row a thread owns after the removal (the global thread index)
 _THREAD_ROW = "blockIdx.x * blockDim.x + threadIdx.x"
@@ -932,20 +933,14 @@ _ARG_BUTTERFLY = re.compile(
 )
 
 
-def _unparen(n: ts.Node) -> ts.Node:
-    while n.type in ("parenthesized_expression", "condition_clause") and n.named_children:
-        n = n.named_children[0]
-    return n
-
-
 def _filtered_scan(src: CudaSource, cond: ts.Node, start: str) -> tuple[str, str, str, str] | None:
     """(value, op, best, where) of `F && (where < 0 || E > best)`: an arg-max over the elements
     that pass filter F, `where < 0` meaning none found yet (a selection pass). Positions start at
     0, so a negative one is only ever the sentinel. F and E must not read `best` or `where`."""
-    c = _unparen(cond)
+    c = unparenthesized(cond, clause=True)
     if c.type != "binary_expression" or c.child_by_field_name("operator").type != "&&" or start != "0":
         return None
-    filt, rest = c.child_by_field_name("left"), _unparen(c.child_by_field_name("right"))
+    filt, rest = c.child_by_field_name("left"), unparenthesized(c.child_by_field_name("right"), clause=True)
     if rest.type != "binary_expression" or rest.child_by_field_name("operator").type != "||":
         return None
     none = re.fullmatch(r"(\w+)<0", T.squash(src.text_of(rest.child_by_field_name("left"))))

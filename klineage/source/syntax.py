@@ -51,6 +51,16 @@ def paren(text: str) -> str:
     return f"({s})"
 
 
+def unparen_text(text: str) -> str:
+    """`text` stripped, without the parentheses that enclose all of it (`((a + b))` is `a + b`;
+    `(a) + (b)` stays). The text twin of `unparenthesized`, for operators that read expressions
+    as text."""
+    s = text.strip()
+    while s.startswith("(") and s.endswith(")") and _balanced_inside(s):
+        s = s[1:-1].strip()
+    return s
+
+
 def _balanced_inside(s: str) -> bool:
     depth = 0
     for i, ch in enumerate(s):
