@@ -5,6 +5,7 @@ from __future__ import annotations
 from klineage.deopt.base import Operator
 from klineage.deopt.block_atomic import BlockAtomic
 from klineage.deopt.block_per_row import BlockPerRow
+from klineage.deopt.block_row_of_warps import BlockRowOfWarps
 from klineage.deopt.cg_reduce import CgReduce
 from klineage.deopt.coalesced_mapping import CoalescedMapping
 from klineage.deopt.coarsening import Coarsening
@@ -76,6 +77,7 @@ _OPERATORS: list[Operator] = [
     LoadAdd(),
     RegisterBlocking(),
     WarpPerRow(),
+    BlockRowOfWarps(),  # before block_per_row: a block of warps goes to a warp per row first
     BlockPerRow(),
     RowStats(),  # after the row layouts: a thread per row is what they start from
     CoalescedMapping(),

@@ -33,6 +33,7 @@ from klineage.source import edit
 from klineage.source.constructs import Function
 from klineage.source.model import CudaSource
 
+_FOLDER = {"first_warp": "the first warp", "butterfly": "every thread", "thread0_fold": "thread 0"}
 _MAXMIN = re.compile(r"\b(?:fmaxf|fminf|fmax|fmin|max|min)\s*\(")
 _ZERO = r"(?:0|0\.0?f?|0\.f)"
 
@@ -48,7 +49,63 @@ class _Run:
     last: ts.Node
     var: str
     reducer: str  # the warp reduction's function ("" for the every-thread form)
-    form: str  # first_warp | butterfly (backward) | every_thread (the tree, forward)
+    form: str  # first_warp | butterfly | thread0_fold (backward) | every_thread (the tree, forward)
+    fold: _Fold | None = None  # the thread-0 fold's reading (thread0_fold only)
+
+
+@dataclass(frozen=True)
+class _Fold:
+    """Thread 0's serial fold of the warps' slots (llm.c's softmax kernel4): its combiner
+    (sum | max | min, "" when not one of them), the loop's bound text and the broadcast read after
+    the second barrier (`T name = slots[0];`: its type and name)."""
+
+    combine: str
+    func: str  # the fold's function (`fmaxf`), "" for a sum
+    bound: str
+    ty: str
+    name: str
+
+
+_FOLD_COMBINE = {
+    "+": "sum",
+    "fmaxf": "max",
+    "fmax": "max",
+    "max": "max",
+    "fminf": "min",
+    "fmin": "min",
+    "min": "min",
+}
+
+
+def _fold_of(src: CudaSource, body: ts.Node, slots: str) -> tuple[str, str, str] | None:
+    """(combiner, its function, bound) of thread 0's block `{ T a = S[0 | threadIdx.x]; for (int i = 1; i < W;
+    i++) a = f(a, S[i]); S[0] = a; }` over the slot array S, or None when it is not that fold."""
+    if body.type != "compound_statement":
+        return None
+    nodes = _stmts(body)
+    st = [T.squash(src.text_of(x)) for x in nodes]
+    a = T.decl_name(nodes[0]) if len(st) == 3 and nodes[0].type == "declaration" else None
+    if a is None or not re.fullmatch(rf"{a}={slots}\[(?:0|threadIdx\.x)\]", _declarator(src, nodes[0])):
+        return None
+    m2 = re.fullmatch(
+        r"for\(int(\w+)=1;\1<([^;]+);(?:\+\+\1|\1\+\+|\1\+=1)\)\{?(.*?);?\}?",
+        st[1],
+    )
+    if m2 is None or st[2] != f"{slots}[0]={a};":
+        return None
+    i, bound, step = m2.groups()
+    s = re.escape(f"{slots}[{i}]")
+    if re.fullmatch(rf"{a}\+={s}|{a}={a}\+{s}", step):
+        return "sum", "", bound
+    m3 = re.fullmatch(rf"{a}=(\w+)\({a},{s}\)", step)
+    comb = _FOLD_COMBINE.get(m3.group(1), "") if m3 else ""
+    return (comb if comb != "sum" else ""), (m3.group(1) if m3 else ""), bound
+
+
+def _declarator(src: CudaSource, decl: ts.Node) -> str:
+    """A one-declarator declaration's declarator, squashed (`a=S[0]`); "" for several."""
+    ds = decl.children_by_field_name("declarator")
+    return T.squash(src.text_of(ds[0])) if len(ds) == 1 else ""
 
 
 def _stmts(block: ts.Node) -> list[ts.Node]:
@@ -99,6 +156,38 @@ def _first_warp_runs(src: CudaSource, k: Function, fn: ts.Node) -> list[_Run]:
             continue
         if _is_rank(src, fn, lane, ("%", "&")) and _is_rank(src, fn, warp, ("/", ">>")):
             out.append(_Run(k, fn, st[i], st[i + 4], v, r, "first_warp"))
+    return out
+
+
+def _thread0_runs(src: CudaSource, k: Function, fn: ts.Node) -> list[_Run]:
+    """Warp reductions, one slot per warp stored by lane 0, then thread 0 folds the slots serially
+    into slot 0 and every thread reads it back: `v = R(v); if (lane == 0) S[warp] = v;
+    __syncthreads(); if (threadIdx.x == 0) { fold }; __syncthreads(); T b = S[0];`."""
+    out = []
+    for st, i in _windows(fn, 6):
+        a, b, c, _, e, f = (T.squash(src.text_of(x)) for x in st[i : i + 6])
+        m1 = re.fullmatch(r"(\w+)=(\w+)(?:<[^;]*>)?\(\1\);", a)
+        if m1 is None or c != "__syncthreads();" or e != "__syncthreads();":
+            continue
+        v, r = m1.groups()
+        m2 = re.fullmatch(rf"if\((\w+)==0\)\{{?(\w+)\[(\w+)\]={v};\}}?", b)
+        d = st[i + 3]
+        cond = d.child_by_field_name("condition") if d.type == "if_statement" else None
+        if m2 is None or cond is None or d.child_by_field_name("alternative") is not None:
+            continue
+        if not re.fullmatch(r"\(?threadIdx\.x==0\)?", T.squash(src.text_of(cond))):
+            continue
+        lane, slots, warp = m2.groups()
+        fold = _fold_of(src, d.child_by_field_name("consequence"), slots)
+        bcast = st[i + 5]
+        name = T.decl_name(bcast) if bcast.type == "declaration" else None
+        if fold is None or name is None or _declarator(src, bcast) != f"{name}={slots}[0]":
+            continue
+        if _is_rank(src, fn, lane, ("%", "&")) and _is_rank(src, fn, warp, ("/", ">>")):
+            head = bcast.child_by_field_name("declarator")
+            ty = src.text_bytes[bcast.start_byte : head.start_byte].decode().strip()
+            info = _Fold(fold[0], fold[1], fold[2], ty, name)
+            out.append(_Run(k, fn, st[i], st[i + 5], v, r, "thread0_fold", info))
     return out
 
 
@@ -168,6 +257,7 @@ class TwoLevelReduce(Operator):
             fn = src.node_for(k)
             if "first_warp" in forms:
                 out += _first_warp_runs(src, k, fn) + _butterfly_runs(src, k, fn)
+                out += _thread0_runs(src, k, fn)
             if "every_thread" in forms:
                 out += _tree_runs(src, k, fn)
         return out
@@ -183,8 +273,9 @@ class TwoLevelReduce(Operator):
             self.site(
                 src,
                 r.first,
-                f"two-level block sum of {r.var} ({r.reducer or 'xor butterfly'} per warp, "
-                f"{'the first warp' if r.form == 'first_warp' else 'every thread'} folds) in {r.kernel.name}",
+                f"two-level block {r.fold.combine or 'reduction' if r.fold else 'sum'} of {r.var} "
+                f"({r.reducer or 'xor butterfly'} per warp, "
+                f"{_FOLDER[r.form]} folds) in {r.kernel.name}",
             )
             for r in self._runs(src, ("first_warp",))
         ]
@@ -232,6 +323,8 @@ class TwoLevelReduce(Operator):
                     "Data types",
                 )
             ] + self._block(src, run)[1]
+        if run.form == "thread0_fold":
+            return self._thread0_facts(src, run) + self._block(src, run)[1]
         helper = next((f for f in src.functions if f.name == run.reducer), None)
         text = src.text_of(src.node_for(helper)) if helper is not None else ""
         is_sum = helper is not None and "+" in text and _MAXMIN.search(text) is None
@@ -272,8 +365,63 @@ class TwoLevelReduce(Operator):
         )
         return facts + self._block(src, run)[1]
 
+    @staticmethod
+    def _thread0_facts(src: CudaSource, run: _Run) -> list[Precondition]:
+        """The thread-0 fold: one combiner shared by the warp reduction and the fold, a fold over
+        exactly the block's warps, and no read of the warp-level value after the broadcast (it
+        held a warp's partial, the tree leaves the block's total)."""
+        fold = run.fold
+        assert fold is not None
+        helper = next((f for f in src.functions if f.name == run.reducer), None)
+        text = src.text_of(src.node_for(helper)) if helper is not None else ""
+        kind = ("sum" if "+" in text and not _MAXMIN.search(text) else "") if text else ""
+        if text and (m := _MAXMIN.search(text)):
+            kind = _FOLD_COMBINE.get(m.group(0).rstrip("( \t"), "")
+        same = bool(fold.combine) and kind == fold.combine
+        warps = T.squash(T.resolve_local(src, run.fn, fold.bound))
+        consts = T.file_constants(src)
+        launches = T.launches_of(src, run.kernel.name)
+        blocks = {T.eval_int(src.text_of(T.config_nodes(src, ls)[1]), consts) for ls in launches}
+        covers = re.fullmatch(r"\(?blockDim\.x/32\)?", warps) is not None or (
+            len(blocks) == 1 and None not in blocks and T.eval_int(warps, consts) == next(iter(blocks)) // 32
+        )
+        later = [
+            n
+            for n in T.walk(run.fn)
+            if n.type == "identifier" and src.text_of(n) == run.var and n.start_byte > run.last.end_byte
+        ]
+        return [
+            fact(
+                "fold_matches_warp_reduction",
+                same,
+                f"{run.reducer} and thread 0's fold both take the {fold.combine}"
+                if same
+                else f"thread 0's fold ({fold.combine or 'unrecognised'}) and {run.reducer} "
+                f"({kind or 'unrecognised'}) are not one combiner",
+                "Data types",
+            ),
+            fact(
+                "fold_covers_the_warps",
+                covers,
+                f"the fold reads one slot per warp of the block ({fold.bound})"
+                if covers
+                else f"the fold's bound {fold.bound} is not the block's warp count",
+                "Layout",
+            ),
+            fact(
+                "warp_value_unread",
+                not later,
+                f"{run.var} is not read after the broadcast"
+                if not later
+                else f"{run.var} (a warp's partial) is read at line {later[0].start_point.row + 1}",
+                "Layout",
+            ),
+        ]
+
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
         run = self._at(src, site, ("first_warp",))
+        if run.form == "thread0_fold":
+            return self._remove_thread0(src, run)
         size, _ = self._block(src, run)
         ty = _type_of(src, run.fn, run.var)
         ind = edit.indent_of(src, run.first)
@@ -288,6 +436,36 @@ class TwoLevelReduce(Operator):
             "}",
             f"{v} = kl_tree[0];",
         ]
+        return edit.apply_edits(
+            src, [edit.Edit(run.first.start_byte, run.last.end_byte, f"\n{ind}".join(lines))]
+        )
+
+    def _remove_thread0(self, src: CudaSource, run: _Run) -> CudaSource:
+        """The run becomes a block-wide tree of the warp reduction's input (the fold's combiner),
+        read back by every thread, the broadcast then declared from it (as the first-warp form's
+        tree leaves it, which block_per_row reads); a name not yet declared in the
+        kernel (two reductions in one kernel each get their own tree: the second cannot overwrite
+        slot 0 while a thread still reads the first)."""
+        fold = run.fold
+        assert fold is not None
+        size, _ = self._block(src, run)
+        taken = set(T.local_decls(run.fn))
+        tree = next(n for n in (f"kl_tree{j or ''}" for j in range(len(taken) + 1)) if n not in taken)
+        ty = _type_of(src, run.fn, run.var)
+        a, b = f"{tree}[threadIdx.x]", f"{tree}[threadIdx.x + kl_s]"
+        step = f"{a} += {b};" if fold.combine == "sum" else f"{a} = {fold.func}({a}, {b});"
+        lines = [
+            f"__shared__ {ty} {tree}[{size}];  // one slot per thread of the block",
+            f"{tree}[threadIdx.x] = {run.var};",
+            "__syncthreads();",
+            "for (unsigned int kl_s = blockDim.x / 2; kl_s > 0; kl_s >>= 1) {",
+            f"    if (threadIdx.x < kl_s) {step}",
+            "    __syncthreads();",
+            "}",
+            f"{run.var} = {tree}[0];",
+            f"{fold.ty} {fold.name} = {run.var};",
+        ]
+        ind = edit.indent_of(src, run.first)
         return edit.apply_edits(
             src, [edit.Edit(run.first.start_byte, run.last.end_byte, f"\n{ind}".join(lines))]
         )
