@@ -21,8 +21,9 @@ import torch
 from klineage import Scalar, Tensor, Tolerance, Workload
 
 
-def reference(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, B: int, H: int, S: int, D: int,
-              causal: int) -> torch.Tensor:
+def reference(
+    Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, B: int, H: int, S: int, D: int, causal: int
+) -> torch.Tensor:
     q, k, v = Q.double(), K.double(), V.double()
     s = (q @ k.transpose(-1, -2)) / math.sqrt(D)
     if causal:
@@ -31,8 +32,9 @@ def reference(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, B: int, H: int,
     return (torch.softmax(s, dim=-1) @ v).to(torch.float16)
 
 
-def vendor(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, B: int, H: int, S: int, D: int,
-           causal: int) -> torch.Tensor:
+def vendor(
+    Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, B: int, H: int, S: int, D: int, causal: int
+) -> torch.Tensor:
     return torch.nn.functional.scaled_dot_product_attention(Q, K, V, is_causal=bool(causal))
 
 
