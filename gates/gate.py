@@ -139,8 +139,7 @@ def gate(
         cache.remember(cache.answer_key(text, digest, options.key_fields(), toolchain), key, cache_root)
     twins = None
     if use_cache and options.backend == "cuda":
-        context = {"workload": wl.fingerprint(), "options": options.key_fields(), "toolchain": toolchain}
-        twins = Twins(context, cache_root)
+        twins = Twins(wl.fingerprint(), options.key_fields(), toolchain, cache_root)
     with _single_flight(key):
         if use_cache:
             hit = cache.load_cached(key, cache_root)

@@ -19,7 +19,6 @@ whose verdict it reuses (`GateResult.twin_of`) and keeps its own compile stages.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,23 +60,25 @@ def host_text(source: str) -> str | None:
 class Twins:
     """The twin index of one gate: `look` after the compile stage, `file` once a verdict exists."""
 
-    context: dict[str, Any]  # workload fingerprint, options, toolchain: what else decides a verdict
+    workload_fingerprint: str
+    options: dict[str, Any]
+    toolchain: str
     root: Path | None = None
     key: str | None = None
 
     def look(self, source: str, cubin: Path) -> GateResult | None:
         """The verdict of an earlier binary twin, or None (and then `file` records this one)."""
         host = host_text(source)
+        if host is None:
+            return None
         try:
             device = hashlib.sha256(cubin.read_bytes()).hexdigest()
         except OSError:
             return None
-        if host is None:
-            return None
-        blob = json.dumps(
-            {"twin": device, "host": host, **self.context, "protocol": cache.PROTOCOL_VERSION}, sort_keys=True
+        # the gate's own cache key, over what the verdict depends on instead of the source text
+        self.key = cache.cache_key(
+            f"twin {device}\n{host}", self.workload_fingerprint, self.options, self.toolchain
         )
-        self.key = "twin-" + hashlib.sha256(blob.encode()).hexdigest()[:59]
         earlier = cache.recall(self.key, self.root)
         if earlier is None or not cache.reusable(earlier):
             return None
