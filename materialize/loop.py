@@ -80,6 +80,11 @@ SKILLS_MODES = ("all", "none")
 DEFAULT_BUDGET = 10
 #: a line head this slow a launch (ms) makes its candidates expected to be very slow as well
 EXPECT_VERY_SLOW_MS = VERY_SLOW_MS / 2
+#: seconds of timed launches a candidate gets (the gate's own defaults: 30 s, and 2 s from 20 ms a
+#: launch): a candidate is judged against its line's head by the spread of trial medians, which
+#: tens of repetitions of a multi-millisecond kernel settle; kernels under ~3 ms a launch keep the
+#: full 3 x 50 repetitions
+CANDIDATE_TIMING = {"timing_budget_s": 1.0, "slow_budget_s": 1.0}
 
 
 @dataclass
@@ -219,10 +224,11 @@ def candidate_gate_options(g: GateOptions, head_ms: float | None = None) -> Gate
     its line's head; timing torch each time doubled a candidate's GPU time in the loop). A
     candidate made from a head of half a second or more a launch (`head_ms`) is expected to be
     very slow too: the gate then takes its one timed launch under the CUPTI trace, one launch of
-    seconds where there were two (gates/cuda/profile_stage.py)."""
+    seconds where there were two (gates/cuda/profile_stage.py). Timing budgets: CANDIDATE_TIMING,
+    unless the caller set its own."""
     if g.backend != "cuda" or not g.time_kernel:
         return g
-    extra = {**g.extra, "skip_reference": True}
+    extra = {**CANDIDATE_TIMING, **g.extra, "skip_reference": True}
     if head_ms is not None and head_ms >= EXPECT_VERY_SLOW_MS:
         extra["expect_very_slow"] = True
     return dataclasses.replace(g, extra=extra)

@@ -365,17 +365,37 @@ def test_candidate_gate_options_leave_the_cpu_gate_alone() -> None:
     untimed = GateOptions(backend="cuda", time_kernel=False)
     assert candidate_gate_options(untimed) is untimed
     cuda = GateOptions(backend="cuda", extra={"reps": 5})
-    assert candidate_gate_options(cuda).extra == {"reps": 5, "skip_reference": True} and cuda.extra == {
-        "reps": 5
-    }
+    budgets = {"timing_budget_s": 1.0, "slow_budget_s": 1.0}
+    assert candidate_gate_options(cuda).extra == {"reps": 5, "skip_reference": True, **budgets}
+    assert cuda.extra == {"reps": 5}
     # a head of seconds a launch: its candidates' one timed launch is also their CUPTI trace
     assert candidate_gate_options(cuda, head_ms=1200.0).extra == {
         "reps": 5,
         "skip_reference": True,
         "expect_very_slow": True,
+        **budgets,
     }
+    # the caller's own budget wins
+    own = GateOptions(backend="cuda", extra={"timing_budget_s": 30.0})
+    assert candidate_gate_options(own).extra["timing_budget_s"] == 30.0
     assert "expect_very_slow" not in candidate_gate_options(cuda, head_ms=40.0).extra
     assert candidate_gate_options(emu, head_ms=1200.0) is emu
+
+
+def test_candidate_timing_budgets_cut_only_multi_millisecond_kernels() -> None:
+    """Under the loop's budgets a kernel of a millisecond keeps 3 x 50 repetitions, one of 10 ms
+    gets 3 x 16 (not 3 x 50: 1.5 s of launches), one of 100 ms 3 x 1 (not 3 x 3)."""
+    from klineage.gates.cuda.stats import plan_timing
+    from klineage.materialize.loop import CANDIDATE_TIMING
+
+    def plan(ms: float) -> tuple[int, int]:
+        p = plan_timing(
+            ms, 50, 3, 5, CANDIDATE_TIMING["timing_budget_s"], slow_budget_s=CANDIDATE_TIMING["slow_budget_s"]
+        )
+        return p.reps, p.trials
+
+    assert plan(1.0) == (50, 3) and plan(10.0) == (16, 3) and plan(100.0) == (1, 3)
+    assert plan_timing(100.0, 50, 3, 5, 30.0).reps == 3  # the gate's own rule, for comparison
 
 
 def test_start_kernel_is_read_in_canonical_form(wl, tmp_path: Path) -> None:  # noqa: ANN001
