@@ -9,11 +9,21 @@
 _kl_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 _kl_site=${KLINEAGE_SITE:-/tmp/site}
 mkdir -p "$_kl_site"
+# installed once per wheel set: scripts that source this side by side (two loops of one call) would
+# otherwise race in pip's target-directory swap; the lock serialises the first install
 if ls "$_kl_root"/.whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target "$_kl_site" "$_kl_root"/.whl/*.whl || echo "gpu_env: wheel install failed" >&2
+  _kl_want=$(cd "$_kl_root"/.whl && ls -- *.whl | md5sum | cut -d' ' -f1)
+  (
+    flock 9
+    if [ "$(cat "$_kl_site/.klineage-wheels" 2>/dev/null)" != "$_kl_want" ]; then
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target "$_kl_site" "$_kl_root"/.whl/*.whl && echo "$_kl_want" > "$_kl_site/.klineage-wheels" \
+        || echo "gpu_env: wheel install failed" >&2
+    fi
+  ) 9> "$_kl_site/.klineage-lock"
 fi
-cat > "$_kl_site/_klineage_repo.py" <<EOF
+_kl_finder=$(mktemp "$_kl_site/.klineage-repo.XXXXXX")
+cat > "$_kl_finder" <<EOF
 """Map klineage.gates and klineage.materialize to $_kl_root/{gates,materialize} (written by benchmarks/gpu_env.sh)."""
 import importlib.util
 import sys
@@ -34,13 +44,16 @@ def install():
     if _Finder not in sys.meta_path:
         sys.meta_path.append(_Finder)
 EOF
+mv -f "$_kl_finder" "$_kl_site/_klineage_repo.py"  # whole, never half-written for a process starting now
 _kl_pth="$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null)/_klineage_repo.pth"
-if ! echo "import _klineage_repo; _klineage_repo.install()" > "$_kl_pth" 2>/dev/null; then
+# a process without the site on its path (pip itself, before the export below) skips the finder quietly
+_kl_line="import importlib.util as _u; _u.find_spec('_klineage_repo') and __import__('_klineage_repo').install()"
+if ! echo "$_kl_line" > "$_kl_pth" 2>/dev/null; then
   # no writable site-packages: sitecustomize on PYTHONPATH does the same at start-up
-  echo "import _klineage_repo; _klineage_repo.install()" > "$_kl_site/sitecustomize.py"
+  echo "$_kl_line" > "$_kl_site/sitecustomize.py"
 fi
 export PATH="$_kl_site/bin:$PATH"  # console scripts of the carried wheels (ninja for load_inline)
 export PYTHONPATH="$_kl_site:$_kl_root${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
 export KLINEAGE_HOME=${KLINEAGE_HOME:-/tmp/klineage_home}
-unset _kl_root _kl_site _kl_pth
+unset _kl_root _kl_site _kl_pth _kl_line _kl_want _kl_finder

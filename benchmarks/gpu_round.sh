@@ -20,7 +20,8 @@
 #                and lineage coverage (issue 7)
 #   mine         the corpus mined on emu with KL_MINE_WORKERS (14) walks at once into a fresh store,
 #                exported to $OUT/mine/export (cards + JSONL); later stages of the call use that store
-#   materialize  leave-one-out materializer on cuda, KL_MODES (curriculum,random,none), KL_JOBS runs at once
+#   materialize  leave-one-out materializer on cuda, KL_MODES (curriculum,random,none), KL_JOBS runs at once,
+#                KL_BUDGET gates a run (10), KL_SEEDS random orders (seeds 0..N-1; default seed 0 only)
 #   judge        the materializer's judge on the GPU, in one process: every correct candidate of a CPU
 #                round (KL_JUDGE_RUN, default .gpu/r1: `materialize_bench.py --out` there, carried) checked
 #                and timed at the bench shape; with KL_JUDGE_CURVE=1 its budget curve too. The next
@@ -80,7 +81,7 @@ for s in "$@"; do
       cp "$DB" "$OUT/mine/mined.duckdb" ;;
     materialize) stage materialize "${KL_MATERIALIZE_S:-420}" python3 benchmarks/materialize_bench.py --db "$DB" \
       --backend cuda --modes "${KL_MODES:-curriculum,random,none}" ${KL_WORKLOADS:+--workloads "$KL_WORKLOADS"} \
-      --jobs "${KL_JOBS:-8}" --out "$OUT/materialize"
+      ${KL_BUDGET:+--budget "$KL_BUDGET"} ${KL_SEEDS:+--seeds "$KL_SEEDS"} --jobs "${KL_JOBS:-8}" --out "$OUT/materialize"
       # the worker's per-candidate phases (load, correctness, profile): where the loop's time goes
       cp "$KLINEAGE_HOME/resident-worker.log" "$OUT/materialize/worker.log" 2>/dev/null ;;
     judge)

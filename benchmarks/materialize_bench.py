@@ -25,7 +25,9 @@ OUT/curve.json indexes them (paths relative to OUT) with the skills applied so f
 benchmarks/materialized_bench.py --curve. `--curve-only` rebuilds them from an earlier run's
 trace.json files without gating anything. With `--backend cuda` the files are written too, but
 they are only that run's best after k candidates: the GPU keep rule compares timings, which vary
-from run to run, so a shorter run need not keep the same steps.
+from run to run, so a shorter run need not keep the same steps; OUT/curve_gpu.md then tables
+that best after k candidates by the runs' own gate times, with the area under each mode's curve
+(the geomean over k), which says which order gets there sooner.
 
 The GPU keep rule without a cuda gate per candidate (`--measured`, materialize/measured.py): the
 runs on the emulator list every correct candidate in OUT/candidates.json; the H200 times them in
@@ -278,6 +280,45 @@ def measured_curve(
     )
 
 
+def timed_curve(out: Path, index: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The budget curve's tables from the runs' own gate times (a GPU run: trace.json holds the
+    start kernel's time and each gated candidate's): x naive of a budget point is the start
+    kernel's time over the time of the kernel leading after k candidates. None when no run was
+    timed (a CPU run: see `measured_curve`)."""
+    from klineage.timing_bench.tables import curve_column, curve_tables, groups_of
+
+    labels: dict[str, dict[str, Any]] = {}
+    x: dict[tuple[str, str], float | None] = {}
+    traces: dict[Path, dict[str, Any]] = {}
+    for e in index["entries"]:
+        w, run_dir = e["workload"], out / e["workload"] / e["label"]
+        if run_dir not in traces:
+            traces[run_dir] = json.loads((run_dir / "trace.json").read_text())
+        trace = traces[run_dir]
+        labels.setdefault(e["label"], {"label": e["label"], "mode": e["mode"], "seed": e.get("seed")})
+        start = trace.get("start_time_ms")
+        times = {st.get("candidate_file"): st.get("time_ms") for st in trace.get("steps") or []}
+        point = start if e["from"] == "start.cu" else times.get(e["from"])
+        x[(w, curve_column(e["label"], int(e["k"])))] = start / point if start and point else None
+    if not any(x.values()):
+        return None
+    order = [lb for lb in index.get("labels", []) if lb in labels]
+    names = sorted({w for w, _ in x})
+    return curve_tables(
+        x, groups_of("corpus", names), [labels[lb] for lb in order], list(range(1, int(index["budget"]) + 1))
+    )
+
+
+def write_timed_curve(out: Path, index: dict[str, Any]) -> None:
+    """OUT/curve_gpu.md and .json when the runs were timed by their own gate."""
+    timed = timed_curve(out, index)
+    if timed is None:
+        return
+    (out / "curve_gpu.md").write_text(timed[0] + "\n")
+    (out / "curve_gpu.json").write_text(json.dumps(timed[1], indent=1) + "\n")
+    print(f"budget curve from the runs' own GPU times: {out / 'curve_gpu.md'}", file=sys.stderr)
+
+
 def write_candidates(
     out: Path, runs: list[tuple[str, str, int, str]], measured: MeasuredTimes | None = None
 ) -> int:
@@ -489,6 +530,7 @@ def main() -> int:
     curve_runs = [(label, mode, seed, f.name) for f in folders for label, mode, seed in labels]
     if args.curve_only:
         index = write_curve(args.out, curve_runs, args.budget, args.corpus)
+        write_timed_curve(args.out, index)
         print(
             f"{args.out / 'curve.json'}: {len(index['entries'])} budget points of "
             f"{sum(1 for r in index['runs'] if r.get('status') in ('improved', 'no_improvement'))} runs",
@@ -583,6 +625,7 @@ def main() -> int:
     (args.out / "bench.json").write_text(json.dumps(rows, indent=1, default=str) + "\n")
     index = write_curve(args.out, curve_runs, args.budget, args.corpus)
     print(f"budget curve: {len(index['entries'])} points in {args.out / 'curve.json'}", file=sys.stderr)
+    write_timed_curve(args.out, index)
     cands = write_candidates(args.out, curve_runs, args.measured_times)
     if args.measured_times is not None:
         text, summary = measured_curve(args.out, index, args.corpus, args.measured_times)

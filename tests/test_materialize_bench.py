@@ -274,3 +274,25 @@ def test_explore_mode_runs_the_curriculum_then_the_operator_library(
     assert row["origins"]["skills"] == {"gated": 1, "kept": 1}
     assert row["origins"]["explore"]["gated"] == 2 and row["gated"] == 3
     assert row["applied"] == ["restrict-other", *row["explored"]] and row["explored"]
+
+
+def test_timed_curve_reads_the_runs_own_gate_times(tmp_path: Path) -> None:
+    """A GPU run's budget curve: the start kernel's time over the time of the kernel leading after
+    k candidates, from trace.json; a CPU run (no times) gives no table."""
+    run = tmp_path / "softmax" / "curriculum"
+    run.mkdir(parents=True)
+    (run / "start.cu").write_text("naive")
+    (run / "step-01.cu").write_text("one")
+    (run / "step-02.cu").write_text("two")
+    steps = [{**_step(1, kept=True), "time_ms": 2.0}, {**_step(2), "time_ms": 9.0}]
+    trace = {"status": "improved", "budget": 2, "gated": 2, "start_time_ms": 8.0, "steps": steps}
+    (run / "trace.json").write_text(json.dumps(trace))
+    idx = bench.write_curve(tmp_path, [("curriculum", "curriculum", 0, "softmax")], 2, Path("corpus"))
+    timed = bench.timed_curve(tmp_path, idx)
+    assert timed is not None
+    rows = timed[1]["memory-bound"]
+    assert [r["curriculum"]["geomean"] for r in rows] == [4.0, 4.0]  # step 2 (slower) was not kept
+    assert timed[1]["area"]["memory-bound"]["curriculum"]["area"] == 4.0
+    trace["start_time_ms"] = None
+    (run / "trace.json").write_text(json.dumps(trace))
+    assert bench.timed_curve(tmp_path, idx) is None

@@ -152,6 +152,14 @@ def test_curve_tables_geomeans_per_mode_and_group() -> None:
         "| 2 | 8.00 | 8.00 (1/2) | 8.00 (1/2) | 8.00 (1/2) | 1.00 |" in lines
     )  # compute-bound: a seed missing
     assert "| m | random-s1 | 2.00 | 2.00 |" in lines and "| c | random-s1 | - | - |" in lines
+    # area under the curve: the geomean over k; per seed, then over seeds; a seed's hole spoils it
+    area = summary["area"]["memory-bound"]
+    assert math.isclose(area["curriculum"]["area"], math.sqrt(32.0))
+    assert math.isclose(area["random"]["area"], math.sqrt(math.sqrt(8.0) * 2.0))
+    assert area["random"]["min"] == 2.0 and math.isclose(area["random"]["max"], math.sqrt(8.0))
+    assert "| area | 5.66 | 2.38 | 2.00 | 2.83 | 1.00 |" in lines
+    assert summary["area"]["compute-bound"]["random"]["area"] is None
+    assert "| area | 5.66 | - | - | - | 1.00 |" in lines
 
 
 def test_corpus_groups_keep_the_compute_bound_workloads_apart() -> None:

@@ -61,6 +61,25 @@ def curve_summary(
     return out
 
 
+def curve_area(rows: list[dict[str, Any]], mode: str) -> dict[str, float | None]:
+    """The area under a mode's budget curve, as a geometric mean over k = 1..B of its geomean x
+    naive (a run that gets there sooner scores higher; the budget's last point alone does not
+    tell that): for a mode of several seeds, each seed's area, then their geomean, min and max.
+    None where a point had no timed kernel, so a partial curve is never compared."""
+    labels = [lb["label"] for lb in rows[0][mode]["labels"]] if rows else []
+    per = []
+    for i in range(len(labels)):
+        gs = [r[mode]["labels"][i]["geomean"] for r in rows]
+        per.append(geomean(gs) if all(gs) else None)
+    ok = [a for a in per if a]
+    full = len(ok) == len(per) and bool(per)
+    return {
+        "area": geomean(ok) if full else None,
+        "min": min(ok) if full else None,
+        "max": max(ok) if full else None,
+    }
+
+
 def curve_tables(
     x: dict[tuple[str, str], float | None],
     groups: dict[str, list[str]],
@@ -98,7 +117,15 @@ def curve_tables(
                 if seeds[m] > 1:
                     cells += [cell(d["min"], d["n"], of), cell(d["max"], d["n"], of)]
             lines.append("| " + " | ".join(cells) + " |")
-        lines.append("")
+        cells = ["area"]
+        for m in modes:
+            a = curve_area(rows, m)
+            summary.setdefault("area", {}).setdefault(group, {})[m] = a
+            cells.append("-" if a["area"] is None else f"{a['area']:.2f}")
+            if seeds[m] > 1:
+                cells += ["-" if a[b] is None else f"{a[b]:.2f}" for b in ("min", "max")]
+        lines.append("| " + " | ".join(cells) + " |")
+        lines += ["", "area: the geometric mean of the row's values over k (the area under the log curve)", ""]
     names = [n for members in groups.values() for n in members]
     names = list(dict.fromkeys(names))
     lines += [
