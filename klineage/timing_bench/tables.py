@@ -125,7 +125,11 @@ def curve_tables(
             if seeds[m] > 1:
                 cells += ["-" if a[b] is None else f"{a[b]:.2f}" for b in ("min", "max")]
         lines.append("| " + " | ".join(cells) + " |")
-        lines += ["", "area: the geometric mean of the row's values over k (the area under the log curve)", ""]
+        lines += [
+            "",
+            "area: the geometric mean of the row's values over k (the area under the log curve)",
+            "",
+        ]
     names = [n for members in groups.values() for n in members]
     names = list(dict.fromkeys(names))
     lines += [
