@@ -411,3 +411,42 @@ def test_start_kernel_is_read_in_canonical_form(wl, tmp_path: Path) -> None:  # 
     assert res.canonical == ["enum_to_constexpr"] and (tmp_path / "start.canonical.cu").is_file()
     assert "launch_bounds-scale_test" in res.applied and res.gated == len(res.steps) <= 3
     assert "constexpr int kBlock = 128;" in res.best_source and "__launch_bounds__(128)" in res.best_source
+
+
+@pytest.mark.parametrize(("restrict_ms", "reverted"), [(0.995, True), (0.98, False)])
+def test_a_timed_run_never_answers_slower_than_its_start(
+    wl, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, restrict_ms: float, reverted: bool
+) -> None:  # noqa: ANN001
+    """The start measures 0.99 ms, its canonical form (the first line's head) 1.0 ms: a candidate
+    of 0.995 ms is kept against the head but is no faster than the start, so the run answers with
+    the start kernel; one of 0.98 ms stays the answer."""
+    from klineage.gates.result import GateResult, Timing
+    from klineage.materialize import loop
+
+    def fake_gate(text: str, workload, options, name: str = "") -> GateResult:  # noqa: ANN001
+        ms = 0.99 if name == "start.cu" else restrict_ms if "__restrict__" in text else 1.0
+        t = Timing(
+            ms, ms * 0.999, ms * 1.001, 3, 50, extra={"trial_medians_ms": [ms * 0.9995, ms, ms * 1.0005]}
+        )
+        return GateResult(True, "done", "ok", backend="cuda", timing=t, artifact_id=f"fake{len(text)}")
+
+    monkeypatch.setattr(loop, "gate", fake_gate)
+    start = NAIVE.replace(
+        "#include <cuda_runtime.h>\n", "#include <cuda_runtime.h>\nenum { kBlock = 128 };\n"
+    ).replace("<<<(n + 127) / 128, 128, 0, stream>>>", "<<<(n + kBlock - 1) / kBlock, kBlock, 0, stream>>>")
+    res = materialize(
+        wl,
+        start,
+        scale_skills(),
+        make_provider("offline"),
+        4,
+        MaterializeOptions(backend="cuda", out_dir=tmp_path),
+    )
+    assert res.canonical and any(s.move == "restrict-scale_test" and s.kept for s in res.steps)
+    if reverted:
+        assert res.status == "no_improvement" and res.best_source == start and res.applied == []
+        assert res.speedup == pytest.approx(1.0) and "the start kernel is the answer" in res.stop_reason
+        assert (tmp_path / "best.cu").read_text() == start
+    else:
+        assert res.status == "improved" and "__restrict__" in res.best_source
+        assert res.speedup == pytest.approx(0.99 / 0.98)
