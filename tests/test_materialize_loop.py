@@ -398,13 +398,18 @@ def test_candidate_timing_budgets_cut_only_multi_millisecond_kernels() -> None:
     assert plan_timing(100.0, 50, 3, 5, 30.0).reps == 3  # the gate's own rule, for comparison
 
 
+def enum_block_start() -> str:
+    """NAIVE with its block size spelled as an enum: a start kernel the canonicalizer rewrites."""
+    return NAIVE.replace(
+        "#include <cuda_runtime.h>\n", "#include <cuda_runtime.h>\nenum { kBlock = 128 };\n"
+    ).replace("<<<(n + 127) / 128, 128, 0, stream>>>", "<<<(n + kBlock - 1) / kBlock, kBlock, 0, stream>>>")
+
+
 def test_start_kernel_is_read_in_canonical_form(wl, tmp_path: Path) -> None:  # noqa: ANN001
     """A block size spelled as an enum is a compile-time constant only once canonicalized (the
     skills were mined on canonical forms): the run starts from the canonical form, gated but not
     counted in the budget, and launch_bounds' forward site is found there."""
-    start = NAIVE.replace(
-        "#include <cuda_runtime.h>\n", "#include <cuda_runtime.h>\nenum { kBlock = 128 };\n"
-    ).replace("<<<(n + 127) / 128, 128, 0, stream>>>", "<<<(n + kBlock - 1) / kBlock, kBlock, 0, stream>>>")
+    start = enum_block_start()
     res = materialize(
         wl, start, scale_skills(), make_provider("offline"), 3, MaterializeOptions(out_dir=tmp_path)
     )
@@ -431,9 +436,7 @@ def test_a_timed_run_never_answers_slower_than_its_start(
         return GateResult(True, "done", "ok", backend="cuda", timing=t, artifact_id=f"fake{len(text)}")
 
     monkeypatch.setattr(loop, "gate", fake_gate)
-    start = NAIVE.replace(
-        "#include <cuda_runtime.h>\n", "#include <cuda_runtime.h>\nenum { kBlock = 128 };\n"
-    ).replace("<<<(n + 127) / 128, 128, 0, stream>>>", "<<<(n + kBlock - 1) / kBlock, kBlock, 0, stream>>>")
+    start = enum_block_start()
     res = materialize(
         wl,
         start,
