@@ -32,6 +32,7 @@ from klineage.deopt.gemm_tiling import GemmTiling
 from klineage.deopt.smem_padding import resolve_int
 from klineage.source import edit
 from klineage.source.canon import canonical_form
+from klineage.source.constructs import LaunchSite
 from klineage.source.model import CudaSource
 
 CALLS = ("fill_fragment", "load_matrix_sync", "mma_sync", "store_matrix_sync")
@@ -379,6 +380,17 @@ class TensorCore(Operator):
         facts.append(
             Precondition("extents_at_launch", ok, "every launch passes the guard's extents", "Layout")
         )
+        if why is None:
+            smem = wmma_gemm.smem_bytes(g)
+            facts.append(
+                Precondition(
+                    "smem_fits",
+                    smem <= wmma_gemm.SMEM_LIMIT_SM90,
+                    f"{wmma_gemm.STAGES} stages of both tiles take {smem} bytes of dynamic shared memory "
+                    f"(sm_90 allows {wmma_gemm.SMEM_LIMIT_SM90} a block once the launcher raises the limit)",
+                    "Hardware",
+                )
+            )
         return facts, canon, g
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
@@ -388,11 +400,13 @@ class TensorCore(Operator):
         kernel = next(k for k in canon.kernels if k.name == g.kernel)
         fn = canon.node_for(kernel)
         edits = [edit.Edit(g.body_start, g.body_end, wmma_gemm.body(g))]
+        smem = wmma_gemm.smem_bytes(g)
         for ls in T.launches_of(canon, kernel.name):
             m, n = (T.kernel_expr_in_launcher(canon, kernel, ls, e, fn) for e in (g.m_extent, g.n_extent))
             cfg = T.config_nodes(canon, ls)
             grid = f"dim3({T.ceil_div(n, str(wmma_gemm.BN))}, {T.ceil_div(m, str(wmma_gemm.BM))})"  # type: ignore[arg-type]
             edits += [edit.replace(cfg[0], grid), edit.replace(cfg[1], f"dim3({wmma_gemm.THREADS})")]
+            edits += _dynamic_smem(canon, ls, cfg, smem)
         if not re.search(r"#\s*include\s*<mma\.h>", canon.text):
             pos = _after_includes(canon)
             edits.append(edit.Edit(pos, pos, wmma_gemm.include(g)))
@@ -415,6 +429,28 @@ class TensorCore(Operator):
             extra = "" if "<type_traits>" in src.text else "#include <type_traits>\n"
             edits.append(edit.Edit(pos, pos, extra + HELPERS))
         return edit.apply_edits(src, edits)
+
+
+def _dynamic_smem(src: CudaSource, ls: LaunchSite, cfg: list[ts.Node], smem: int) -> list[edit.Edit]:
+    """The launch asks for `smem` bytes of dynamic shared memory, after raising the kernel's limit
+    (over 48 KB a block must opt in): the launch statement becomes `{ cudaFuncSetAttribute(...);
+    launch; }`, a block so that it stays one statement under an `if`."""
+    call = src.node_for(ls)
+    stmt = call.parent if call.parent is not None and call.parent.type == "expression_statement" else None
+    if stmt is None or len(cfg) < 2:
+        raise Refused("tensor_core: the launch is not a statement of its own")
+    name = ls.name + (f"<{', '.join(ls.template_args)}>" if ls.template_args else "")
+    attr = f"cudaFuncSetAttribute({name}, cudaFuncAttributeMaxDynamicSharedMemorySize, {smem});"
+    size = (
+        [edit.replace(cfg[2], str(smem))]
+        if len(cfg) > 2
+        else [edit.Edit(cfg[1].end_byte, cfg[1].end_byte, f", {smem}")]
+    )
+    return [
+        edit.Edit(stmt.start_byte, stmt.start_byte, f"{{\n        {attr}\n        "),
+        *size,
+        edit.Edit(stmt.end_byte, stmt.end_byte, "\n    }"),
+    ]
 
 
 def _tiled_gemm(src: CudaSource, site: Site) -> tuple[Site, list[Precondition]] | None:
