@@ -4,7 +4,9 @@
 Backward, on a kernel that is a shared-memory tiled GEMM accumulating in WMMA fragments (its
 global reads, extents and output expression read by gemm_untile, the epilogue through
 `store_matrix_sync` included): the kernel becomes the naive loop, one thread per output summing
-in float, which is what the forward step (below) takes onto tensor cores again. Any other
+in float, which is what the forward step (below) takes onto tensor cores again, as inline-PTX
+`mma.sync` fed by `ldmatrix` (wmma_gemm: a fixed register layout lets the epilogue run on the
+accumulators in registers; WMMA leaves that layout open). Any other
 function with WMMA: the fragments and the four WMMA calls are redirected to `kl_wmma`, a small
 namespace inserted once at the top of the file that has the same names and signatures and does the
 same tile product with scalar FMA loops: an A/B fragment holds its whole tile in every lane, an
@@ -335,7 +337,7 @@ class TensorCore(Operator):
         )
         return facts
 
-    # ---- forward: a naive 16-bit GEMM loop to WMMA (wmma_gemm) ------------------------------
+    # ---- forward: a naive 16-bit GEMM loop to mma.sync (wmma_gemm) --------------------------
     def find_forward(self, src: CudaSource) -> list[Site]:
         canon = canonical_form(src).source
         out = []
@@ -344,7 +346,11 @@ class TensorCore(Operator):
             if mine is not None and not isinstance(g, str) and wmma_gemm.why_not(g) is None:
                 out.append(
                     self.site(
-                        src, mine, f"16-bit GEMM loop in {k.name} onto WMMA", kernel=k.name, kind="gemm"
+                        src,
+                        mine,
+                        f"16-bit GEMM loop in {k.name} onto tensor cores",
+                        kernel=k.name,
+                        kind="gemm",
                     )
                 )
         return out
@@ -407,9 +413,6 @@ class TensorCore(Operator):
             grid = f"dim3({T.ceil_div(n, str(wmma_gemm.BN))}, {T.ceil_div(m, str(wmma_gemm.BM))})"  # type: ignore[arg-type]
             edits += [edit.replace(cfg[0], grid), edit.replace(cfg[1], f"dim3({wmma_gemm.THREADS})")]
             edits += _dynamic_smem(canon, ls, cfg, smem)
-        if not re.search(r"#\s*include\s*<mma\.h>", canon.text):
-            pos = _after_includes(canon)
-            edits.append(edit.Edit(pos, pos, wmma_gemm.include(g)))
         return edit.apply_edits(canon, edits)
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:

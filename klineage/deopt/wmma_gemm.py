@@ -1,13 +1,17 @@
 """Tensor cores forward: a naive 16-bit GEMM loop (bf16 or half factors converted to float and
-summed in float, as gemm_loop.analyze reads it) becomes a WMMA kernel.
+summed in float, as gemm_loop.analyze reads it) becomes an mma.sync kernel.
 
-Block tile 128 x 128, four warps of 64 x 64 (4 x 4 accumulator fragments of m16n16k16: eight
-fragment loads feed sixteen products), K walked in 64-wide slices through a three-stage ring in
-dynamic shared memory (106 KB at two 128 x 64 tiles: the launcher raises the kernel's limit, which
-sm_80+ allows): slice kt + 2 is copied while slice kt is multiplied, one block barrier a slice.
-Each operand's tile is stored along the index its own address is contiguous in (k when the naive
-index has unit stride in k, else the row or column: a transposed operand becomes a col-major
-fragment, never a transposing copy).
+Block tile 128 x 128, four warps of 64 x 64: each warp holds 4 x 8 tiles of 16 x 8 accumulators
+in registers (128 floats a thread) and, per 16-wide k step, loads four A and four B fragments
+with `ldmatrix.x4` (the 8 loads feed 32 `mma.sync.m16n8k16`). K is walked in 64-wide slices
+through a three-stage ring in dynamic shared memory (106-108 KB: the launcher raises the kernel's
+limit, which sm_80+ allows): slice kt + 2 is copied while slice kt is multiplied, one block
+barrier a slice. Each operand's tile is stored along the index its own address is contiguous in
+(k when the naive index has unit stride in k, else the row or column): a tile stored along k is
+read by `ldmatrix` as it is, one stored along the output index through `ldmatrix.trans`, never a
+transposing copy. The accumulator layout is the PTX ISA's (lane / 4 and lane / 4 + 8 the rows,
+2 * (lane % 4) and the next the columns), so the naive epilogue runs once per accumulator in
+registers with `row`, `col` and the accumulator re-declared.
 
 Staging, two paths. The fast one, taken by a whole block for one operand's slice when the slice
 lies inside the guard's extents and the loop's bound (one comparison per extent, only when every
@@ -21,11 +25,8 @@ and slice step multiples of 8 elements, the tile's rows within 32-bit offsets. A
 (M, N or K tails) or layout (unaligned, strided operands) goes the general way, chunk by chunk: a
 chunk whose 8 elements are in range, consecutive and aligned (checked on its first and last
 element's addresses) by one `cp.async`, any other element by element as the naive loop reads it,
-zero outside the extents. Each accumulator fragment then goes through the warp's 16 x 24 float
-scratch (carved out of the A stages once the K loop is done), and the naive epilogue runs once
-per output element with `row`, `col` and the accumulator re-declared. Shared rows are padded by 8
-elements: every fragment pointer is 32-byte aligned and every leading dimension a multiple of 16
-bytes (8 elements), as the hardware requires.
+zero outside the extents. Shared rows are padded by 8 elements (16 bytes): 16-byte aligned chunks
+and `ldmatrix` rows, and the 8 rows of each `ldmatrix` phase in distinct banks.
 """
 
 from __future__ import annotations
@@ -37,16 +38,18 @@ from klineage.deopt.gemm_loop import GemmLoop, Operand, bound_extent
 from klineage.source.syntax import paren
 
 #: 16-bit element types, their conversion to float (as the naive loop reads them) and their zero
+#: the MMA's name of each 16-bit element type
+PTX_TYPES = {"__nv_bfloat16": "bf16", "__half": "f16"}
 ELEMENTS = {
     "__bfloat162float": ("__nv_bfloat16", "__float2bfloat16(0.0f)", "<cuda_bf16.h>"),
     "__half2float": ("__half", "__float2half(0.0f)", "<cuda_fp16.h>"),
 }
-#: block tile, K slice, ring depth, warps along M and N, 16 x 16 fragments a warp holds along M and N
+#: block tile, K slice, ring depth, warps along M and N, 16 x 16 tiles a warp holds along M and N
 BM, BN, BK, STAGES = 128, 128, 64, 3
 WARPS_M, WARPS_N, FM, FN = 2, 2, 4, 4
 THREADS = 32 * WARPS_M * WARPS_N
-#: shared rows padded by 8 elements; a warp's float scratch tile is 16 x 24; 16-byte chunks of 8
-PAD16, SCRATCH_LD, CHUNK = 8, 24, 8
+#: shared rows padded by 8 elements; 16-byte chunks of 8
+PAD16, CHUNK = 8, 8
 #: bytes of 16-bit elements; the most dynamic shared memory a block may ask for on sm_90
 ELEM_BYTES, SMEM_LIMIT_SM90 = 2, 227 * 1024
 
@@ -99,7 +102,6 @@ class _Tile:
     raw: str  # the element as the naive loop reads it (`A[(size_t)row * K + k]`)
     ok: str  # in range: the guard's clauses on its output index and the loop's condition
     bind: tuple[str, str]  # declarations of (tile row, tile column) as the naive loop's names
-    layout: str  # the fragment layout that reads this tile
     #: the whole slice in range, block-uniform (`kl_row0 + 128 <= (M) && kl_k0 + 64 <= (K)`);
     #: None when a guard clause is not `index >= extent` (no fast path)
     full: str | None = None
@@ -154,20 +156,45 @@ def _tiles(g: GemmLoop, elem: str) -> tuple[_Tile, _Tile]:
     k_ext = g.k_extent if re.fullmatch(rf"\s*{re.escape(g.k.name)}\s*<.*", g.k_cond, re.S) else None
     a_full = _full("kl_row0", BM, g.row_clauses, g.row.name, k_ext) if k_ext else None
     b_full = _full("kl_col0", BN, g.col_clauses, g.col.name, k_ext) if k_ext else None
-    w = "nvcuda::wmma"
     a_ok = f"{row_ok} && ({g.k_cond})"
     b_ok = f"{col_ok} && ({g.k_cond})"
     a = (
-        _Tile("kl_As", BM, BK, a_raw, a_ok, (row_d, k_d), f"{w}::row_major", a_full)
+        _Tile("kl_As", BM, BK, a_raw, a_ok, (row_d, k_d), a_full)
         if g.a.k_contiguous
-        else _Tile("kl_As", BK, BM, a_raw, a_ok, (k_d, row_d), f"{w}::col_major", a_full)
+        else _Tile("kl_As", BK, BM, a_raw, a_ok, (k_d, row_d), a_full)
     )
     b = (
-        _Tile("kl_Bs", BN, BK, b_raw, b_ok, (col_d, k_d), f"{w}::col_major", b_full)
+        _Tile("kl_Bs", BN, BK, b_raw, b_ok, (col_d, k_d), b_full)
         if g.b.k_contiguous
-        else _Tile("kl_Bs", BK, BN, b_raw, b_ok, (k_d, col_d), f"{w}::row_major", b_full)
+        else _Tile("kl_Bs", BK, BN, b_raw, b_ok, (k_d, col_d), b_full)
     )
     return a, b
+
+
+def _ldmatrix(t: _Tile, out: str) -> tuple[str, str]:
+    """(instruction, this lane's element offset in a stage) of the `ldmatrix.x4` that loads the
+    fragments of 16 output rows (A) or columns (B) by 16 k at `out`, `kl_kk` of tile `t`.
+
+    The MMA wants A's registers as (rows 0-7, 8-15) x (k 0-7, 8-15), rows before k, and B's as k
+    0-7, 8-15 of one 8-column tile, then the next tile; lanes 8j .. 8j + 7 give matrix j's eight
+    row addresses. A tile stored along k (`[out][k]`) is read as it is; one stored along the
+    output index (`[k][out]`) through `.trans`, which hands each lane the transposed pairs."""
+    lane_out, lane_k = (
+        ("kl_lane % 16", "(kl_lane / 16) * 8")
+        if t.key == "a"
+        else ("kl_lane % 8 + (kl_lane / 16) * 8", "((kl_lane / 8) % 2) * 8")
+    )
+    if t.rows == BK:  # [k][out]: the 8 addresses of a matrix walk k
+        lane_out, lane_k = (
+            ("((kl_lane / 8) % 2) * 8", "kl_lane % 8 + (kl_lane / 16) * 8")
+            if t.key == "a"
+            else ("(kl_lane / 16) * 8", "kl_lane % 8 + ((kl_lane / 8) % 2) * 8")
+        )
+        return (
+            "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
+            f"({out} + {lane_out}) + (kl_kk + {lane_k}) * {t.ld}",
+        )
+    return "ldmatrix.sync.aligned.m8n8.x4.shared.b16", f"({out} + {lane_out}) * {t.ld} + kl_kk + {lane_k}"
 
 
 def smem_bytes(g: GemmLoop) -> int:
@@ -281,20 +308,19 @@ def _stage(t: _Tile, elem: str, zero: str) -> str:
 
 
 def body(g: GemmLoop) -> str:
-    """The WMMA kernel body for the naive loop `g` (why_not(g) is None)."""
+    """The tensor-core kernel body for the naive loop `g` (why_not(g) is None)."""
     (_, elem, zero), _ = element(g.a), element(g.b)  # type: ignore[misc]
+    ptx = PTX_TYPES[elem]
     a, b = _tiles(g, elem)
     row_t, col_t = (x.type.replace("const", "").strip() for x in (g.row, g.col))
-    w = "nvcuda::wmma"
     uniform = "".join(f"    {u}\n" for u in g.uniform)
-    derived = "".join(f"                {d}\n" for d in g.derived)
-    epilogue = "".join(f"                {s}\n" for s in g.epilogue)
-    frag = f"{w}::fragment"
+    derived = "".join(f"                    {d}\n" for d in g.derived)
+    epilogue = "".join(f"                    {s}\n" for s in g.epilogue)
     fast = "".join(f for t in (a, b) if (f := _fast(t, elem)) is not None)
     stages = _stage(a, elem, zero) + _stage(b, elem, zero)
-
-    def ptr(t: _Tile, out: str) -> str:  # a fragment's top-left element in the current buffer
-        return f"&{t.name}[kl_cur][kl_kk][{out}]" if t.rows == BK else f"&{t.name}[kl_cur][{out}][kl_kk]"
+    a_ld, a_off = _ldmatrix(a, "kl_wm + kl_i * 16")
+    b_ld, b_off = _ldmatrix(b, "kl_wn + kl_j * 16")
+    regs = '"=r"({0}[0]), "=r"({0}[1]), "=r"({0}[2]), "=r"({0}[3])'
 
     def view(t: _Tile, offset: int) -> str:  # the ring of `t` as an array of stages
         stage = f"{t.name}_stage"
@@ -308,11 +334,13 @@ def body(g: GemmLoop) -> str:
 {view(a, 0)}{view(b, STAGES * a.stage_elems * ELEM_BYTES)}    const int kl_warp = threadIdx.x / 32, kl_lane = threadIdx.x % 32;
     const int kl_wm = (kl_warp / {WARPS_N}) * {16 * FM}, kl_wn = (kl_warp % {WARPS_N}) * {16 * FN};
     const int kl_row0 = blockIdx.y * {BM}, kl_col0 = blockIdx.x * {BN};
-{fast}    {frag}<{w}::accumulator, 16, 16, 16, float> kl_acc[{FM}][{FN}];
+{fast}    float kl_acc[{FM}][{2 * FN}][4];  // m16n8 tiles: rows lane / 4 (+ 8), columns 2 * (lane % 4) (+ 1)
 #pragma unroll
     for (int kl_i = 0; kl_i < {FM}; ++kl_i)
 #pragma unroll
-        for (int kl_j = 0; kl_j < {FN}; ++kl_j) {w}::fill_fragment(kl_acc[kl_i][kl_j], 0.0f);
+        for (int kl_j = 0; kl_j < {2 * FN}; ++kl_j)
+#pragma unroll
+            for (int kl_e = 0; kl_e < 4; ++kl_e) kl_acc[kl_i][kl_j][kl_e] = 0.0f;
     for (int kl_kt = 0; kl_kt < {STAGES - 1}; ++kl_kt) {{  // slices 0 .. {STAGES - 2} into stages 0 .. {STAGES - 2}
         const int kl_s = kl_kt, kl_k0 = kl_kt * {BK};
         if (kl_k0 < {paren(g.k_extent)}) {{
@@ -329,44 +357,47 @@ def body(g: GemmLoop) -> str:
 {_indent(_indent(stages))}            }}
             asm volatile("cp.async.commit_group;\\n" ::);
         }}
+        const unsigned kl_as = static_cast<unsigned>(__cvta_generic_to_shared(&kl_As[kl_cur][0][0]));
+        const unsigned kl_bs = static_cast<unsigned>(__cvta_generic_to_shared(&kl_Bs[kl_cur][0][0]));
 #pragma unroll
         for (int kl_kk = 0; kl_kk < {BK}; kl_kk += 16) {{
-            {frag}<{w}::matrix_a, 16, 16, 16, {elem}, {a.layout}> kl_a[{FM}];
-            {frag}<{w}::matrix_b, 16, 16, 16, {elem}, {b.layout}> kl_b[{FN}];
+            unsigned kl_af[{FM}][4], kl_bf[{FN}][4];  // A: 16 x 16 a tile; B: two 16 x 8 tiles
 #pragma unroll
-            for (int kl_i = 0; kl_i < {FM}; ++kl_i) {w}::load_matrix_sync(kl_a[kl_i], {ptr(a, "kl_wm + kl_i * 16")}, {a.ld});
+            for (int kl_i = 0; kl_i < {FM}; ++kl_i)
+                asm volatile("{a_ld} {{%0, %1, %2, %3}}, [%4];\\n"
+                             : {regs.format("kl_af[kl_i]")}
+                             : "r"(kl_as + {ELEM_BYTES} * ({a_off})));
 #pragma unroll
-            for (int kl_j = 0; kl_j < {FN}; ++kl_j) {w}::load_matrix_sync(kl_b[kl_j], {ptr(b, "kl_wn + kl_j * 16")}, {b.ld});
+            for (int kl_j = 0; kl_j < {FN}; ++kl_j)
+                asm volatile("{b_ld} {{%0, %1, %2, %3}}, [%4];\\n"
+                             : {regs.format("kl_bf[kl_j]")}
+                             : "r"(kl_bs + {ELEM_BYTES} * ({b_off})));
 #pragma unroll
             for (int kl_i = 0; kl_i < {FM}; ++kl_i)
 #pragma unroll
-                for (int kl_j = 0; kl_j < {FN}; ++kl_j) {w}::mma_sync(kl_acc[kl_i][kl_j], kl_a[kl_i], kl_b[kl_j], kl_acc[kl_i][kl_j]);
+                for (int kl_j = 0; kl_j < {2 * FN}; ++kl_j)
+                    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{ptx}.{ptx}.f32 "
+                                 "{{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};\\n"
+                                 : "+f"(kl_acc[kl_i][kl_j][0]), "+f"(kl_acc[kl_i][kl_j][1]),
+                                   "+f"(kl_acc[kl_i][kl_j][2]), "+f"(kl_acc[kl_i][kl_j][3])
+                                 : "r"(kl_af[kl_i][0]), "r"(kl_af[kl_i][1]), "r"(kl_af[kl_i][2]), "r"(kl_af[kl_i][3]),
+                                   "r"(kl_bf[kl_j / 2][(kl_j % 2) * 2]), "r"(kl_bf[kl_j / 2][(kl_j % 2) * 2 + 1]));
         }}
     }}
     asm volatile("cp.async.wait_group 0;\\n" ::: "memory");
-    __syncthreads();
-    float* kl_Ws = reinterpret_cast<float*>(&kl_As[0][0][0]) + kl_warp * {16 * SCRATCH_LD};
 #pragma unroll
     for (int kl_i = 0; kl_i < {FM}; ++kl_i)
 #pragma unroll
-        for (int kl_j = 0; kl_j < {FN}; ++kl_j) {{
-            {w}::store_matrix_sync(kl_Ws, kl_acc[kl_i][kl_j], {SCRATCH_LD}, {w}::mem_row_major);
-            __syncwarp();
-            for (int kl_e = kl_lane; kl_e < 256; kl_e += 32) {{
-                const {row_t} {g.row.name} = kl_row0 + kl_wm + kl_i * 16 + kl_e / 16;
-                const {col_t} {g.col.name} = kl_col0 + kl_wn + kl_j * 16 + kl_e % 16;
+        for (int kl_j = 0; kl_j < {2 * FN}; ++kl_j)
+#pragma unroll
+            for (int kl_e = 0; kl_e < 4; ++kl_e) {{
+                const {row_t} {g.row.name} = kl_row0 + kl_wm + kl_i * 16 + kl_lane / 4 + (kl_e / 2) * 8;
+                const {col_t} {g.col.name} = kl_col0 + kl_wn + kl_j * 8 + (kl_lane % 4) * 2 + kl_e % 2;
 {derived}                if ({g.guard}) continue;
-                {g.acc.type} {g.acc.name} = kl_Ws[(kl_e / 16) * {SCRATCH_LD} + kl_e % 16];
+                {g.acc.type} {g.acc.name} = kl_acc[kl_i][kl_j][kl_e];
 {epilogue}            }}
-            __syncwarp();
-        }}
 }}"""
 
 
 def _indent(text: str) -> str:
     return "".join(f"    {line}\n" if line else "\n" for line in text.splitlines())
-
-
-def include(g: GemmLoop) -> str:
-    """The headers the WMMA body needs."""
-    return "#include <mma.h>\n"
