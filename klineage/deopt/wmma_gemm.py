@@ -37,14 +37,15 @@ from dataclasses import dataclass
 from klineage.deopt.gemm_loop import GemmLoop, Operand, bound_extent
 from klineage.source.syntax import paren
 
-#: 16-bit element types, their conversion to float (as the naive loop reads them) and their zero
 #: the MMA's name of each 16-bit element type
 PTX_TYPES = {"__nv_bfloat16": "bf16", "__half": "f16"}
+#: 16-bit element types, their conversion to float (as the naive loop reads them) and their zero
 ELEMENTS = {
     "__bfloat162float": ("__nv_bfloat16", "__float2bfloat16(0.0f)", "<cuda_bf16.h>"),
     "__half2float": ("__half", "__float2half(0.0f)", "<cuda_fp16.h>"),
 }
 #: block tile, K slice, ring depth, warps along M and N, 16 x 16 tiles a warp holds along M and N
+#: (the MMA is 16 x 8: a warp's tile is FM x 2 FN of them)
 BM, BN, BK, STAGES = 128, 128, 64, 3
 WARPS_M, WARPS_N, FM, FN = 2, 2, 4, 4
 THREADS = 32 * WARPS_M * WARPS_N
