@@ -15,6 +15,7 @@ from deopt_parallel_checks import DATA, assert_passes
 from klineage.deopt.base import Refused
 from klineage.deopt.deep_micro_tile import DeepMicroTile
 from klineage.deopt.gemm_loop import gemm_loops
+from klineage.deopt.gemm_tiling import GemmTiling
 from klineage.deopt.launch_bounds import LaunchBounds
 from klineage.deopt.tensor_core import TensorCore
 from klineage.source.model import CudaSource
@@ -51,7 +52,7 @@ def test_fixture_reads_back_to_the_naive_loop_and_forward_again(tmp_path: Path) 
     assert_passes(naive.text, SCALED, tmp_path, "naive.cu")
     (fwd,) = OP.find_forward(naive)
     again = OP.apply(naive, fwd)
-    assert [s.details["kind"] for s in OP.find(again)] == ["wmma"]  # restored where it was taken out
+    assert [s.details["kind"] for s in OP.find(again)] == ["ptx"]  # tensor cores again, as mma.sync
     assert_passes(again.text, SCALED, tmp_path, "again.cu")
 
 
@@ -67,12 +68,20 @@ def test_corpus_expert_reads_back_to_its_naive_loop(tmp_path: Path) -> None:
 
 
 def test_forward_kernel_reads_back_too() -> None:
-    """wmma_gemm's own output (a per-warp scratch copied to a local first) is read back."""
+    """wmma_gemm's own output (mma.sync accumulators in registers, the epilogue per element) is
+    read back: tensor_core leaves inline PTX alone, deep_micro_tile takes its 128 accumulators a
+    thread, and the tiled kernel still reads as the naive loop."""
     naive = CudaSource.from_file(LINEAR / "naive.cu")
     (fwd,) = OP.find_forward(naive)
-    wmma = OP.apply(naive, fwd)
-    (site,) = OP.find(wmma)
-    back = OP.remove(wmma, site)
+    mma = OP.apply(naive, fwd)
+    (site,) = OP.find(mma)
+    assert site.details["kind"] == "ptx" and not all(f.holds for f in OP.removal_preconditions(mma, site))
+    op = DeepMicroTile()
+    (deep,) = [s for s in op.find(mma) if s.details.get("rederive")]
+    assert all(f.holds for f in op.removal_preconditions(mma, deep))
+    tiling = GemmTiling()
+    (tiled,) = tiling.find(mma)
+    back = tiling.untile(mma, tiled, any_depth=True)
     assert _naive_loop(back).split(" -> ")[0] == _naive_loop(naive).split(" -> ")[0]
 
 

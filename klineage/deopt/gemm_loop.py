@@ -300,7 +300,8 @@ def _balanced(s: str) -> bool:
     return depth == 0
 
 
-def _extent(clause: str, var: str) -> str | None:
+def bound_extent(clause: str, var: str) -> str | None:
+    """E when `clause` reads `var >= E` or `E <= var` (a bound on one output index), else None."""
     m = re.fullmatch(rf"\(?\s*{re.escape(var)}\s*>=\s*(.+?)\s*\)?", clause)
     if m and _balanced(m.group(1)):
         return m.group(1)
@@ -491,13 +492,13 @@ def analyze(src: CudaSource, kernel: Function) -> GemmLoop:
         clauses
     ):
         raise NotGemm("a guard clause is not a bound on one output index")
-    m_ext = next((e for c in rc if (e := _extent(c, oa))), None)
-    n_ext = next((e for c in cc if (e := _extent(c, ob))), None)
+    m_ext = next((e for c in rc if (e := bound_extent(c, oa))), None)
+    n_ext = next((e for c in cc if (e := bound_extent(c, ob))), None)
     derived: tuple[str, ...] = ()
     if split:
         name, width = split
         n_ext = n_ext or width  # `i % E` is below E
-        m_ext = m_ext or next((e for c in rc if (e := _rows_of(_extent(c, name), width))), None)
+        m_ext = m_ext or next((e for c in rc if (e := _rows_of(bound_extent(c, name), width))), None)
         ltype = thread_locals[name][0].type.replace("const", "").strip()
         derived = (f"const {ltype} {name} = {paren(oa)} * {paren(width)} + {ob};",)
         rc, cc = (f"{oa} >= {paren(m_ext or '')}",), (f"{ob} >= {paren(n_ext)}",)

@@ -4,7 +4,9 @@
 Backward, on a kernel that is a shared-memory tiled GEMM accumulating in WMMA fragments (its
 global reads, extents and output expression read by gemm_untile, the epilogue through
 `store_matrix_sync` included): the kernel becomes the naive loop, one thread per output summing
-in float, which is what the forward step (below) takes onto tensor cores again. Any other
+in float, which is what the forward step (below) takes onto tensor cores again, as inline-PTX
+`mma.sync` fed by `ldmatrix` (wmma_gemm: a fixed register layout lets the epilogue run on the
+accumulators in registers; WMMA leaves that layout open). Any other
 function with WMMA: the fragments and the four WMMA calls are redirected to `kl_wmma`, a small
 namespace inserted once at the top of the file that has the same names and signatures and does the
 same tile product with scalar FMA loops: an A/B fragment holds its whole tile in every lane, an
@@ -32,6 +34,7 @@ from klineage.deopt.gemm_tiling import GemmTiling
 from klineage.deopt.smem_padding import resolve_int
 from klineage.source import edit
 from klineage.source.canon import canonical_form
+from klineage.source.constructs import LaunchSite
 from klineage.source.model import CudaSource
 
 CALLS = ("fill_fragment", "load_matrix_sync", "mma_sync", "store_matrix_sync")
@@ -334,7 +337,7 @@ class TensorCore(Operator):
         )
         return facts
 
-    # ---- forward: a naive 16-bit GEMM loop to WMMA (wmma_gemm) ------------------------------
+    # ---- forward: a naive 16-bit GEMM loop to mma.sync (wmma_gemm) --------------------------
     def find_forward(self, src: CudaSource) -> list[Site]:
         canon = canonical_form(src).source
         out = []
@@ -343,7 +346,11 @@ class TensorCore(Operator):
             if mine is not None and not isinstance(g, str) and wmma_gemm.why_not(g) is None:
                 out.append(
                     self.site(
-                        src, mine, f"16-bit GEMM loop in {k.name} onto WMMA", kernel=k.name, kind="gemm"
+                        src,
+                        mine,
+                        f"16-bit GEMM loop in {k.name} onto tensor cores",
+                        kernel=k.name,
+                        kind="gemm",
                     )
                 )
         return out
@@ -379,6 +386,17 @@ class TensorCore(Operator):
         facts.append(
             Precondition("extents_at_launch", ok, "every launch passes the guard's extents", "Layout")
         )
+        if why is None:
+            smem = wmma_gemm.smem_bytes(g)
+            facts.append(
+                Precondition(
+                    "smem_fits",
+                    smem <= wmma_gemm.SMEM_LIMIT_SM90,
+                    f"{wmma_gemm.STAGES} stages of both tiles take {smem} bytes of dynamic shared memory "
+                    f"(sm_90 allows {wmma_gemm.SMEM_LIMIT_SM90} a block once the launcher raises the limit)",
+                    "Hardware",
+                )
+            )
         return facts, canon, g
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
@@ -388,14 +406,13 @@ class TensorCore(Operator):
         kernel = next(k for k in canon.kernels if k.name == g.kernel)
         fn = canon.node_for(kernel)
         edits = [edit.Edit(g.body_start, g.body_end, wmma_gemm.body(g))]
+        smem = wmma_gemm.smem_bytes(g)
         for ls in T.launches_of(canon, kernel.name):
             m, n = (T.kernel_expr_in_launcher(canon, kernel, ls, e, fn) for e in (g.m_extent, g.n_extent))
             cfg = T.config_nodes(canon, ls)
             grid = f"dim3({T.ceil_div(n, str(wmma_gemm.BN))}, {T.ceil_div(m, str(wmma_gemm.BM))})"  # type: ignore[arg-type]
             edits += [edit.replace(cfg[0], grid), edit.replace(cfg[1], f"dim3({wmma_gemm.THREADS})")]
-        if not re.search(r"#\s*include\s*<mma\.h>", canon.text):
-            pos = _after_includes(canon)
-            edits.append(edit.Edit(pos, pos, wmma_gemm.include(g)))
+            edits += _dynamic_smem(canon, ls, cfg, smem)
         return edit.apply_edits(canon, edits)
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
@@ -415,6 +432,28 @@ class TensorCore(Operator):
             extra = "" if "<type_traits>" in src.text else "#include <type_traits>\n"
             edits.append(edit.Edit(pos, pos, extra + HELPERS))
         return edit.apply_edits(src, edits)
+
+
+def _dynamic_smem(src: CudaSource, ls: LaunchSite, cfg: list[ts.Node], smem: int) -> list[edit.Edit]:
+    """The launch asks for `smem` bytes of dynamic shared memory, after raising the kernel's limit
+    (over 48 KB a block must opt in): the launch statement becomes `{ cudaFuncSetAttribute(...);
+    launch; }`, a block so that it stays one statement under an `if`."""
+    call = src.node_for(ls)
+    stmt = call.parent if call.parent is not None and call.parent.type == "expression_statement" else None
+    if stmt is None or len(cfg) < 2:
+        raise Refused("tensor_core: the launch is not a statement of its own")
+    name = ls.name + (f"<{', '.join(ls.template_args)}>" if ls.template_args else "")
+    attr = f"cudaFuncSetAttribute({name}, cudaFuncAttributeMaxDynamicSharedMemorySize, {smem});"
+    size = (
+        [edit.replace(cfg[2], str(smem))]
+        if len(cfg) > 2
+        else [edit.Edit(cfg[1].end_byte, cfg[1].end_byte, f", {smem}")]
+    )
+    return [
+        edit.Edit(stmt.start_byte, stmt.start_byte, f"{{\n        {attr}\n        "),
+        *size,
+        edit.Edit(stmt.end_byte, stmt.end_byte, "\n    }"),
+    ]
 
 
 def _tiled_gemm(src: CudaSource, site: Site) -> tuple[Site, list[Precondition]] | None:
