@@ -369,3 +369,55 @@ def test_the_script_and_the_command_list_the_same_kernels(tmp_path: Path) -> Non
     command = _klineage("timings", "bench", *args)
     assert script.returncode == command.returncode == 0, script.stderr + command.stderr
     assert script.stdout == command.stdout and script.stdout.endswith("3 distinct kernels over 1 workloads\n")
+
+
+def test_a_workload_is_timed_holding_the_host_wide_device_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every kernel of a workload and its torch call are timed while this process holds the cuda
+    gate's device lock, so a bench beside a materializer's loop takes turns with its gates (faked
+    GPU: the Bench, the stream and the timing are stand-ins)."""
+    import fcntl
+    import types
+
+    import torch
+
+    from klineage.gates.cuda import device_lock, timing
+
+    monkeypatch.setenv("KLINEAGE_GPU_LOCK_DIR", str(tmp_path))
+    held: list[bool] = []
+
+    def lock_is_held() -> bool:
+        with open(device_lock.lock_path(), "a+") as fh:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            return False
+
+    def fake_kernel(k: dict, *_a: object) -> None:
+        held.append(lock_is_held())
+        k["check"] = "ok"
+
+    def fake_timed(*_a: object, **_k: object) -> object:
+        held.append(lock_is_held())
+        return types.SimpleNamespace(summary=types.SimpleNamespace(median_ms=1.0))
+
+    monkeypatch.setattr(
+        timing, "Bench", lambda *a: types.SimpleNamespace(vendor_call=lambda: None, refill=None)
+    )
+    monkeypatch.setattr(timing, "timed", fake_timed)
+    monkeypatch.setattr(gpu, "time_kernel", fake_kernel)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    dev = gpu.Device(None, "fake", "0", 0.1, lambda: False)
+    row = gpu.time_workload(
+        "softmax",
+        REPO / "expert_kernels" / "softmax",
+        {("softmax", "a"): None, ("softmax", "b"): None},
+        dev,
+        None,
+    )
+    assert "error" not in row and row["torch_ms"] == 1.0 and held == [True, True, True]
+    assert not lock_is_held() and row["device_wait_s"] >= 0
