@@ -34,6 +34,7 @@ from klineage.deopt.smem_staging import SmemStaging
 from klineage.deopt.smem_transpose import SmemTranspose
 from klineage.deopt.tensor_core import TensorCore
 from klineage.deopt.tile_size import TileSize
+from klineage.deopt.tiled_online_softmax import TiledOnlineSoftmax
 from klineage.deopt.tree_addressing import TreeAddressing
 from klineage.deopt.tree_compaction import TreeCompaction
 from klineage.deopt.two_level_reduce import TwoLevelReduce
@@ -68,6 +69,7 @@ _OPERATORS: list[Operator] = [
     TensorCore(),  # matrix_instruction
     BlockAtomic(),  # fusion
     OnlineSoftmax(),
+    TiledOnlineSoftmax(),
     FlashFusion(),
     OnePassVariance(),
     GridStride(),  # tiling
