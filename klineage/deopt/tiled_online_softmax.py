@@ -17,7 +17,8 @@ query-tile body is the state loads, the tile max (`RM = ...` then a loop updatin
 (`RL = ...` then a loop accumulating it and reading RM), the new max and sum, the output loop
 (an accumulator summed in an inner loop, then the output element updated from itself) and the
 state stores. The update formulas are checked by evaluating them at sample values. No mechanical
-forward step: recorded with its evidence, not offered as a skill.
+forward step (roundtrip none, as online_softmax's): the offline materializer cannot apply the
+skill it records, an LLM provider may; flash_fusion is the mechanical forward fusion.
 """
 
 from __future__ import annotations
