@@ -6,6 +6,7 @@ from klineage.deopt.base import Operator
 from klineage.deopt.block_atomic import BlockAtomic
 from klineage.deopt.block_per_row import BlockPerRow
 from klineage.deopt.block_row_of_warps import BlockRowOfWarps
+from klineage.deopt.block_swizzle import BlockSwizzle
 from klineage.deopt.cg_reduce import CgReduce
 from klineage.deopt.coalesced_mapping import CoalescedMapping
 from klineage.deopt.coarsening import Coarsening
@@ -50,6 +51,7 @@ _OPERATORS: list[Operator] = [
     PragmaUnroll(),
     Restrict(),
     TileSize(),
+    BlockSwizzle(),
     UnrolledTree(),  # template
     Pipeline(),  # pipeline
     Ldg(),  # specialized_instruction
