@@ -7,9 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from deopt_parallel_checks import assert_passes
+from deopt_parallel_checks import assert_passes, assert_refused_on, edited
 
-from klineage.deopt.base import Refused
 from klineage.deopt.registry import get_operator, operators
 from klineage.source.model import CudaSource
 
@@ -21,11 +20,7 @@ ROW = "(blockIdx.z % 2) ? (gridDim.y - blockIdx.y - 1) * TILE : blockIdx.y * TIL
 
 
 def _src(*edits: tuple[str, str]) -> CudaSource:
-    text = KERNEL.read_text()
-    for old, new in edits:
-        assert old in text
-        text = text.replace(old, new)
-    return CudaSource.from_text(text)
+    return edited(KERNEL, *edits)
 
 
 def test_registered_with_the_tuning_steps_backward_only() -> None:
@@ -90,11 +85,7 @@ def test_plain_block_order(tmp_path: Path) -> None:
     ],
 )
 def test_refusals_name_the_failing_fact(edits: tuple[tuple[str, str], ...], fact: str) -> None:
-    src = _src(*edits)
-    (site,) = OP.find(src)
-    assert {p.name for p in OP.removal_preconditions(src, site) if not p.holds} == {fact}
-    with pytest.raises(Refused, match=fact):
-        OP.remove(src, site)
+    assert_refused_on(OP, _src(*edits), fact)
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from deopt_parallel_checks import assert_passes
+from deopt_parallel_checks import assert_passes, assert_refused_on, edited
 
-from klineage.deopt.base import Refused
 from klineage.deopt.registry import get_operator, operators
 from klineage.source.model import CudaSource
 from klineage.source.syntax import eval_real
@@ -21,11 +20,7 @@ STATE = "mh[r * TILE + threadIdx.x]"
 
 
 def _src(*edits: tuple[str, str]) -> CudaSource:
-    text = KERNEL.read_text()
-    for old, new in edits:
-        assert old in text
-        text = text.replace(old, new)
-    return CudaSource.from_text(text)
+    return edited(KERNEL, *edits)
 
 
 def test_registered_with_the_fusions_backward_only() -> None:
@@ -77,11 +72,7 @@ def test_three_passes_over_the_key_tiles(tmp_path: Path) -> None:
     ],
 )
 def test_refusals_name_the_failing_fact(edits: tuple[tuple[str, str], ...], fact: str) -> None:
-    src = _src(*edits)
-    (site,) = OP.find(src)
-    assert {p.name for p in OP.removal_preconditions(src, site) if not p.holds} == {fact}
-    with pytest.raises(Refused, match=fact):
-        OP.remove(src, site)
+    assert_refused_on(OP, _src(*edits), fact)
 
 
 @pytest.mark.parametrize(
