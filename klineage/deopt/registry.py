@@ -11,6 +11,7 @@ from klineage.deopt.cg_reduce import CgReduce
 from klineage.deopt.coalesced_mapping import CoalescedMapping
 from klineage.deopt.coarsening import Coarsening
 from klineage.deopt.deep_micro_tile import DeepMicroTile
+from klineage.deopt.epilogue_staging import EpilogueStaging
 from klineage.deopt.fast_math import FastMath
 from klineage.deopt.flash_fusion import FlashFusion
 from klineage.deopt.gemm_tiling import GemmTiling
@@ -65,6 +66,7 @@ _OPERATORS: list[Operator] = [
     TreeCompaction(),
     TwoLevelReduce(),
     SmemStaging(),  # staging
+    EpilogueStaging(),
     PrivatizedAtomics(),
     Vectorize(),  # vectorization
     PackedHalf2(),

@@ -146,6 +146,35 @@ def eval_int(text: str, env: Mapping[str, int]) -> int | None:
     return v if isinstance(v, int) else None
 
 
+@lru_cache(maxsize=4096)
+def int_program(text: str) -> object | None:
+    """`text` (small C integer arithmetic over names) compiled once, for evaluating it at many
+    values of its names with `run_int`; None when its syntax is not that. Names keep their
+    spelling except `.` (`threadIdx.x` is read as `threadIdx_x`)."""
+    t = re.sub(r"static_cast<\s*\w+\s*>", "", text.strip())
+    t = _INT_LIT.sub(lambda m: str(int(m.group(1), 0)), t)
+    t = re.sub(r"\b([A-Za-z_]\w*)\.([xyz])\b", r"\1_\2", t)
+    t = t.replace("/", "//").replace("////", "//")
+    try:
+        tree = ast.parse(t, mode="eval")
+    except SyntaxError:
+        return None
+    if not all(isinstance(n, (*_ARITHMETIC, ast.Name, ast.Load)) for n in ast.walk(tree)):
+        return None
+    return compile(tree, "<int>", "eval")
+
+
+def run_int(program: object | None, env: Mapping[str, int]) -> int | None:
+    """The value of an `int_program` at `env` (names as `int_program` spells them), or None."""
+    if program is None:
+        return None
+    try:
+        v = eval(program, {"__builtins__": {}}, dict(env))  # noqa: S307
+    except (ZeroDivisionError, ValueError, OverflowError, NameError, TypeError):
+        return None
+    return v if isinstance(v, int) else None
+
+
 def eval_condition(text: str, env: Mapping[str, int]) -> bool | None:
     """The truth of a C integer condition (`==`, `%`, `&&`, `!`, ...) over literals and `env`, or None."""
     v = _evaluate(" ".join(text.split()), env, _CONDITIONS)
