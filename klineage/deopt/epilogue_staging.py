@@ -28,7 +28,16 @@ from klineage.deopt import _threads as T
 from klineage.deopt.base import Operator, Precondition, Refused, Site
 from klineage.source import edit
 from klineage.source.model import CudaSource
-from klineage.source.syntax import file_constants, int_program, paren, run_int, squash, subst_idents, walk
+from klineage.source.syntax import (
+    file_constants,
+    int_program,
+    paren,
+    run_int,
+    squash,
+    subst_idents,
+    unparen_text,
+    walk,
+)
 
 _STORE = re.compile(r"(?:[\w:]*::)?store_matrix_sync")
 _VEC = {"int4": 16, "float4": 16, "uint4": 16, "int2": 8, "float2": 8}
@@ -136,7 +145,7 @@ class _Addresses:
 
     def resolve(self, text: str, depth: int = 0) -> tuple[str, str]:
         """(array, element offset text) of an address; Refused when it cannot be read."""
-        t = _unparen(text)
+        t = unparen_text(squash(text))
         if depth > 6:
             raise Refused(f"address {text} nests too deep")
         m = re.fullmatch(r"\((\w+)\*\)(.+)", t)
@@ -173,19 +182,6 @@ class _Addresses:
 
 def _plus(a: str, b: str) -> str:
     return b if a == "0" else a if b == "0" else f"{paren(a)}+{paren(b)}"
-
-
-def _unparen(t: str) -> str:
-    t = squash(t)
-    while t.startswith("(") and t.endswith(")"):
-        depth = 0
-        for i, ch in enumerate(t):
-            depth += ch == "("
-            depth -= ch == ")"
-            if depth == 0 and i < len(t) - 1:
-                return t
-        t = t[1:-1]
-    return t
 
 
 # ---- evaluation ---------------------------------------------------------------------------------
