@@ -12,6 +12,7 @@ from deopt_parallel_checks import assert_passes, assert_refused_on, edited
 from klineage.deopt.registry import get_operator, operators
 from klineage.source.canon import canonical_form
 from klineage.source.model import CudaSource
+from klineage.source.syntax import int_program, run_int
 
 OP = get_operator("epilogue_staging")
 FOLDER = Path(__file__).resolve().parent / "data" / "deopt" / "epilogue_staging"
@@ -74,3 +75,11 @@ def test_refusals_name_the_failing_fact(edit: tuple[str, str], fact: str) -> Non
 def test_shapes(edit: tuple[str, str]) -> None:
     found = OP.find(edited(KERNEL, edit))
     assert len(found) == (1 if edit[0] == edit[1] else 0)
+
+
+def test_int_program_reads_integer_arithmetic_over_names() -> None:
+    prog = int_program("(threadIdx.x / 32) * 16 + lane % 4")
+    assert prog is int_program("(threadIdx.x / 32) * 16 + lane % 4")  # compiled once
+    assert run_int(prog, {"threadIdx_x": 70, "lane": 7}) == 35
+    assert run_int(prog, {"threadIdx_x": 70}) is None  # a name without a value
+    assert int_program("f(x) + 1") is None and int_program("a[2]") is None
