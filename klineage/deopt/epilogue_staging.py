@@ -255,6 +255,31 @@ def _nest(src: CudaSource, loop: ts.Node) -> list[ts.Node]:
     return out
 
 
+def _uses_outside(src: CudaSource, ep: _Epilogue, array: str) -> list[int]:
+    """Lines naming `array` outside the copy-out, other than the declarations of pointer locals
+    into it that only the copy-out reads."""
+    body = ep.fn.child_by_field_name("body")
+    inside = (ep.copy.start_byte, ep.copy.end_byte)
+
+    def outside(n: ts.Node) -> bool:
+        return not inside[0] <= n.start_byte < inside[1]
+
+    names = {array}
+    for d in (n for n in walk(body) if n.type == "declaration" and outside(n)):
+        name = T.decl_name(d) or ""
+        if array in re.findall(r"\w+", src.text_of(d)) and name != array:
+            names.add(name)
+    lines = []
+    for n in walk(body):
+        if n.type != "identifier" or n.text.decode() not in names or not outside(n):
+            continue
+        decl = T.statement_ancestor(n)
+        own = decl.type == "declaration" and (T.decl_name(decl) or "") in names - {array}
+        if not own:
+            lines.append(src.line_of(n.start_byte))
+    return sorted(set(lines))
+
+
 class EpilogueStaging(Operator):
     name = "epilogue_staging"
     category = "staging"
@@ -416,13 +441,7 @@ class EpilogueStaging(Operator):
             gbase, *_ = self._plan(src, ep)
         except Refused as e:
             return [Precondition("tile_image", False, str(e), "Storage")]
-        writes = [
-            n
-            for n in walk(ep.fn.child_by_field_name("body"))
-            if n.type == "assignment_expression"
-            and gbase in re.findall(r"\w+", src.text_of(n.child_by_field_name("left")))
-            and not ep.copy.start_byte <= n.start_byte < ep.copy.end_byte
-        ]
+        stray = _uses_outside(src, ep, gbase)
         return [
             Precondition(
                 "tile_image",
@@ -432,9 +451,10 @@ class EpilogueStaging(Operator):
                 "Storage",
             ),
             Precondition(
-                "output_written_once",
-                not writes,
-                f"{gbase} is written only by the copy-out",
+                "output_only_in_copy",
+                not stray,
+                f"{gbase} is read and written only by the copy-out (the barrier kept every earlier "
+                "access before it)" + (f"; also on line(s) {', '.join(map(str, stray))}" if stray else ""),
                 "Storage",
             ),
         ]
