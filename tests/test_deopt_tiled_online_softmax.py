@@ -67,6 +67,16 @@ def test_three_passes_over_the_key_tiles(tmp_path: Path) -> None:
             ),
             "state_only_in_update",
         ),
+        # the score loop also accumulates into global memory: each pass would add again
+        (
+            (
+                (
+                    "                row_scores[c] = dot * scale;",
+                    "                row_scores[c] = dot * scale;\n                out[0] += 0.0f;",
+                ),
+            ),
+            "phases_write_no_global",
+        ),
         # every thread updates the same state element
         (((STATE, "mh[r * TILE]"), ("sh[r * TILE + threadIdx.x]", "sh[r * TILE]")), "thread_private_rows"),
     ],

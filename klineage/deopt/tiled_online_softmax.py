@@ -34,7 +34,16 @@ from klineage.deopt._threads import counting_loop
 from klineage.deopt.base import Operator, Precondition, Refused, Site
 from klineage.source import edit
 from klineage.source.model import CudaSource
-from klineage.source.syntax import assigned_in, decl_name, eval_real, squash, uses_ident, walk
+from klineage.source.syntax import (
+    assigned_in,
+    decl_name,
+    eval_real,
+    init_text,
+    squash,
+    uses_ident,
+    walk,
+    written_names,
+)
 
 _MAX = re.compile(r"(?:fmaxf|fmax|max)\((\w+),(\w+)\)")
 
@@ -261,6 +270,28 @@ def _declared_here(ident: ts.Node) -> bool:
     )
 
 
+def _global_writes(src: CudaSource, fn: ts.Node, n: _Nest) -> list[str]:
+    """Names the score and exp loops write that are, or point into, a kernel pointer parameter
+    (a write repeated by each pass: an accumulation would count three times)."""
+    params = fn.child_by_field_name("declarator").child_by_field_name("parameters")
+    pointers = {
+        decl_name(p) or ""
+        for p in (params.named_children if params is not None else [])
+        if "*" in src.text_of(p) or "[" in src.text_of(p)
+    }
+    out = []
+    for name in sorted(
+        written_names(n.score, through_access=True) | written_names(n.expo, through_access=True)
+    ):
+        if name in pointers:
+            out.append(name)
+            continue
+        init = init_text(src, fn, name)
+        if init is not None and pointers & set(re.findall(r"\w+", init)):
+            out.append(name)
+    return out
+
+
 def _state_facts(src: CudaSource, fn: ts.Node, n: _Nest) -> list[Precondition]:
     """The state and the output are touched only by the update, each row by one thread."""
     names = (*n.state, _array(n.o_ref) or "")
@@ -274,7 +305,15 @@ def _state_facts(src: CudaSource, fn: ts.Node, n: _Nest) -> list[Precondition]:
     ]
     in_phases = [nm for nm in names for x in (n.score, n.expo) if uses_ident(x, nm)]
     private = "threadIdx" in n.m_ref and "threadIdx" in n.l_ref and "threadIdx" in n.o_ref
+    globals_written = _global_writes(src, fn, n)
     return [
+        Precondition(
+            "phases_write_no_global",
+            not globals_written,
+            "the score and exp loops, run once per pass after the edit, write only registers and "
+            "shared memory" + (f" ({', '.join(globals_written)} written)" if globals_written else ""),
+            "Storage",
+        ),
         Precondition(
             "state_only_in_update",
             not stray and not in_phases,
