@@ -199,6 +199,12 @@ class _Env:
         self.decls = [
             (nm, init) for nm, n in named if nm and (init := T.init_text(src, ep.fn, nm)) is not None
         ]
+        #: locals whose value reads the thread index, directly or through another such local
+        self.dependent: set[str] = set()
+        for nm, init in self.decls:
+            words = set(re.findall(r"\w+", init))
+            if "threadIdx" in words or words & self.dependent:
+                self.dependent.add(nm)
 
     def locals_for(self, thread: int) -> dict[str, int]:
         env = {**self.consts, **self.params, "threadIdx_x": thread}
@@ -207,7 +213,7 @@ class _Env:
             v = _eval(init, env)
             if v is not None:
                 env[name] = v
-            elif not _thread_dependent(init):
+            elif name not in self.dependent:
                 env[name] = self.sample * 7 + len(name)  # block-uniform: any value
         return env
 
@@ -224,12 +230,6 @@ def _fold(text: str) -> str:
     while (m := re.search(r"\(([\d+\-*/%]+)\)", text)) and (v := _eval(m.group(1), {})) is not None:
         text = text[: m.start()] + str(v) + text[m.end() :]
     return text
-
-
-def _thread_dependent(init: str, direct: bool = False) -> bool:
-    """Whether a local's initializer reads the thread index (directly, with `direct`; else also
-    through the warp / lane locals named after it)."""
-    return "threadIdx" in init or (not direct and re.search(r"\b\w*(?:warp|lane)\w*\b", init) is not None)
 
 
 def _loop_values(src: CudaSource, loop: ts.Node, env: dict[str, int]) -> tuple[str, range] | None:
@@ -417,21 +417,23 @@ class EpilogueStaging(Operator):
     def _origin(self, src: CudaSource, ep: _Epilogue, goff: str) -> str:
         """The global offset of the image's first element, as text: the copy's written offset at
         thread 0 and the loop's first index, the thread-dependent locals inlined."""
-        env = _Env(src, ep, _SAMPLES[0], {}).locals_for(0)
+        ints = [n for n in re.findall(r"\w+", goff) if n not in ("threadIdx",)]
+        envs = [_Env(src, ep, sample, self._params(ints, sample)) for sample in _SAMPLES]
+        first, second = (e.locals_for(0) for e in envs)
         text = goff
         for _ in range(4):
-            names = set(re.findall(r"(?<![\w.])([A-Za-z_]\w*)(?![\w.(])", text))
-            sub = {}
-            for n in names:
-                init = T.init_text(src, ep.fn, n)
-                if init is None or not _thread_dependent(init):
-                    continue
-                sub[n] = (
-                    str(env[n]) if _thread_dependent(init, direct=True) and n in env else paren(squash(init))
-                )
-            if not sub:
+            names = set(re.findall(r"(?<![\w.])([A-Za-z_]\w*)(?![\w.(])", text)) & envs[0].dependent
+            if not names:
                 break
-            text = subst_idents(text, sub)
+            # a value the samples agree on is the thread's own (a warp index); else keep the text
+            text = subst_idents(
+                text,
+                {
+                    n: str(first[n]) if n in first and first[n] == second.get(n) else paren(squash(init))
+                    for n in names
+                    if (init := T.init_text(src, ep.fn, n)) is not None
+                },
+            )
         loops = {c[0]: "0" for lp in _nest(src, ep.copy) if (c := T.counting_loop(src, lp)) is not None}
         return _fold(subst_idents(text, loops).replace("threadIdx.x", "0"))
 
