@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from klineage.deopt.base import Operator, Site
+from klineage.deopt.base import Operator, Refused, Site
 from klineage.source.model import CudaSource
 from klineage.source.text import normalize
 
@@ -61,3 +61,20 @@ def only_site(op: Operator, src: CudaSource, **match: str) -> Site:
 
 def same_code(a: str, b: str) -> bool:
     return normalize(a) == normalize(b)
+
+
+def edited(path: Path, *edits: tuple[str, str]) -> CudaSource:
+    """The kernel file at `path` with each (old, new) replaced (each old text must be there)."""
+    text = path.read_text()
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
+    return CudaSource.from_text(text)
+
+
+def assert_refused_on(op: Operator, src: CudaSource, fact: str) -> None:
+    """`op` finds one site in `src`, exactly `fact` fails there, and the removal refuses naming it."""
+    (site,) = op.find(src)
+    assert {p.name for p in op.removal_preconditions(src, site) if not p.holds} == {fact}
+    with pytest.raises(Refused, match=fact):
+        op.remove(src, site)

@@ -6,10 +6,12 @@ from klineage.deopt.base import Operator
 from klineage.deopt.block_atomic import BlockAtomic
 from klineage.deopt.block_per_row import BlockPerRow
 from klineage.deopt.block_row_of_warps import BlockRowOfWarps
+from klineage.deopt.block_swizzle import BlockSwizzle
 from klineage.deopt.cg_reduce import CgReduce
 from klineage.deopt.coalesced_mapping import CoalescedMapping
 from klineage.deopt.coarsening import Coarsening
 from klineage.deopt.deep_micro_tile import DeepMicroTile
+from klineage.deopt.epilogue_staging import EpilogueStaging
 from klineage.deopt.fast_math import FastMath
 from klineage.deopt.flash_fusion import FlashFusion
 from klineage.deopt.gemm_tiling import GemmTiling
@@ -34,6 +36,7 @@ from klineage.deopt.smem_staging import SmemStaging
 from klineage.deopt.smem_transpose import SmemTranspose
 from klineage.deopt.tensor_core import TensorCore
 from klineage.deopt.tile_size import TileSize
+from klineage.deopt.tiled_online_softmax import TiledOnlineSoftmax
 from klineage.deopt.tree_addressing import TreeAddressing
 from klineage.deopt.tree_compaction import TreeCompaction
 from klineage.deopt.two_level_reduce import TwoLevelReduce
@@ -49,6 +52,7 @@ _OPERATORS: list[Operator] = [
     PragmaUnroll(),
     Restrict(),
     TileSize(),
+    BlockSwizzle(),
     UnrolledTree(),  # template
     Pipeline(),  # pipeline
     Ldg(),  # specialized_instruction
@@ -62,12 +66,14 @@ _OPERATORS: list[Operator] = [
     TreeCompaction(),
     TwoLevelReduce(),
     SmemStaging(),  # staging
+    EpilogueStaging(),
     PrivatizedAtomics(),
     Vectorize(),  # vectorization
     PackedHalf2(),
     TensorCore(),  # matrix_instruction
     BlockAtomic(),  # fusion
     OnlineSoftmax(),
+    TiledOnlineSoftmax(),
     FlashFusion(),
     OnePassVariance(),
     GridStride(),  # tiling

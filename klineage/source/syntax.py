@@ -7,6 +7,7 @@ the canonicalizer (`klineage.source.canon`) and the operators (`klineage.deopt`)
 from __future__ import annotations
 
 import ast
+import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -145,10 +146,75 @@ def eval_int(text: str, env: Mapping[str, int]) -> int | None:
     return v if isinstance(v, int) else None
 
 
+@lru_cache(maxsize=4096)
+def int_program(text: str) -> object | None:
+    """`text` (small C integer arithmetic over names) compiled once, for evaluating it at many
+    values of its names with `run_int`; None when its syntax is not that. Names keep their
+    spelling except `.` (`threadIdx.x` is read as `threadIdx_x`)."""
+    t = re.sub(r"static_cast<\s*\w+\s*>", "", text.strip())
+    t = _INT_LIT.sub(lambda m: str(int(m.group(1), 0)), t)
+    t = re.sub(r"\b([A-Za-z_]\w*)\.([xyz])\b", r"\1_\2", t)
+    t = t.replace("/", "//").replace("////", "//")
+    try:
+        tree = ast.parse(t, mode="eval")
+    except SyntaxError:
+        return None
+    if not all(isinstance(n, (*_ARITHMETIC, ast.Name, ast.Load)) for n in ast.walk(tree)):
+        return None
+    return compile(tree, "<int>", "eval")
+
+
+def run_int(program: object | None, env: Mapping[str, int]) -> int | None:
+    """The value of an `int_program` at `env` (names as `int_program` spells them), or None."""
+    if program is None:
+        return None
+    try:
+        v = eval(program, {"__builtins__": {}}, dict(env))  # noqa: S307
+    except (ZeroDivisionError, ValueError, OverflowError, NameError, TypeError):
+        return None
+    return v if isinstance(v, int) else None
+
+
 def eval_condition(text: str, env: Mapping[str, int]) -> bool | None:
     """The truth of a C integer condition (`==`, `%`, `&&`, `!`, ...) over literals and `env`, or None."""
     v = _evaluate(" ".join(text.split()), env, _CONDITIONS)
     return bool(v) if isinstance(v, int) else None
+
+
+#: the math functions real-valued C text may call, as Python computes them
+_REAL_CALLS = {
+    **{f: math.exp for f in ("expf", "__expf", "exp", "__exp")},
+    **{f: max for f in ("fmaxf", "fmax", "max")},
+    **{f: min for f in ("fminf", "fmin", "min")},
+}
+_REAL_LIT = re.compile(r"\b(\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)[fF]?\b")
+
+
+def eval_real(text: str, env: Mapping[str, float]) -> float | None:
+    """The value of real-valued C arithmetic (`+ - * /`, literals such as `1.0f`, exp/max/min
+    calls) over `env`, or None when it reads anything else (a cast, a subscript, another call):
+    lets an operator check what an update computes by evaluating it at sample values."""
+    t = _REAL_LIT.sub(lambda m: m.group(1), " ".join(text.split()))
+    try:
+        tree = ast.parse(t, mode="eval")
+    except SyntaxError:
+        return None
+    ok = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Add, ast.Sub, ast.Mult, ast.Div)
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call):
+            if not (isinstance(n.func, ast.Name) and n.func.id in _REAL_CALLS and not n.keywords):
+                return None
+        elif isinstance(n, ast.Name):
+            if n.id not in env and n.id not in _REAL_CALLS:
+                return None
+        elif not isinstance(n, (*ok, ast.USub, ast.UAdd, ast.Load)):
+            return None
+    names = {**_REAL_CALLS, **{k: float(v) for k, v in env.items()}}
+    try:
+        v = eval(compile(tree, "<real>", "eval"), {"__builtins__": {}}, names)  # noqa: S307
+    except (ZeroDivisionError, ValueError, OverflowError, TypeError):
+        return None
+    return float(v) if isinstance(v, int | float) else None
 
 
 def is_pow2(v: int | None) -> bool:
