@@ -123,3 +123,167 @@ def test_table_reports_ratios_to_cublas() -> None:
     ]
     line = bench.table(rows).splitlines()[-1]
     assert line.startswith("| wgmma | ok | 3.00e-03 | 0.2500 (0.80x, ")
+
+
+# ---- the kernel's logic on the emulator, its PTX replaced by models -------------------------------
+
+#: C++ models of the expert's PTX helpers, as the PTX ISA and the CUDA driver documentation describe
+#: them: an mbarrier phase completes when its pending arrivals reach zero and its transaction bytes
+#: are all counted; a TMA copy lands at issue, zero-filling past the tensor, in the 128-byte swizzle
+#: (16-byte chunk c of row r at chunk c ^ (r % 8)) and counts its bytes on the barrier; a wgmma reads
+#: A (K-major) and B (MN-major) through the descriptor's start, leading and stride offsets with the
+#: swizzle applied to the shared address, and each thread adds into its own fragment (row 16 warp +
+#: lane / 4 (+ 8), column 8 j + 2 (lane % 4) (+ 1)). A waiting thread yields through a one-lane
+#: __syncwarp, so the emulator's fibers take turns. (The gate compiles them with nvcc too.) These test the kernel's ring, phases, tiles, descriptor
+#: arithmetic and epilogue against that reading of the documentation, not the hardware.
+PTX_MODELS = r"""
+struct KlBar { int count, pending, completed; long long tx; };
+__device__ KlBar g_bars[64];  // by shared address: blocks run one after another on the emulator
+__device__ __forceinline__ KlBar& kl_bar(uint32_t bar) { return g_bars[(bar / 8) % 64]; }
+__device__ uint32_t g_window;  // the emulator's shared addresses carry a region id above the 18 bits a descriptor keeps
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ uint8_t* smem_bytes(uint32_t a) { return (uint8_t*)__cvta_shared_to_generic(a); }
+__device__ __forceinline__ void bar_settle(KlBar& b) {
+    if (b.pending == 0 && b.tx == 0) { b.completed += 1; b.pending = b.count; }
+}
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+    KlBar& b = kl_bar(bar); b.count = b.pending = (int)count; b.completed = 0; b.tx = 0;
+}
+__device__ __forceinline__ void fence_barrier_init() {}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+    KlBar& b = kl_bar(bar); b.tx += bytes; b.pending -= 1; bar_settle(b);
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    KlBar& b = kl_bar(bar); b.pending -= 1;
+    if (b.pending < 0) __trap();
+    bar_settle(b);
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    while ((kl_bar(bar).completed & 1) == (int)parity) __syncwarp(1u << (threadIdx.x % 32));  // lets the others run
+}
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const KlTensorMap* map, int c0, int c1, uint32_t bar) {
+    if (map->box_cols != 64) __trap();
+    g_window = dst & ~0x3FFFFu;
+    uint8_t* out = smem_bytes(dst);
+    for (int r = 0; r < map->box_rows; ++r)
+        for (int c = 0; c < 64; ++c) {
+            const int row = c1 + r, col = c0 + c;
+            const __nv_bfloat16 v = (row < map->rows && col < map->cols) ? map->base[(size_t)row * map->cols + col]
+                                                                          : __float2bfloat16(0.f);
+            *reinterpret_cast<__nv_bfloat16*>(out + r * 128 + ((2 * c) ^ ((r % 8) << 4))) = v;
+        }
+    KlBar& b = kl_bar(bar); b.tx -= map->box_rows * 128; bar_settle(b);
+}
+template <int kRegs> __device__ __forceinline__ void setmaxnreg_inc() {}
+template <int kRegs> __device__ __forceinline__ void setmaxnreg_dec() {}
+__device__ __forceinline__ void wgmma_fence() {}
+__device__ __forceinline__ void wgmma_commit() {}
+template <int kPending> __device__ __forceinline__ void wgmma_wait() {}
+template <int kN> __device__ __forceinline__ void fence_accumulators(float (&)[kN]) {}
+__device__ __forceinline__ float kl_operand(uint64_t desc, int outer, int inner) {
+    // element (outer, inner): inner runs along the 128-byte rows, outer along the 8-row groups and
+    // (past 64 inner elements) the leading offset
+    if ((desc >> 62) != 1) __trap();
+    const uint32_t start = (uint32_t)(desc & 0x3FFF) << 4, lead = (uint32_t)((desc >> 16) & 0x3FFF) << 4;
+    const uint32_t stride = (uint32_t)((desc >> 32) & 0x3FFF) << 4;
+    const uint32_t a = g_window + start + (inner / 64) * lead + (outer / 8) * stride + (outer % 8) * 128 + (inner % 64) * 2;
+    return __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(smem_bytes(a ^ (((a >> 7) & 7) << 4))));
+}
+template <int kN>
+__device__ __forceinline__ void kl_wgmma(float (&d)[kN / 2], uint64_t da, uint64_t db) {
+    const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
+    for (int i = 0; i < kN / 2; ++i) {
+        const int row = warp * 16 + lane / 4 + 8 * ((i >> 1) & 1), col = (i >> 2) * 8 + (lane % 4) * 2 + (i & 1);
+        float s = 0.f;
+        for (int k = 0; k < 16; ++k) s = fmaf(kl_operand(da, row, k), kl_operand(db, k, col), s);  // A K-major, B MN-major
+        d[i] += s;
+    }
+}
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t a, uint64_t b) { kl_wgmma<128>(d, a, b); }
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t a, uint64_t b) { kl_wgmma<256>(d, a, b); }
+"""
+
+TENSOR_MAP_MODEL = "struct KlTensorMap { const __nv_bfloat16* base; int rows, cols, box_rows, box_cols; };\n"
+
+HOST_MODEL = r"""
+bool tensor_map(KlTensorMap* map, const void* ptr, int rows, int cols, int box_rows, int box_cols) {
+    *map = KlTensorMap{static_cast<const __nv_bfloat16*>(ptr), rows, cols, box_rows, box_cols};
+    return true;
+}
+
+"""
+
+
+def with_models(src: str, sms: int) -> str:
+    """The expert with its PTX helpers and its tensor-map encoding replaced by the models above, and
+    `sms` SMs (fewer blocks than tiles: each block walks several)."""
+    start, end = src.index("// ---- PTX helpers"), src.index("// ---- end of the PTX helpers")
+    src = src[:start] + PTX_MODELS + src[end:]
+    start, end = src.index("using EncodeTiled"), src.index("}  // namespace", src.index("using EncodeTiled"))
+    src = src[:start] + HOST_MODEL + src[end:]
+    src = src.replace("CUtensorMap", "KlTensorMap").replace("#include <cuda.h>", "")
+    src = src.replace(
+        "#include <stdio.h>", "#include <stdio.h>\n#define __grid_constant__\n" + TENSOR_MAP_MODEL, 1
+    )
+    attr = "cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);"
+    assert src.count(attr) == 1
+    src = src.replace(attr, f"sms = {sms};")
+    assert "asm volatile" not in src and "asm(" not in src
+    return src
+
+
+#: shapes that walk the ring past its 4 stages (6 and 5 slices), partial tiles in M and N (a B box
+#: wholly past N), a box taller than the matrix (M = 64), and 4 tiles on 2 blocks
+MODEL_SHAPES = '[{"M": 64, "N": 64, "K": 64}, {"M": 192, "N": 320, "K": 384}, {"M": 256, "N": 512, "K": 320}]'
+
+
+def _model_workload(tmp_path: Path) -> Path:
+    text = (GEMM / "workload.py").read_text()
+    emu = re.search(r'"emu": \[.*?\],\n', text, re.S)
+    assert emu is not None
+    folder = tmp_path / "wl"
+    folder.mkdir()
+    (folder / "workload.py").write_text(text.replace(emu.group(0), f'"emu": {MODEL_SHAPES},\n'))
+    return folder
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("defines", "passes"),
+    [
+        ("", True),
+        ("KL_WGMMA_N=128", True),
+        ("KL_BN=128,KL_WGMMA_N=128,KL_STAGES=6", True),
+        ("KL_PERSISTENT=0", True),
+        ("KL_B_SWAP_OFFSETS=1", False),
+    ],
+    ids=["n256", "n128", "bn128", "per-tile", "swapped-B-offsets"],
+)
+def test_hopper_expert_logic_on_the_emulator_with_ptx_models(
+    tmp_path: Path, defines: str, passes: bool
+) -> None:
+    head = "".join(f"#define {d.replace('=', ' ')}\n" for d in defines.split(",") if d)
+    (tmp_path / "k.cu").write_text(head + with_models(HOPPER.read_text(), sms=2))
+    r = gate(tmp_path / "k.cu", _model_workload(tmp_path), GateOptions(backend="emu"), use_cache=False)
+    assert r.accepted == passes, f"{r.category}: {r.message}"
+    if not passes:  # B read at the wrong places: wrong values, or shared memory no copy wrote (poison)
+        assert r.category in ("mismatch", "nondeterministic", "nan"), f"{r.category}: {r.message}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("if (it >= kStages) mbar_wait(empty(s), ((it / kStages) - 1) & 1);", ""),
+        ("mbar_wait(full(s), (it / kStages) & 1);", "mbar_wait(full(s), (t / kStages) & 1);"),
+    ],
+    ids=["producer-never-waits-for-a-free-stage", "consumer-phase-restarts-every-tile"],
+)
+def test_the_models_catch_ring_bugs(tmp_path: Path, old: str, new: str) -> None:
+    src = HOPPER.read_text()
+    assert src.count(old) == 1
+    (tmp_path / "k.cu").write_text(with_models(src.replace(old, new), sms=2))
+    r = gate(tmp_path / "k.cu", _model_workload(tmp_path), GateOptions(backend="emu"), use_cache=False)
+    assert not r.accepted and r.category in ("timeout", "mismatch", "nondeterministic"), (
+        f"{r.category}: {r.message}"
+    )

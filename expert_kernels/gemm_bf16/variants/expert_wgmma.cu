@@ -83,6 +83,17 @@ static_assert(kWgmmaN == 128 || kWgmmaN == 256, "wgmma N: 128 or 256");
 static_assert(kStageBytes % 1024 == 0, "stages must keep the 1024-byte swizzle alignment");
 static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
 
+// ---- shared-memory matrix descriptors (integer code) ---------------------------------------
+
+// Shared-memory matrix descriptor: start address, leading and stride byte offsets (all >> 4),
+// 128-byte swizzle (mode 1 in bits 62-63); base offset 0 since every swizzle atom of the ring
+// starts 1024-byte aligned.
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t leading, uint32_t stride) {
+    return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) |
+           (static_cast<uint64_t>((leading & 0x3FFFF) >> 4) << 16) |
+           (static_cast<uint64_t>((stride & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+}
+
 // ---- PTX helpers ---------------------------------------------------------------------------
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -91,6 +102,10 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void fence_barrier_init() {
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 
 __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
@@ -150,15 +165,6 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[kN]) {
     for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// Shared-memory matrix descriptor: start address, leading and stride byte offsets (all >> 4),
-// 128-byte swizzle (mode 1 in bits 62-63); base offset 0 since every swizzle atom of the ring
-// starts 1024-byte aligned.
-__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t leading, uint32_t stride) {
-    return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) |
-           (static_cast<uint64_t>((leading & 0x3FFFF) >> 4) << 16) |
-           (static_cast<uint64_t>((stride & 0x3FFFF) >> 4) << 32) | (1ull << 62);
-}
-
 // D (64 x 128, fp32, 64 per thread) += A (64 x 16, K-major) * B (16 x 128, MN-major: imm-trans-b = 1)
 __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
     asm volatile(
@@ -215,6 +221,8 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_
         : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
+// ---- end of the PTX helpers --------------------------------------------------------------
+
 // ---- the kernel ----------------------------------------------------------------------------
 
 struct Tile {
@@ -255,7 +263,7 @@ gemm_bf16_wgmma(const __grid_constant__ CUtensorMap map_a, const __grid_constant
             mbar_init(full(s), 1);                   // the producer's arrive.expect_tx
             mbar_init(empty(s), 4 * kConsumers);     // one arrival per consumer warp
         }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        fence_barrier_init();
     }
     __syncthreads();
 
