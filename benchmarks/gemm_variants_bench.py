@@ -58,8 +58,10 @@ class Variant:
 @dataclass
 class Outcome:
     name: str
-    status: str = "not run"  # built / build_error / ok / wrong / crash / timeout
+    status: str = "not run"  # build_error / ok / wrong / crash / timeout / not run
     message: str = ""
+    source: str = ""
+    defines: list[str] = field(default_factory=list)
     checks: list[dict] = field(default_factory=list)
     times_ms: dict[str, float] = field(default_factory=dict)
 
@@ -180,6 +182,12 @@ def run_child(name: str, library: Path | None, reps: int, limit_s: float, log: P
     return o
 
 
+def fastest_correct(outcomes: list[Outcome], prefix: str = "") -> Outcome | None:
+    """The correct variant named `prefix...` with the least total time over the timed shapes."""
+    ok = [o for o in outcomes if o.name.startswith(prefix) and o.status == "ok" and o.times_ms and o.source]
+    return min(ok, key=lambda o: sum(o.times_ms.values()), default=None)
+
+
 def table(outcomes: list[Outcome]) -> str:
     base = next((o.times_ms for o in outcomes if o.name == CUBLAS), {})
     lines = [
@@ -212,6 +220,8 @@ def main() -> int:
         "--child-limit-s", type=float, default=30.0, help="seconds one variant's process may take"
     )
     ap.add_argument("--deadline-s", type=float, default=90.0, help="no variant starts after this")
+    ap.add_argument("--gate-file", type=Path, help="write the fastest correct variant here (macros first)")
+    ap.add_argument("--gate-prefix", default="", help="only variants whose name starts so are candidates")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--library", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -237,8 +247,14 @@ def main() -> int:
             outcomes.append(
                 run_child(v.name, library, args.reps, args.child_limit_s, args.out / f"run_{v.name}.log")
             )
+        outcomes[-1].source, outcomes[-1].defines = str(v.source), list(v.defines)
         print(f"{v.name}: {outcomes[-1].status} {outcomes[-1].message[:200]}", flush=True)
     (args.out / "bench.json").write_text(json.dumps([asdict(o) for o in outcomes], indent=1))
+    best = fastest_correct(outcomes, prefix=args.gate_prefix)
+    if best is not None and args.gate_file is not None:  # that variant as one file, macros first
+        defines = "".join(f"#define {d.replace('=', ' ', 1)}\n" for d in best.defines)
+        args.gate_file.write_text(defines + Path(best.source).read_text())
+        print(f"fastest correct {args.gate_prefix}* variant: {best.name} -> {args.gate_file}", flush=True)
     print(table(outcomes), flush=True)
     return 0
 

@@ -174,6 +174,10 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const KlTensorMap* map
         }
     KlBar& b = kl_bar(bar); b.tx -= map->box_rows * 128; bar_settle(b);
 }
+__device__ __forceinline__ uint32_t cluster_rank() { return 0; }
+__device__ __forceinline__ void cluster_sync() { __syncthreads(); }
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar) { mbar_arrive(bar); }
+__device__ __forceinline__ void tma_load_2d_multicast(uint32_t, const KlTensorMap*, int, int, uint32_t) { __trap(); }
 template <int kRegs> __device__ __forceinline__ void setmaxnreg_inc() {}
 template <int kRegs> __device__ __forceinline__ void setmaxnreg_dec() {}
 __device__ __forceinline__ void wgmma_fence() {}
@@ -206,6 +210,11 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t a, ui
 TENSOR_MAP_MODEL = "struct KlTensorMap { const __nv_bfloat16* base; int rows, cols, box_rows, box_cols; };\n"
 
 HOST_MODEL = r"""
+int resident_clusters() { return KL_TEST_SMS; }
+void launch_clusters(int clusters, const KlTensorMap& a, const KlTensorMap& b, __nv_bfloat16* C, int M, int N, int K,
+                     cudaStream_t stream) {
+    gemm_bf16_wgmma<<<clusters, kThreads, kSmemBytes, stream>>>(a, b, C, M, N, K);
+}
 bool tensor_map(KlTensorMap* map, const void* ptr, int rows, int cols, int box_rows, int box_cols) {
     *map = KlTensorMap{static_cast<const __nv_bfloat16*>(ptr), rows, cols, box_rows, box_cols};
     return true;
@@ -215,19 +224,17 @@ bool tensor_map(KlTensorMap* map, const void* ptr, int rows, int cols, int box_r
 
 
 def with_models(src: str, sms: int) -> str:
-    """The expert with its PTX helpers and its tensor-map encoding replaced by the models above, and
-    `sms` SMs (fewer blocks than tiles: each block walks several)."""
+    """The expert with its PTX helpers and its host side (tensor maps, resident blocks) replaced by
+    the models above, with room for `sms` blocks (fewer than tiles: each block walks several).
+    Clusters of one block only: the emulator has no clusters, so KL_CLUSTER = 2 is not run here."""
     start, end = src.index("// ---- PTX helpers"), src.index("// ---- end of the PTX helpers")
     src = src[:start] + PTX_MODELS + src[end:]
     start, end = src.index("using EncodeTiled"), src.index("}  // namespace", src.index("using EncodeTiled"))
-    src = src[:start] + HOST_MODEL + src[end:]
+    src = src[:start] + HOST_MODEL.replace("KL_TEST_SMS", str(sms)) + src[end:]
     src = src.replace("CUtensorMap", "KlTensorMap").replace("#include <cuda.h>", "")
     src = src.replace(
         "#include <stdio.h>", "#include <stdio.h>\n#define __grid_constant__\n" + TENSOR_MAP_MODEL, 1
     )
-    attr = "cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);"
-    assert src.count(attr) == 1
-    src = src.replace(attr, f"sms = {sms};")
     assert "asm volatile" not in src and "asm(" not in src
     return src
 
@@ -274,8 +281,8 @@ def test_hopper_expert_logic_on_the_emulator_with_ptx_models(
 @pytest.mark.parametrize(
     ("old", "new"),
     [
-        ("if (it >= kStages) mbar_wait(empty(s), ((it / kStages) - 1) & 1);", ""),
-        ("mbar_wait(full(s), (it / kStages) & 1);", "mbar_wait(full(s), (t / kStages) & 1);"),
+        ("if (it >= kStages) mbar_wait(ring.empty(s), ((it / kStages) - 1) & 1);", ""),
+        ("mbar_wait(ring.full(s), (it / kStages) & 1);", "mbar_wait(ring.full(s), (t / kStages) & 1);"),
     ],
     ids=["producer-never-waits-for-a-free-stage", "consumer-phase-restarts-every-tile"],
 )
@@ -287,3 +294,17 @@ def test_the_models_catch_ring_bugs(tmp_path: Path, old: str, new: str) -> None:
     assert not r.accepted and r.category in ("timeout", "mismatch", "nondeterministic"), (
         f"{r.category}: {r.message}"
     )
+
+
+def test_the_gated_variant_is_the_fastest_correct_one() -> None:
+    key = bench.shape_key(bench.TIME_SHAPES[0])
+    rows = [
+        bench.Outcome("cublas", "ok", times_ms={key: 0.1}),  # no source: never gated
+        bench.Outcome("wgmma", "ok", source="k.cu", times_ms={key: 0.3}),
+        bench.Outcome("wgmma_c2", "ok", source="k.cu", defines=["KL_CLUSTER=2"], times_ms={key: 0.2}),
+        bench.Outcome("wgmma_fast_but_wrong", "wrong", source="k.cu", times_ms={key: 0.05}),
+        bench.Outcome("mma_sync", "ok", source="e.cu", times_ms={key: 0.15}),
+    ]
+    assert bench.fastest_correct(rows, prefix="wgmma").name == "wgmma_c2"
+    assert bench.fastest_correct(rows).name == "mma_sync"
+    assert bench.fastest_correct(rows[:1]) is None

@@ -53,6 +53,9 @@
 #ifndef KL_PERSISTENT
 #define KL_PERSISTENT 1  // 1: one block per SM walks the tiles; 0: one block per tile
 #endif
+#ifndef KL_CLUSTER
+#define KL_CLUSTER 1  // blocks per cluster along M: 2 share every B box through TMA multicast
+#endif
 #ifndef KL_B_SWAP_OFFSETS
 #define KL_B_SWAP_OFFSETS 0  // 1: B's descriptor offsets exchanged (a diagnosis build only)
 #endif
@@ -76,10 +79,12 @@ constexpr int kSmemBytes = 1024 /* base alignment */ + kStages * kStageBytes + k
 constexpr int kWgmmaN = KL_WGMMA_N;
 constexpr int kAcc = kBN / 2;                     // fp32 accumulators per consumer thread
 constexpr int kGroupM = 8;                        // block raster: groups of 8 tile rows
+constexpr int kCluster = KL_CLUSTER;
 constexpr bool kReallocate = kAcc > 64 && kConsumers > 1;  // setmaxnreg: wide accumulators, 384+ threads
 
 static_assert(kBN % kBoxN == 0 && kBN % kWgmmaN == 0, "BN: whole boxes and whole wgmmas");
 static_assert(kWgmmaN == 128 || kWgmmaN == 256, "wgmma N: 128 or 256");
+static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 blocks");
 static_assert(kStageBytes % 1024 == 0, "stages must keep the 1024-byte swizzle alignment");
 static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
 
@@ -114,6 +119,49 @@ __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
 
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+// ---- clusters (KL_CLUSTER = 2): the blocks of a cluster share B boxes, so a stage is free only
+// when the consumers of every block of the cluster are done with it
+
+__device__ __forceinline__ uint32_t cluster_rank() {
+    uint32_t r = 0;
+    if constexpr (kCluster > 1) asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+// Every thread of every block of the cluster (a block barrier when the cluster is one block).
+__device__ __forceinline__ void cluster_sync() {
+    if constexpr (kCluster > 1)
+        asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+    else
+        __syncthreads();
+}
+
+// One arrival on the barrier at this shared offset in every block of the cluster.
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar) {
+    if constexpr (kCluster == 1) {
+        mbar_arrive(bar);
+    } else {
+#pragma unroll
+        for (uint32_t r = 0; r < kCluster; ++r) {
+            uint32_t remote;
+            asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bar), "r"(r));
+            asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+        }
+    }
+}
+
+// tma_load_2d into the same shared offset of every block of the cluster (each block's barrier at
+// `bar` counts the bytes that land in it).
+__device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtensorMap* map, int c0, int c1,
+                                                      uint32_t bar) {
+    const uint16_t blocks = (1u << kCluster) - 1;
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+        " [%0], [%1, {%2, %3}], [%4], %5;"
+        ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(blocks)
+        : "memory");
 }
 
 // Spin until the phase of `bar` with this parity has completed.
@@ -229,81 +277,77 @@ struct Tile {
     int m0, n0;
 };
 
-// Tile `t` of the (tiles_m x tiles_n) grid, in groups of kGroupM tile rows: consecutive tiles
-// walk down a group's rows first, so the tiles in flight together share B columns and A rows.
+constexpr int kClusterBM = kBM * kCluster;  // rows of C a cluster computes at once
+
+// Cluster tile `t` (kClusterBM x kBN) of the grid of them, in groups of kGroupM tile rows:
+// consecutive tiles walk down a group's rows first, so the tiles in flight together share B
+// columns and A rows. Block r of the cluster takes rows r * kBM .. of it.
 __device__ __forceinline__ Tile tile_origin(int t, int M, int N) {
-    const int tiles_m = (M + kBM - 1) / kBM, tiles_n = (N + kBN - 1) / kBN;
+    const int tiles_m = (M + kClusterBM - 1) / kClusterBM, tiles_n = (N + kBN - 1) / kBN;
     const int per_group = kGroupM * tiles_n;
     const int first_m = (t / per_group) * kGroupM;
     const int rows_in_group = min(tiles_m - first_m, kGroupM);
     const int in_group = t % per_group;
-    return {(first_m + in_group % rows_in_group) * kBM, (in_group / rows_in_group) * kBN};
+    return {(first_m + in_group % rows_in_group) * kClusterBM + (int)cluster_rank() * kBM,
+            (in_group / rows_in_group) * kBN};
 }
 
-// Block b computes tiles b, b + gridDim.x, ... (one tile when the grid has a block per tile; with
-// KL_PERSISTENT a block per SM). The ring's slice counter runs on across tiles, so the producer
-// loads the next tile's first slices while the consumers are still storing this one's C.
-__global__ void __launch_bounds__(kThreads, 1)
-gemm_bf16_wgmma(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                __nv_bfloat16* __restrict__ C, int M, int N, int K) {
-    extern __shared__ uint8_t smem_raw[];
-    const uint32_t ring = (smem_u32(smem_raw) + 1023u) & ~1023u;
-    const uint32_t bars = ring + kStages * kStageBytes;  // full[s], then empty[s]
-    auto stage_a = [&](int s) { return ring + s * kStageBytes; };
-    auto stage_b = [&](int s) { return ring + s * kStageBytes + kABytes; };
-    auto full = [&](int s) { return bars + 8 * s; };
-    auto empty = [&](int s) { return bars + 8 * (kStages + s); };
-
-    const int tiles = ((M + kBM - 1) / kBM) * ((N + kBN - 1) / kBN);
-    const int num_k = K / kBK;
-    const int wg = threadIdx.x / 128;
-
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < kStages; ++s) {
-            mbar_init(full(s), 1);                   // the producer's arrive.expect_tx
-            mbar_init(empty(s), 4 * kConsumers);     // one arrival per consumer warp
-        }
-        fence_barrier_init();
+// The ring in shared memory: kStages (A, B) slices, then the full[s] and empty[s] barriers.
+struct Ring {
+    uint32_t base;  // 1024-byte aligned
+    __device__ __forceinline__ uint32_t a(int s) const { return base + s * kStageBytes; }
+    __device__ __forceinline__ uint32_t b(int s) const { return base + s * kStageBytes + kABytes; }
+    __device__ __forceinline__ uint32_t full(int s) const { return base + kStages * kStageBytes + 8 * s; }
+    __device__ __forceinline__ uint32_t empty(int s) const {
+        return base + kStages * kStageBytes + 8 * (kStages + s);
     }
-    __syncthreads();
+};
 
-    if (wg == kConsumers) {  // producer warpgroup
-        if constexpr (kReallocate) setmaxnreg_dec<40>();
-        if (threadIdx.x % 128 != 0) return;
-        int it = 0;  // slices issued so far (all tiles): ring slot it % kStages, round it / kStages
-        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-            const Tile o = tile_origin(tile, M, N);
-            int boxes = 0;  // B boxes that hold columns < N (N is a multiple of 64)
-            for (int c = 0; c < kBoxes; ++c) boxes += (o.n0 + c * kBoxN < N) ? 1 : 0;
-            const uint32_t bytes = kABytes + boxes * kBoxBytes;
-            for (int t = 0; t < num_k; ++t, ++it) {
-                const int s = it % kStages;
-                if (it >= kStages) mbar_wait(empty(s), ((it / kStages) - 1) & 1);
-                mbar_expect_tx(full(s), bytes);
-                tma_load_2d(stage_a(s), &map_a, t * kBK, o.m0, full(s));
-                for (int c = 0; c < boxes; ++c)
-                    tma_load_2d(stage_b(s) + c * kBoxBytes, &map_b, o.n0 + c * kBoxN, t * kBK, full(s));
+// The producer thread: every slice of every tile of this cluster into the ring. The slice counter
+// `it` runs across tiles (ring slot it % kStages, round it / kStages).
+__device__ __forceinline__ void produce(const CUtensorMap& map_a, const CUtensorMap& map_b, int M, int N, int first,
+                                       int step, int tiles, int num_k, const Ring& ring) {
+    const int rank = (int)cluster_rank();
+    int it = 0;
+    for (int tile = first; tile < tiles; tile += step) {
+        const Tile o = tile_origin(tile, M, N);
+        int boxes = 0;  // B boxes that hold columns < N (N is a multiple of 64): the same in every block
+        for (int c = 0; c < kBoxes; ++c) boxes += (o.n0 + c * kBoxN < N) ? 1 : 0;
+        const bool rows = o.m0 < M;  // false only for a cluster's second block past M: no A copy
+        const uint32_t bytes = (rows ? kABytes : 0) + boxes * kBoxBytes;  // what lands here per slice
+        for (int t = 0; t < num_k; ++t, ++it) {
+            const int s = it % kStages;
+            if (it >= kStages) mbar_wait(ring.empty(s), ((it / kStages) - 1) & 1);
+            mbar_expect_tx(ring.full(s), bytes);
+            if (rows) tma_load_2d(ring.a(s), &map_a, t * kBK, o.m0, ring.full(s));
+            for (int c = rank; c < boxes; c += kCluster) {  // block r copies boxes r, r + kCluster, ...
+                if constexpr (kCluster == 1)
+                    tma_load_2d(ring.b(s) + c * kBoxBytes, &map_b, o.n0 + c * kBoxN, t * kBK, ring.full(s));
+                else
+                    tma_load_2d_multicast(ring.b(s) + c * kBoxBytes, &map_b, o.n0 + c * kBoxN, t * kBK,
+                                          ring.full(s));
             }
         }
-        return;
     }
+}
 
-    // consumer warpgroup `wg`: rows 64 wg .. 64 wg + 63 of each block tile
-    if constexpr (kReallocate) setmaxnreg_inc<232>();
+// Consumer warpgroup `wg`: rows 64 wg .. 64 wg + 63 of each of this block's tiles.
+__device__ __forceinline__ void consume(__nv_bfloat16* __restrict__ C, int M, int N, int first, int step, int tiles,
+                                        int num_k, const Ring& ring, int wg) {
     const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
     constexpr uint32_t kBLeading = KL_B_SWAP_OFFSETS ? 1024 : kBoxBytes;
     constexpr uint32_t kBStride = KL_B_SWAP_OFFSETS ? kBoxBytes : 1024;
     float acc[kAcc];
     int it = 0;  // slices consumed so far, as the producer counts them
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    for (int tile = first; tile < tiles; tile += step) {
         const Tile o = tile_origin(tile, M, N);
 #pragma unroll
         for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
         for (int t = 0; t < num_k; ++t, ++it) {
             const int s = it % kStages;
-            mbar_wait(full(s), (it / kStages) & 1);
-            const uint32_t a_tile = stage_a(s) + wg * 64 * (kBK * 2);
-            const uint32_t b_tile = stage_b(s);
+            mbar_wait(ring.full(s), (it / kStages) & 1);
+            const uint32_t a_tile = ring.a(s) + wg * 64 * (kBK * 2);
+            const uint32_t b_tile = ring.b(s);
             fence_accumulators(acc);
             wgmma_fence();
 #pragma unroll
@@ -322,11 +366,11 @@ gemm_bf16_wgmma(const __grid_constant__ CUtensorMap map_a, const __grid_constant
             wgmma_commit();
             fence_accumulators(acc);
             wgmma_wait<1>();  // the previous slice's MMAs are done: its stage may be refilled
-            if (t > 0 && lane == 0) mbar_arrive(empty((it - 1) % kStages));
+            if (t > 0 && lane == 0) mbar_arrive_cluster(ring.empty((it - 1) % kStages));
         }
         wgmma_wait<0>();
         fence_accumulators(acc);
-        if (lane == 0) mbar_arrive(empty((it - 1) % kStages));  // the tile's last slice
+        if (lane == 0) mbar_arrive_cluster(ring.empty((it - 1) % kStages));  // the tile's last slice
 
         // epilogue: fragment of warp w: rows 16 w + lane / 4 (+ 8), columns 8 j + 2 (lane % 4) (+ 1)
         const int row = o.m0 + wg * 64 + warp * 16 + lane / 4;
@@ -343,6 +387,41 @@ gemm_bf16_wgmma(const __grid_constant__ CUtensorMap map_a, const __grid_constant
             }
         }
     }
+}
+
+// Cluster c computes cluster tiles c, c + clusters, ... (one tile when the grid has a block per
+// tile; with KL_PERSISTENT as many blocks as fit at once). The ring's slice counter runs on across
+// tiles, so the producer loads the next tile's first slices while the consumers store this one's C.
+// A block whose rows start past M (the second of a cluster on the last tile row of an odd count)
+// copies no A, still multicasts its share of B, multiplies whatever its A stages hold and stores
+// nothing.
+__global__ void __launch_bounds__(kThreads, 1)
+gemm_bf16_wgmma(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                __nv_bfloat16* __restrict__ C, int M, int N, int K) {
+    extern __shared__ uint8_t smem_raw[];
+    const Ring ring{(smem_u32(smem_raw) + 1023u) & ~1023u};
+    const int tiles = ((M + kClusterBM - 1) / kClusterBM) * ((N + kBN - 1) / kBN);
+    const int first = blockIdx.x / kCluster, step = gridDim.x / kCluster;
+    const int num_k = K / kBK;
+    const int wg = threadIdx.x / 128;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < kStages; ++s) {
+            mbar_init(ring.full(s), 1);                           // the producer's arrive.expect_tx
+            mbar_init(ring.empty(s), 4 * kConsumers * kCluster);  // each consumer warp of the cluster
+        }
+        fence_barrier_init();
+    }
+    cluster_sync();  // barriers initialized in every block before any copy or remote arrival
+
+    if (wg == kConsumers) {  // producer warpgroup
+        if constexpr (kReallocate) setmaxnreg_dec<40>();
+        if (threadIdx.x % 128 == 0) produce(map_a, map_b, M, N, first, step, tiles, num_k, ring);
+    } else {
+        if constexpr (kReallocate) setmaxnreg_inc<232>();
+        consume(C, M, N, first, step, tiles, num_k, ring, wg);
+    }
+    if constexpr (kCluster > 1) cluster_sync();  // no block leaves while another may still write to it
 }
 
 // ---- host: tensor maps and the launch ------------------------------------------------------
@@ -379,6 +458,52 @@ bool tensor_map(CUtensorMap* map, const void* ptr, int rows, int cols, int box_r
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// A launch of `blocks` blocks in clusters of kCluster along x (built in place: cfg points at attr).
+struct ClusterLaunch {
+    cudaLaunchAttribute attr{};
+    cudaLaunchConfig_t cfg{};
+    ClusterLaunch(int blocks, cudaStream_t stream) {
+        attr.id = cudaLaunchAttributeClusterDimension;
+        attr.val.clusterDim.x = kCluster;
+        attr.val.clusterDim.y = 1;
+        attr.val.clusterDim.z = 1;
+        cfg.gridDim = dim3(blocks);
+        cfg.blockDim = dim3(kThreads);
+        cfg.dynamicSmemBytes = kSmemBytes;
+        cfg.stream = stream;
+        cfg.attrs = &attr;
+        cfg.numAttrs = 1;
+    }
+    ClusterLaunch(const ClusterLaunch&) = delete;
+};
+
+// Clusters of kCluster blocks the device runs at once (a block per SM when kCluster = 1; a cluster
+// of 2 needs two SMs of one GPC, so there may be fewer than SMs / 2 places).
+int resident_clusters() {
+    int dev = 0, sms = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (sms <= 0) sms = 132;
+    if constexpr (kCluster == 1) return sms;
+    const ClusterLaunch l(sms / kCluster * kCluster, nullptr);
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, gemm_bf16_wgmma, &l.cfg) != cudaSuccess || n <= 0) {
+        cudaGetLastError();  // the query's error is not the launch's
+        n = sms / kCluster;
+    }
+    return n;
+}
+
+void launch_clusters(int clusters, const CUtensorMap& map_a, const CUtensorMap& map_b, __nv_bfloat16* C, int M,
+                     int N, int K, cudaStream_t stream) {
+    if constexpr (kCluster == 1) {
+        gemm_bf16_wgmma<<<clusters, kThreads, kSmemBytes, stream>>>(map_a, map_b, C, M, N, K);
+    } else {
+        const ClusterLaunch l(clusters * kCluster, stream);
+        cudaLaunchKernelEx(&l.cfg, gemm_bf16_wgmma, map_a, map_b, C, M, N, K);
+    }
+}
+
 }  // namespace
 
 extern "C" void launch(const __nv_bfloat16* A, const __nv_bfloat16* B, __nv_bfloat16* C, int M, int N, int K,
@@ -393,14 +518,9 @@ extern "C" void launch(const __nv_bfloat16* A, const __nv_bfloat16* B, __nv_bflo
         fprintf(stderr, "gemm_bf16_wgmma: cuTensorMapEncodeTiled unavailable or refused the shapes\n");
         return;  // C stays as it was: the gate's poisoned output reports it
     }
-    const int tiles = ((M + kBM - 1) / kBM) * ((N + kBN - 1) / kBN);
-    static int sms = 0;
-    if (sms == 0) {
-        int dev = 0;
-        cudaGetDevice(&dev);
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-        if (sms <= 0) sms = 132;
-    }
-    const int grid = KL_PERSISTENT ? (tiles < sms ? tiles : sms) : tiles;
-    gemm_bf16_wgmma<<<grid, kThreads, kSmemBytes, stream>>>(map_a, map_b, C, M, N, K);
+    const int tiles = ((M + kClusterBM - 1) / kClusterBM) * ((N + kBN - 1) / kBN);  // cluster tiles
+    static int resident = 0;
+    if (resident == 0) resident = resident_clusters();
+    const int clusters = KL_PERSISTENT ? (tiles < resident ? tiles : resident) : tiles;
+    launch_clusters(clusters, map_a, map_b, C, M, N, K, stream);
 }
