@@ -72,6 +72,7 @@ _PTX_WORDS = (
         "inline PTX cp.async (only .ca/.cg shared.global, commit_group, wait_group, wait_all are emulated)",
     ),
     ("barrier.cluster", "thread-block clusters (barrier.cluster)"),
+    ("mapa", "thread-block clusters (mapa: distributed shared memory)"),
     ("mbarrier", "asynchronous barriers (mbarrier)"),
     ("fence.mbarrier_init", "asynchronous barriers (mbarrier)"),
     ("fence.proxy.async", "async-proxy fences (fence.proxy.async)"),

@@ -3,7 +3,7 @@
 // STATUS: compiled for sm_90a here (nvcc 13.0, ptxas: see benchmarks/RESULTS.md, s15-hopper);
 // NOT YET RUN ON A GPU when written: its correctness and speed are what
 // .devwork/s15-hopper/run_gpu.sh measures. The CPU emulator refuses it (`unsupported`: TMA,
-// wgmma, mbarrier, setmaxnreg), so only the cuda gate can verify it.
+// wgmma, mbarrier, setmaxnreg, clusters), so only the cuda gate can verify it.
 // Precondition (workload): M, N, K multiples of 64.
 //
 // The Hopper design, against expert.cu's Ampere one (mma.sync fed by ldmatrix from a cp.async
@@ -31,7 +31,15 @@
 // - Epilogue: fp32 accumulators -> bf16 pairs stored straight from the fragment (row-masked and
 //   column-masked for partial tiles).
 // - Block order: tiles grouped 8 along M (a block's neighbours in launch order share its B
-//   columns and nearby A rows, which keeps them in L2).
+//   columns and nearby A rows, which keeps them in L2). KL_PERSISTENT (default): as many blocks
+//   as fit at once, each walking tiles; the ring's counter runs across tiles, so the next tile's
+//   first slices load while this one's C is stored.
+// - KL_CLUSTER = 2 (off by default): clusters of two blocks on vertically adjacent tiles; each
+//   block copies half of the B boxes with multicast into both, so B is read from L2 once per
+//   pair; a stage is free when all 16 consumer warps of the pair have arrived (remote arrivals
+//   through mapa), and cluster barriers fence the start and the end.
+// The emulator checks all but the PTX itself and the clusters with C++ models of the
+// instructions (tests/test_hopper_expert.py).
 #include <cuda.h>  // CUtensorMap and its enums only: no driver-API symbol is linked
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
