@@ -290,7 +290,8 @@ def test_the_models_catch_ring_bugs(tmp_path: Path, old: str, new: str) -> None:
     src = HOPPER.read_text()
     assert src.count(old) == 1
     (tmp_path / "k.cu").write_text(with_models(src.replace(old, new), sms=2))
-    r = gate(tmp_path / "k.cu", _model_workload(tmp_path), GateOptions(backend="emu"), use_cache=False)
+    quick = GateOptions(backend="emu", timeout_s=40)  # a hang is told after 5 CPU-seconds, not 15
+    r = gate(tmp_path / "k.cu", _model_workload(tmp_path), quick, use_cache=False)
     assert not r.accepted and r.category in ("timeout", "mismatch", "nondeterministic"), (
         f"{r.category}: {r.message}"
     )
