@@ -11,7 +11,8 @@
 // - Warp specialization: the block is KL_CONSUMERS + 1 warpgroups (128 threads each). The last
 //   one is the producer: one thread issues every copy. The others are consumers: each owns 64
 //   rows of the BM x BN block tile of C and only multiplies. `setmaxnreg` moves registers from
-//   the producer (40 per thread) to the consumers (232) when their accumulators need it.
+//   the producer (40 per thread) to the consumers (232) for their 128 accumulators (ptxas then
+//   compiles the kernel at 168 registers; without it, KL_SETMAXNREG=0, at 154, also spill-free).
 // - TMA (cp.async.bulk.tensor) copies global -> shared through tensor maps the launcher encodes
 //   on the host (cuTensorMapEncodeTiled, reached through the runtime's driver entry point, so the
 //   library needs no -lcuda). A tile: BM rows x 64 K (128-byte rows). B tile: 64 K rows x BN,
@@ -61,6 +62,9 @@
 #ifndef KL_PERSISTENT
 #define KL_PERSISTENT 1  // 1: one block per SM walks the tiles; 0: one block per tile
 #endif
+#ifndef KL_SETMAXNREG
+#define KL_SETMAXNREG 1  // 0: no register reallocation (ptxas fits the default in 154 without it)
+#endif
 #ifndef KL_CLUSTER
 #define KL_CLUSTER 1  // blocks per cluster along M: 2 share every B box through TMA multicast
 #endif
@@ -88,7 +92,7 @@ constexpr int kWgmmaN = KL_WGMMA_N;
 constexpr int kAcc = kBN / 2;                     // fp32 accumulators per consumer thread
 constexpr int kGroupM = 8;                        // block raster: groups of 8 tile rows
 constexpr int kCluster = KL_CLUSTER;
-constexpr bool kReallocate = kAcc > 64 && kConsumers > 1;  // setmaxnreg: wide accumulators, 384+ threads
+constexpr bool kReallocate = KL_SETMAXNREG && kAcc > 64 && kConsumers > 1;  // wide accumulators, 384+ threads
 
 static_assert(kBN % kBoxN == 0 && kBN % kWgmmaN == 0, "BN: whole boxes and whole wgmmas");
 static_assert(kWgmmaN == 128 || kWgmmaN == 256, "wgmma N: 128 or 256");
