@@ -52,12 +52,17 @@ def test_each_kind_is_named_once_at_its_first_line() -> None:
         + 'wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0}, %1, %1, p, 1, 1, 0, 1;\\n}\\n"'
         + ' : "+r"(x) : "r"(x));\n'  # line 5: named by its wgmma, not by the setp before it
         + '  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");\n'  # line 6
+        + '  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(x));\n'  # line 7: named by its register
         + "}\n"
     )
     with pytest.raises(Unsupported) as e:
         translate(src, "h.cu")
     assert (e.value.file, e.value.line) == ("h.cu", 3) and "mbarrier" in e.value.construct
-    assert [line for _, line in e.value.others] == [5, 6]
+    assert [line for _, line in e.value.others] == [5, 6, 7]
+    assert (
+        e.value.others[2][0]
+        == "thread-block clusters (%cluster_* special registers): asm reads %cluster_ctarank"
+    )
     assert "wgmma (warpgroup matrix multiply)" in e.value.others[0][0]
     assert "setmaxnreg" in e.value.others[1][0]
     text = str(e.value)

@@ -73,6 +73,7 @@ _PTX_WORDS = (
     ),
     ("barrier.cluster", "thread-block clusters (barrier.cluster)"),
     ("mapa", "thread-block clusters (mapa: distributed shared memory)"),
+    ("%cluster_", "thread-block clusters (%cluster_* special registers)"),
     ("mbarrier", "asynchronous barriers (mbarrier)"),
     ("fence.mbarrier_init", "asynchronous barriers (mbarrier)"),
     ("fence.proxy.async", "async-proxy fences (fence.proxy.async)"),
@@ -103,14 +104,17 @@ class Unsupported(Exception):
         return head + "; also: " + "; ".join(f"{what} (line {line})" for what, line in self.others)
 
 
+def _template(node: ts.Node, src: bytes) -> str:
+    code = node.child_by_field_name("assembly_code")
+    text = src[code.start_byte : code.end_byte].decode(errors="replace") if code else ""
+    return re.sub(r'"\s*"', "", text).strip('"').strip()
+
+
 def asm_instructions(node: ts.Node, src: bytes) -> list[str]:
     """The instructions of an inline-asm template in order, e.g. ['setp.ne.b32', 'wgmma.mma_async...']
     (`.reg` declarations and comments left out); [] for an empty template."""
-    code = node.child_by_field_name("assembly_code")
-    text = src[code.start_byte : code.end_byte].decode(errors="replace") if code else ""
-    text = re.sub(r'"\s*"', "", text).strip('"').strip()
     out = []
-    for part in re.split(r"[;\n]|\\n", text):
+    for part in re.split(r"[;\n]|\\n", _template(node, src)):
         word = part.strip().strip("{}").strip()
         if word and not word.startswith(("//", ".reg", "{", "}")):
             out.append(word.split()[0])
@@ -126,10 +130,12 @@ def asm_mnemonic(node: ts.Node, src: bytes) -> str:
 
 def asm_culprit(node: ts.Node, src: bytes) -> str:
     """The instruction that names an unsupported template best: the first one of a known family
-    (a wgmma template may start with a `setp` that sets its scale predicate), else the first."""
+    (a wgmma template may start with a `setp` that sets its scale predicate), else a cluster
+    special register it reads (`mov.u32 %0, %%cluster_ctarank`), else the first instruction."""
     words = asm_instructions(node, src)
     named = [w for w in words if any(w.startswith(prefix) for prefix, _ in _PTX_WORDS)]
-    return (named or words or [""])[0]
+    registers = re.findall(r"%(%?cluster_\w+)", _template(node, src))
+    return (named or [f"%{r.lstrip('%')}" for r in registers] or words or [""])[0]
 
 
 def asm_family(mnemonic: str) -> str:
@@ -144,9 +150,14 @@ def asm_family(mnemonic: str) -> str:
 
 
 def describe_asm(mnemonic: str) -> str:
+    """The construct and the instruction (or the special register, `%name`, a template reads)."""
     for prefix, words in _PTX_WORDS:
         if mnemonic.startswith(prefix):
-            return f'{words}: asm("{mnemonic} ...")'
+            return (
+                f"{words}: asm reads {mnemonic}"
+                if mnemonic.startswith("%")
+                else f'{words}: asm("{mnemonic} ...")'
+            )
     return asm_family(mnemonic)
 
 
