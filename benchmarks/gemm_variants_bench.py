@@ -249,14 +249,22 @@ def main() -> int:
             )
         outcomes[-1].source, outcomes[-1].defines = str(v.source), list(v.defines)
         print(f"{v.name}: {outcomes[-1].status} {outcomes[-1].message[:200]}", flush=True)
-    (args.out / "bench.json").write_text(json.dumps([asdict(o) for o in outcomes], indent=1))
+        save(outcomes, args)  # after every variant: a call cut short keeps what it measured
     best = fastest_correct(outcomes, prefix=args.gate_prefix)
-    if best is not None and args.gate_file is not None:  # that variant as one file, macros first
-        defines = "".join(f"#define {d.replace('=', ' ', 1)}\n" for d in best.defines)
-        args.gate_file.write_text(defines + Path(best.source).read_text())
+    if best is not None:
         print(f"fastest correct {args.gate_prefix}* variant: {best.name} -> {args.gate_file}", flush=True)
     print(table(outcomes), flush=True)
     return 0
+
+
+def save(outcomes: list[Outcome], args: argparse.Namespace) -> None:
+    """bench.json, its table, and the fastest correct variant so far as one file (macros first)."""
+    (args.out / "bench.json").write_text(json.dumps([asdict(o) for o in outcomes], indent=1))
+    (args.out / "table.md").write_text(table(outcomes) + "\n")
+    best = fastest_correct(outcomes, prefix=args.gate_prefix)
+    if best is not None and args.gate_file is not None:
+        defines = "".join(f"#define {d.replace('=', ' ', 1)}\n" for d in best.defines)
+        args.gate_file.write_text(defines + Path(best.source).read_text())
 
 
 if __name__ == "__main__":

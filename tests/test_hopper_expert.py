@@ -6,7 +6,9 @@ The GPU verdict is benchmarks/gemm_variants_bench.py's and the cuda gate's, on t
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
+import json
 import re
 import shutil
 import subprocess
@@ -314,3 +316,15 @@ def test_the_gated_variant_is_the_fastest_correct_one() -> None:
     assert bench.fastest_correct(rows, prefix="wgmma").name == "wgmma_c2"
     assert bench.fastest_correct(rows).name == "mma_sync"
     assert bench.fastest_correct(rows[:1]) is None
+
+
+def test_save_writes_the_gated_file_with_its_macros_first(tmp_path: Path) -> None:
+    src = tmp_path / "k.cu"
+    src.write_text("// kernel\n")
+    key = bench.shape_key(bench.TIME_SHAPES[0])
+    rows = [bench.Outcome("wgmma_c2", "ok", source=str(src), defines=["KL_CLUSTER=2"], times_ms={key: 0.2})]
+    args = argparse.Namespace(out=tmp_path, gate_prefix="wgmma", gate_file=tmp_path / "gated.cu")
+    bench.save(rows, args)
+    assert (tmp_path / "gated.cu").read_text() == "#define KL_CLUSTER 2\n// kernel\n"
+    assert json.loads((tmp_path / "bench.json").read_text())[0]["defines"] == ["KL_CLUSTER=2"]
+    assert (tmp_path / "table.md").read_text().startswith("| variant |")
