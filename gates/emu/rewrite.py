@@ -202,7 +202,7 @@ class _Rewriter:
             try:
                 text = handler(node, self.src)
             except Unsupported as e:
-                raise Unsupported(e.construct, e.line, self.filename) from None
+                raise Unsupported(e.construct, e.line, self.filename, e.others) from None
             self.edits.append(_Edit(node.start_byte, node.end_byte, text))
 
     # ---- __launch_bounds__ -------------------------------------------------------------------------------

@@ -4,6 +4,10 @@ Two tables are the extension points: `UNSUPPORTED_NAMES` (identifiers and the co
 for) and `ASM_HANDLERS` (inline PTX instructions the emulator knows how to translate: gates/emu/ptx.py registers
 mma.sync / ldmatrix / cp.async / cvta.to.shared / ex2.approx). Any inline `asm` whose instruction has no handler is
 unsupported.
+
+A kernel is refused at its first construct in source order, and the message names every other
+kind of construct it holds too (each once, at its first line): a Hopper kernel (TMA, mbarrier,
+wgmma, setmaxnreg) is told all of what stands between it and the emulator, not only the first.
 """
 
 from __future__ import annotations
@@ -68,7 +72,15 @@ _PTX_WORDS = (
         "inline PTX cp.async (only .ca/.cg shared.global, commit_group, wait_group, wait_all are emulated)",
     ),
     ("barrier.cluster", "thread-block clusters (barrier.cluster)"),
+    ("mapa", "thread-block clusters (mapa: distributed shared memory)"),
+    ("%cluster_", "thread-block clusters (%cluster_* special registers)"),
     ("mbarrier", "asynchronous barriers (mbarrier)"),
+    ("fence.mbarrier_init", "asynchronous barriers (mbarrier)"),
+    ("fence.proxy.async", "async-proxy fences (fence.proxy.async)"),
+    ("setmaxnreg", "warpgroup register reallocation (setmaxnreg)"),
+    ("prefetch.tensormap", "TMA (prefetch.tensormap)"),
+    ("elect.sync", "warp leader election (elect.sync)"),
+    ("stmatrix", "stmatrix (shared-memory matrix store)"),
 )
 
 _IDENT_TYPES = {"identifier", "field_identifier", "type_identifier", "namespace_identifier"}
@@ -76,33 +88,77 @@ _IDENT_TYPES = {"identifier", "field_identifier", "type_identifier", "namespace_
 
 @dataclass
 class Unsupported(Exception):
-    """A construct the emulator cannot run; `str()` is `file:line: construct cannot be emulated`."""
+    """A construct the emulator cannot run; `str()` is `file:line: construct cannot be emulated`,
+    followed by the other kinds of construct of the source (`also: ...`), if any."""
 
     construct: str
     line: int
     file: str = "kernel.cu"
+    #: (construct, line) of the source's other kinds of unsupported construct
+    others: tuple[tuple[str, int], ...] = ()
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {self.construct} cannot be emulated on the CPU (emu backend)"
+        head = f"{self.file}:{self.line}: {self.construct} cannot be emulated on the CPU (emu backend)"
+        if not self.others:
+            return head
+        return head + "; also: " + "; ".join(f"{what} (line {line})" for what, line in self.others)
+
+
+def _template(node: ts.Node, src: bytes) -> str:
+    code = node.child_by_field_name("assembly_code")
+    text = src[code.start_byte : code.end_byte].decode(errors="replace") if code else ""
+    return re.sub(r'"\s*"', "", text).strip('"').strip()
+
+
+def asm_instructions(node: ts.Node, src: bytes) -> list[str]:
+    """The instructions of an inline-asm template in order, e.g. ['setp.ne.b32', 'wgmma.mma_async...']
+    (`.reg` declarations and comments left out); [] for an empty template."""
+    out = []
+    for part in re.split(r"[;\n]|\\n", _template(node, src)):
+        word = part.strip().strip("{}").strip()
+        if word and not word.startswith(("//", ".reg", "{", "}")):
+            out.append(word.split()[0])
+    return out
 
 
 def asm_mnemonic(node: ts.Node, src: bytes) -> str:
-    """First instruction of an inline-asm template, e.g. 'mma.sync.aligned.m16n8k16...'."""
-    code = node.child_by_field_name("assembly_code")
-    text = src[code.start_byte : code.end_byte].decode(errors="replace") if code else ""
-    text = re.sub(r'"\s*"', "", text).strip('"').strip()
-    for part in re.split(r"[;\n]|\\n", text):
-        word = part.strip().strip("{}").strip()
-        if word and not word.startswith(("//", ".reg", "{", "}")):
-            return word.split()[0]
-    return text.split()[0] if text.split() else "asm"
+    """First instruction of an inline-asm template, e.g. 'mma.sync.aligned.m16n8k16...'; '' when
+    the template is empty (a compiler fence)."""
+    words = asm_instructions(node, src)
+    return words[0] if words else ""
+
+
+def asm_culprit(node: ts.Node, src: bytes) -> str:
+    """The instruction that names an unsupported template best: the first one of a known family
+    (a wgmma template may start with a `setp` that sets its scale predicate), else a cluster
+    special register it reads (`mov.u32 %0, %%cluster_ctarank`), else the first instruction."""
+    words = asm_instructions(node, src)
+    named = [w for w in words if any(w.startswith(prefix) for prefix, _ in _PTX_WORDS)]
+    registers = re.findall(r"%(%?cluster_\w+)", _template(node, src))
+    return (named or [f"%{r.lstrip('%')}" for r in registers] or words or [""])[0]
+
+
+def asm_family(mnemonic: str) -> str:
+    """The construct an instruction belongs to ('asynchronous barriers (mbarrier)'), or the
+    instruction itself when no family names it."""
+    for prefix, words in _PTX_WORDS:
+        if mnemonic.startswith(prefix):
+            return words
+    if not mnemonic:
+        return "an empty inline asm statement (a compiler fence)"
+    return f'inline PTX asm ("{mnemonic}")'
 
 
 def describe_asm(mnemonic: str) -> str:
+    """The construct and the instruction (or the special register, `%name`, a template reads)."""
     for prefix, words in _PTX_WORDS:
         if mnemonic.startswith(prefix):
-            return f'{words}: asm("{mnemonic} ...")'
-    return f'inline PTX asm ("{mnemonic}")'
+            return (
+                f"{words}: asm reads {mnemonic}"
+                if mnemonic.startswith("%")
+                else f'{words}: asm("{mnemonic} ...")'
+            )
+    return asm_family(mnemonic)
 
 
 def asm_handler(mnemonic: str) -> AsmHandler | None:
@@ -113,8 +169,9 @@ def asm_handler(mnemonic: str) -> AsmHandler | None:
 
 
 def scan(root: ts.Node, src: bytes, filename: str) -> None:
-    """Raise Unsupported for the first construct (in source order) that cannot be emulated."""
-    found: list[tuple[int, str]] = []
+    """Raise Unsupported for the first construct (in source order) that cannot be emulated, naming
+    the other kinds found (`Unsupported.others`)."""
+    found: list[tuple[int, str, str]] = []  # (byte offset, kind, description)
     stack = [root]
     while stack:
         n = stack.pop()
@@ -122,24 +179,29 @@ def scan(root: ts.Node, src: bytes, filename: str) -> None:
         if t in _IDENT_TYPES:
             name = src[n.start_byte : n.end_byte].decode(errors="replace")
             if name in UNSUPPORTED_NAMES:
-                found.append((n.start_byte, UNSUPPORTED_NAMES[name]))
+                found.append((n.start_byte, UNSUPPORTED_NAMES[name], UNSUPPORTED_NAMES[name]))
             continue
         if t == "gnu_asm_expression":
-            mnem = asm_mnemonic(n, src)
-            if asm_handler(mnem) is None:
-                found.append((n.start_byte, describe_asm(mnem)))
+            if asm_handler(asm_mnemonic(n, src)) is None:
+                culprit = asm_culprit(n, src)
+                found.append((n.start_byte, asm_family(culprit), describe_asm(culprit)))
             continue
         if t == "preproc_include":
             path = n.child_by_field_name("path")
             inc = src[path.start_byte : path.end_byte].decode(errors="replace").strip('<>"') if path else ""
             for prefix, words in UNSUPPORTED_INCLUDES.items():
                 if inc.startswith(prefix):
-                    found.append((n.start_byte, f"{words} (#include <{inc}>)"))
+                    found.append((n.start_byte, words, f"{words} (#include <{inc}>)"))
             continue
         if t in ("comment", "string_literal", "raw_string_literal", "char_literal"):
             continue
         stack.extend(n.children)
-    if found:
-        pos, what = min(found)
-        line = src.count(b"\n", 0, pos) + 1
-        raise Unsupported(what, line, filename)
+    if not found:
+        return
+    first: dict[str, tuple[int, str]] = {}  # kind -> its first (offset, description)
+    for pos, kind, what in sorted(found):
+        first.setdefault(kind, (pos, what))
+    (pos, what), *rest = first.values()
+    line = src.count(b"\n", 0, pos) + 1
+    others = tuple((w, src.count(b"\n", 0, p) + 1) for p, w in rest)
+    raise Unsupported(what, line, filename, others)
