@@ -14,7 +14,7 @@ registers (up to 128 value columns; wider ones in chunks through an fp32 tile in
 with V^T fragments by ldmatrix.trans. Padded smem rows (16 bytes) keep ldmatrix conflict-free.
 
 K and V are copied with cp.async one tile ahead of the products (two stages, when they fit the
-shared-memory limit; one otherwise). Once a masked score has been seen, the block probes each
+shared-memory limit; one otherwise). Once a tile has masked a whole row, the block probes each
 next tile with the value lambda (masked at both 0 and 1 for every score): a dead tile, above a
 causal diagonal, is neither staged nor multiplied. A warp whose scores are all masked skips P V.
 
@@ -251,7 +251,7 @@ def _masked(at: Coordinates, m: str | None = None) -> str:
 def _prefetch(tp: ThreePhase, el: Element, at: Coordinates) -> str:
     """Per key tile, one tile ahead of the products when two stages fit: whether every row of the
     block reads the tile its first row reads (`kl_nu`), whether every score of the tile is masked
-    (`kl_nd`; probed only once a masked score has been seen, so an unmasked attention pays
+    (`kl_nd`; probed only once a tile has masked a whole row, so an unmasked attention pays
     nothing), the row pointers, and the copy into buffer `kl_sb` (skipped for a dead tile)."""
     copy, rows = _stage_kv(tp, el, at)
     pm = (
@@ -363,16 +363,14 @@ def _softmax(e: str) -> str:
     """Online softmax of the warp's rows on the registers: each lane holds 16 scores of rows g and
     g + 8, the quad of lanes sharing a row reduces max and sum with two shuffles; weights in fp32
     in place, running max `kl_m`, sum `kl_l`, rescale `kl_al` per row; `kl_live` whether any of
-    the warp's scores is unmasked, `kl_saw` whether any is masked (the dead-tile probe's trigger)."""
+    the warp's scores is unmasked, `kl_saw` whether a row's scores are all masked (the dead-tile
+    probe's trigger: a tile past a causal diagonal), `kl_rescale` whether any factor is not 1."""
     nf = BK // 8
     return f"""            float kl_mt[2] = {{-INFINITY, -INFINITY}}, kl_sum[2] = {{0.0f, 0.0f}}, kl_al[2];
             #pragma unroll
             for (int kl_f = 0; kl_f < {nf}; ++kl_f)
                 #pragma unroll
-                for (int kl_e = 0; kl_e < 4; ++kl_e) {{
-                    kl_mt[kl_e >> 1] = fmaxf(kl_mt[kl_e >> 1], kl_s[kl_f][kl_e]);
-                    kl_saw |= kl_s[kl_f][kl_e] == -INFINITY;
-                }}
+                for (int kl_e = 0; kl_e < 4; ++kl_e) kl_mt[kl_e >> 1] = fmaxf(kl_mt[kl_e >> 1], kl_s[kl_f][kl_e]);
             #pragma unroll
             for (int kl_i = 0; kl_i < 2; ++kl_i) {{
                 kl_mt[kl_i] = fmaxf(kl_mt[kl_i], __shfl_xor_sync(0xffffffffu, kl_mt[kl_i], 1));
@@ -381,7 +379,9 @@ def _softmax(e: str) -> str:
                 kl_al[kl_i] = kl_mn == -INFINITY ? 1.0f : {e}(kl_mo - kl_mn);
                 kl_m[kl_i] = kl_mn;
             }}
+            kl_saw |= kl_mt[0] == -INFINITY || kl_mt[1] == -INFINITY;  // a row of the tile masked whole
             const int kl_live = __any_sync(0xffffffffu, kl_mt[0] != -INFINITY || kl_mt[1] != -INFINITY);
+            const int kl_rescale = __any_sync(0xffffffffu, kl_al[0] != 1.0f || kl_al[1] != 1.0f);
             #pragma unroll
             for (int kl_f = 0; kl_f < {nf}; ++kl_f)
                 #pragma unroll
@@ -445,10 +445,11 @@ def _weighted(el: Element) -> str:
                 }}
                 for (int kl_c0 = 0; kl_c0 < kl_dvp; kl_c0 += {16 * OREG}) {{
                     {_o_move("load")}
-                    #pragma unroll
-                    for (int kl_n = 0; kl_n < {2 * OREG}; ++kl_n)
+                    if (kl_rescale)  // exact to skip: every factor of the warp is 1
                         #pragma unroll
-                        for (int kl_e = 0; kl_e < 4; ++kl_e) kl_o[kl_n][kl_e] *= kl_al[kl_e >> 1];
+                        for (int kl_n = 0; kl_n < {2 * OREG}; ++kl_n)
+                            #pragma unroll
+                            for (int kl_e = 0; kl_e < 4; ++kl_e) kl_o[kl_n][kl_e] *= kl_al[kl_e >> 1];
                     if (kl_uni) {{
                         #pragma unroll
                         for (int kl_k = 0; kl_k < {nk}; ++kl_k)
@@ -544,7 +545,7 @@ def kernel(tp: ThreePhase, name: str, params: str, el: Element) -> str:
     for (int kl_n = 0; kl_n < {2 * OREG}; ++kl_n)
         #pragma unroll
         for (int kl_e = 0; kl_e < 4; ++kl_e) kl_o[kl_n][kl_e] = 0.0f;
-    int kl_saw = 0, kl_pu = 0, kl_pd = 1;  // a masked score seen; the previous pass's tile: uniform, dead
+    int kl_saw = 0, kl_pu = 0, kl_pd = 1;  // a tile masked a whole row; the previous pass's tile: uniform, dead
     const long long kl_jb = -(long long)(kl_nst - 1) * {BK};  // with two stages the first pass only stages
     for (long long kl_j0 = kl_jb; kl_j0 < kl_len; kl_j0 += {BK}) {{
         const long long kl_jp = kl_j0 + (kl_nst - 1) * {BK};  // the tile staged in this pass
