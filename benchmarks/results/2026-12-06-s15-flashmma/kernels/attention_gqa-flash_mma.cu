@@ -208,7 +208,7 @@ __global__ void gqa_scores_flash(const __half* Q, const __half* K, int B, int H,
     for (int kl_n = 0; kl_n < 16; ++kl_n)
         #pragma unroll
         for (int kl_e = 0; kl_e < 4; ++kl_e) kl_o[kl_n][kl_e] = 0.0f;
-    int kl_saw = 0, kl_pu = 0, kl_pd = 1;  // a masked score seen; the previous pass's tile: uniform, dead
+    int kl_saw = 0, kl_pu = 0, kl_pd = 1;  // a tile masked a whole row; the previous pass's tile: uniform, dead
     const long long kl_jb = -(long long)(kl_nst - 1) * 64;  // with two stages the first pass only stages
     for (long long kl_j0 = kl_jb; kl_j0 < kl_len; kl_j0 += 64) {
         const long long kl_jp = kl_j0 + (kl_nst - 1) * 64;  // the tile staged in this pass
@@ -377,10 +377,7 @@ __global__ void gqa_scores_flash(const __half* Q, const __half* K, int B, int H,
             #pragma unroll
             for (int kl_f = 0; kl_f < 8; ++kl_f)
                 #pragma unroll
-                for (int kl_e = 0; kl_e < 4; ++kl_e) {
-                    kl_mt[kl_e >> 1] = fmaxf(kl_mt[kl_e >> 1], kl_s[kl_f][kl_e]);
-                    kl_saw |= kl_s[kl_f][kl_e] == -INFINITY;
-                }
+                for (int kl_e = 0; kl_e < 4; ++kl_e) kl_mt[kl_e >> 1] = fmaxf(kl_mt[kl_e >> 1], kl_s[kl_f][kl_e]);
             #pragma unroll
             for (int kl_i = 0; kl_i < 2; ++kl_i) {
                 kl_mt[kl_i] = fmaxf(kl_mt[kl_i], __shfl_xor_sync(0xffffffffu, kl_mt[kl_i], 1));
@@ -389,7 +386,9 @@ __global__ void gqa_scores_flash(const __half* Q, const __half* K, int B, int H,
                 kl_al[kl_i] = kl_mn == -INFINITY ? 1.0f : expf(kl_mo - kl_mn);
                 kl_m[kl_i] = kl_mn;
             }
+            kl_saw |= kl_mt[0] == -INFINITY || kl_mt[1] == -INFINITY;  // a row of the tile masked whole
             const int kl_live = __any_sync(0xffffffffu, kl_mt[0] != -INFINITY || kl_mt[1] != -INFINITY);
+            const int kl_rescale = __any_sync(0xffffffffu, kl_al[0] != 1.0f || kl_al[1] != 1.0f);
             #pragma unroll
             for (int kl_f = 0; kl_f < 8; ++kl_f)
                 #pragma unroll
@@ -430,10 +429,11 @@ __global__ void gqa_scores_flash(const __half* Q, const __half* K, int B, int H,
                         for (int kl_e = 0; kl_e < 4; ++kl_e)
                             if (kl_c0 + kl_n * 8 < kl_dvp) kl_o[kl_n][kl_e] = kl_os[(kl_w0 + kl_g + (kl_e >> 1) * 8) * kl_dos + kl_c0 + kl_n * 8 + kl_c2 + (kl_e & 1)];
                 }
-                    #pragma unroll
-                    for (int kl_n = 0; kl_n < 16; ++kl_n)
+                    if (kl_rescale)  // exact to skip: every factor of the warp is 1
                         #pragma unroll
-                        for (int kl_e = 0; kl_e < 4; ++kl_e) kl_o[kl_n][kl_e] *= kl_al[kl_e >> 1];
+                        for (int kl_n = 0; kl_n < 16; ++kl_n)
+                            #pragma unroll
+                            for (int kl_e = 0; kl_e < 4; ++kl_e) kl_o[kl_n][kl_e] *= kl_al[kl_e >> 1];
                     if (kl_uni) {
                         #pragma unroll
                         for (int kl_k = 0; kl_k < 4; ++kl_k)
