@@ -39,8 +39,9 @@ def test_attention_fwd_naive_fuses_and_passes_the_emu_gate(tmp_path: Path) -> No
     assert _launches(out.text) == ["attn_scores_flash"]  # one kernel instead of three
     launch = out.text[out.text.index("attn_scores_flash<<<") :].split(";")[0]
     assert ", P" not in launch  # the scratch is no longer passed
-    assert "__any_sync(0xffffffffu, kl_mt != -INFINITY)" in out.text  # a warp skips P V on masked tiles
-    assert "kl_m[kl_rr] = kl_mn;" in out.text  # running max per query row
+    # a warp skips P V on masked tiles
+    assert "__any_sync(0xffffffffu, kl_mt[0] != -INFINITY || kl_mt[1] != -INFINITY)" in out.text
+    assert "kl_m[kl_i] = kl_mn;" in out.text  # running max per query row
     assert_passes(out.text, ATTN, tmp_path, "attn_flash.cu")  # both head dims, both masks
 
 
@@ -122,8 +123,8 @@ FP16 = DATA / "flash_fusion" / "fp16_heads"
 @pytest.mark.parametrize(
     ("folder", "elem", "convert"),
     [
-        (FP16, "__half", "__float2half_rn"),
-        (DATA / "flash_fusion" / "bf16_heads", "__nv_bfloat16", "__float2bfloat16_rn"),
+        (FP16, "f16", "__half_as_ushort(__float2half_rn"),
+        (DATA / "flash_fusion" / "bf16_heads", "bf16", "__bfloat16_as_ushort(__float2bfloat16_rn"),
     ],
     ids=["fp16", "bf16"],
 )
@@ -133,16 +134,16 @@ def test_16bit_attention_fuses_on_tensor_cores_and_passes_the_emu_gate(
     # odd rows per head (tiles span heads), keys not a multiple of the tile, head sizes 24 and 48
     out = _fuse(CudaSource.from_file(folder / "naive.cu"))
     assert _launches(out.text) == ["qk_flash"]
-    assert out.text.count("nvcuda::wmma::mma_sync") == 3  # Q K^T; P V into registers or shared memory
-    assert f"nvcuda::wmma::matrix_b, 16, 16, 16, {elem}, nvcuda::wmma::col_major" in out.text  # K^T
-    assert f"kl_ph[kl_rr * 72 + kl_jj] = {convert}(kl_p);" in out.text  # P in 16-bit
-    assert "kl_m[kl_rr] = kl_mn;" in out.text  # the online softmax stays fp32
+    # Q K^T (Q from registers, or shared memory past 128 columns); P V
+    assert out.text.count(f"mma.sync.aligned.m16n8k16.row.col.f32.{elem}.{elem}.f32") == 6
+    assert f"kl_pa[kl_k][0] = ((unsigned){convert}(kl_s[2 * kl_k][0]))" in out.text  # P in 16-bit registers
+    assert "kl_m[kl_i] = kl_mn;" in out.text  # the online softmax stays fp32
     assert_passes(out.text, folder, tmp_path, f"{elem}_flash.cu")
 
 
 def test_attention_fwd_naive_fuses_on_tensor_cores() -> None:
     out = _fuse(CudaSource.from_file(ATTN / "naive.cu"))
-    assert "nvcuda::wmma::matrix_a, 16, 16, 16, __half" in out.text and "#include <mma.h>" in out.text
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in out.text and "wmma" not in out.text
 
 
 def test_fp32_attention_keeps_the_simt_kernel() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from klineage.deopt._flash_index import _rewrite, coordinates
+from klineage.deopt._flash_index import _rewrite, _row_mod, coordinates
 from klineage.deopt.flash_fusion import FlashFusion
 from klineage.source.model import CudaSource
 
@@ -50,9 +50,41 @@ def test_attention_fwd_scores_in_coordinates_and_an_assigned_index_is_not() -> N
     src = CudaSource.from_file(ROOT / "expert_kernels" / "attention_fwd" / "naive.cu")
     (site,) = OP.find_forward(src)
     out = OP.apply(src, site).text
-    assert "kl_v = kl_vrk(kl_r, kl_j, kl_d);" in out  # the staged product's score, no division per key
+    assert (
+        "kl_vrk(kl_r, kl_j, kl_rm[kl_e >> 1], kl_d)" in out
+    )  # the staged product's score, no division per key
     assert "int j = (int)(((decltype(idx % S))kl_aj));" in out
     text = src.text.replace("int j = (int)(idx % S);", "int j = (int)(idx % S); idx += 0;")
     changed = CudaSource.from_text(text, "k.cu")
     tp = OP._read(changed, OP.find_forward(changed)[0])
     assert coordinates(tp).value is None  # the index is written: the statements are not read that way
+
+
+_ROW = "int i = (int)((((decltype(idx / S))kl_ar)) % S);"
+
+
+def test_a_row_modulo_a_parameter_is_computed_once_per_row() -> None:
+    x, stmts, _ = _row_mod((_ROW,), "return 0.0f;", {"S", "D"})
+    assert x == "S" and stmts == ("int i = (int)(((decltype((((decltype(idx / S))kl_ar)) % S))kl_am));",)
+    out = OP.apply(*_site(ROOT / "expert_kernels" / "attention_fwd" / "naive.cu")).text
+    assert "const long long kl_rm[2] = {kl_rk[0] ? kl_ra % S : 0, kl_rk[1] ? (kl_ra + 8) % S : 0};" in out
+    assert "auto kl_vrk = [&](long long kl_ar, long long kl_aj, long long kl_am, float acc) -> float {" in out
+
+
+@pytest.mark.parametrize(
+    ("stmts", "params"),
+    [
+        ((_ROW,), {"D"}),  # S is not a parameter of the kernel (a local: the kernel cannot compute it)
+        ((_ROW, "S += 1;"), {"S"}),  # S assigned
+        (("int i = (int)(3 * (((decltype(idx / S))kl_ar)) % S);",), {"S"}),  # not its own operand
+        (("int i = (int)((((decltype(idx / S))kl_ar)) % S[0]);",), {"S"}),
+    ],
+)
+def test_a_row_modulo_anything_else_stays_per_score(stmts: tuple[str, ...], params: set[str]) -> None:
+    assert _row_mod(stmts, "return 0.0f;", params) == (None, stmts, "return 0.0f;")
+
+
+def _site(path: Path) -> tuple[CudaSource, object]:
+    src = CudaSource.from_file(path)
+    (site,) = OP.find_forward(src)
+    return src, site

@@ -31,13 +31,14 @@ def test_a_block_is_four_warps_of_16_query_rows_over_64_key_stages() -> None:
     out = _fuse(CudaSource.from_file(ATTN / "naive.cu")).text
     assert "attn_scores_flash<<<(unsigned)(((BH*S) + 63) / 64), 128, kl_smem, stream>>>" in out
     assert "const int kl_w0 = kl_warp * 16;" in out  # a warp's own 16 query rows
-    assert "kl_j0 += 64" in out and "kl_acc[4]" in out  # 64 keys a stage: 4 score tiles a warp
-    # K and V rows staged through one pointer per row, 16 bytes at a time when aligned
-    assert "*reinterpret_cast<const uint4*>(kl_kp[kl_i] + kl_c)" in out
-    assert "*reinterpret_cast<const uint4*>(kl_vp[kl_i] + kl_c)" in out
-    # one value-lambda call per score on the staged product; the mask is evaluated only off it
-    fast = "kl_v = kl_vrk(kl_r, kl_j, kl_d);"
-    assert "kl_val(kl_x, 0.0f)" in out.split(fast)[1] and "kl_val(kl_x, 0.0f)" not in out.split(fast)[0]
+    assert "kl_j0 += 64" in out and "float kl_s[8][4];" in out  # 64 keys a stage: 8 mma score tiles a warp
+    # K and V rows staged through one pointer per row, 16 bytes at a time (cp.async) when aligned
+    assert '"l"((kl_kq[kl_i] + kl_c))' in out and '"l"((kl_vq[kl_i] + kl_c))' in out
+    # one value-lambda call per score on the staged product (its row's position in the head
+    # computed once per row); the direct score only off the staged path
+    fast = "kl_s[kl_f][kl_e] = kl_rk[kl_e >> 1] && kl_j < kl_len ? kl_vrk(kl_r, kl_j, kl_rm[kl_e >> 1], kl_d) : -INFINITY;"
+    body = out.split("const long long kl_r0 = ")[1]  # past the lambdas
+    assert body.index(fast) < body.index("kl_v = kl_direct(kl_r * kl_len + kl_j);")
 
 
 def test_the_shared_memory_budget_is_the_64_row_tile_s() -> None:
@@ -50,12 +51,11 @@ def test_the_shared_memory_budget_is_the_64_row_tile_s() -> None:
         (site,) = OP.find_forward(src)
         facts = {f.name: f for f in OP.preconditions(src, site)}
         assert facts["smem_budget"].holds is fits, (size, TC.smem_value(size, size))
-    # Q, K, V tiles (16-bit, rows padded by 8), the weights (16-bit), the fp32 output (rows padded
-    # by 4), scores, running max, sum and rescale, and two row-pointer arrays
-    assert (
-        TC.smem_value(128, 128)
-        == (64 * 136 + 64 * 136 + 64 * 136 + 64 * 72) * 2 + (64 * 132 + 64 * 68 + 3 * 64) * 4 + 2 * 64 * 8
-    )
+    # the fallback's fp32 weights, two row-pointer arrays per stage, Q and the K and V stages
+    # (16-bit, rows padded by 8); the fp32 output tile only past 128 value columns
+    assert TC.smem_value(128, 128, 2) == 64 * 68 * 4 + 2 * 2 * 64 * 8 + (64 * 136 + 2 * 64 * (136 + 136)) * 2
+    assert TC.smem_value(256, 256, 1) == (64 * 68 + 64 * 260) * 4 + 2 * 2 * 64 * 8 + (64 * 264 + 64 * 528) * 2
+    assert 2 * TC.smem_value(128, 128, 2) <= 228 * 1024 - 2 * 1024  # two blocks an SM at D 128
 
 
 def test_transposed_keys_and_unaligned_value_rows_pass_the_emu_gate(tmp_path: Path) -> None:
@@ -67,9 +67,9 @@ def test_transposed_keys_and_unaligned_value_rows_pass_the_emu_gate(tmp_path: Pa
 def test_the_output_tile_stays_in_registers_up_to_128_columns() -> None:
     out = _fuse(CudaSource.from_file(ATTN / "naive.cu")).text
     assert "const bool kl_oreg = kl_dvp <= 128;" in out
-    assert "nvcuda::wmma::mma_sync(kl_oacc[kl_c], kl_pa[kl_f], kl_b, kl_oacc[kl_c]);" in out
-    # rows of the accumulator elements, for the per-row rescale (WMMA leaves the mapping open)
-    assert "kl_ai[kl_i] = kl_al[kl_w0 + (int)kl_rid.x[kl_i]];" in out
+    assert "float kl_m[2] = {-INFINITY, -INFINITY}, kl_l[2] = {0.0f, 0.0f}, kl_o[16][4];" in out
+    # the mma accumulator layout is documented: each element's row is the lane's g or g + 8
+    assert "kl_o[kl_n][kl_e] *= kl_al[kl_e >> 1];" in out
 
 
 def test_wider_values_than_the_register_tile_pass_the_emu_gate(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001

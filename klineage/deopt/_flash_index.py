@@ -9,6 +9,10 @@ the right operand of a `*`, `/`, `%`, a cast or a unary minus, not followed by a
 member access) becomes the coordinate, cast to the expression's own type; the index itself stays
 defined (`row * L + key`) for every other use, so statements that use it otherwise are unchanged.
 Nothing is rewritten when the index or L is assigned in the lambda's statements.
+
+The score goes one step further: a row coordinate taken modulo a kernel parameter X (`(idx / L) %
+X`, a query's position in its head) is the same for every key of the row, so it becomes an
+argument `kl_am` that the kernel computes once per row (`kl_ar % X`) instead of once per score.
 """
 
 from __future__ import annotations
@@ -42,6 +46,26 @@ def _rewrite(text: str, idx: str, length: str) -> str:
     return pat.sub(sub, text)
 
 
+_ROW_MOD = re.compile(r"\(\(\(decltype\([^()]*\)\)kl_ar\)\)\s*%\s*([A-Za-z_]\w*)\b")
+
+
+def _row_mod(stmts: tuple[str, ...], last: str, params: set[str]) -> tuple[str | None, tuple[str, ...], str]:
+    """(X, statements, last) with each own-operand `row % X` (X one parameter of the kernel, not
+    assigned) replaced by the argument `kl_am`; X None when there is none."""
+    body = "\n".join((*stmts, last))
+    found = [m.group(1) for m in _ROW_MOD.finditer(body) if _own_operand(body, m.start(), m.end())]
+    x = next((n for n in found if n in params and not _written(n, body)), None)
+    if x is None:
+        return None, stmts, last
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(1) != x or not _own_operand(m.string, m.start(), m.end()):
+            return m.group(0)
+        return f"((decltype({m.group(0)}))kl_am)"
+
+    return x, tuple(_ROW_MOD.sub(sub, s) for s in stmts), _ROW_MOD.sub(sub, last)
+
+
 def _written(name: str, text: str) -> bool:
     return bool(re.search(rf"\b{name}\s*(?:[-+*/%&|^]?=(?!=)|\+\+|--)|(?:\+\+|--|&)\s*{name}\b", text))
 
@@ -55,29 +79,34 @@ def _in_coordinates(
     stmts: tuple[str, ...],
     last: str,
     sig: tuple[str, str, str],
-) -> str | None:
+    params: set[str] | None = None,
+) -> tuple[str | None, str | None]:
     """A lambda `name(kl_ar, kl_aj, *args)` running `stmts` then `last` at index `kl_ar * stride +
     kl_aj` (`stride`: the kernel's value of `length`), read in coordinates; None when nothing
-    reads that way or the index or `length` is assigned. `sig`: (extra args, return type, default)."""
+    reads that way or the index or `length` is assigned. `sig`: (extra args, return type, default);
+    with `params` (the kernel's parameter names) a row taken modulo one of them is an argument
+    too (`kl_am`, after `kl_aj`): (the lambda, that parameter or None)."""
     length = T.strip_casts(length).strip("()")
     if not re.fullmatch(r"[A-Za-z_]\w*", length):
-        return None
+        return None, None
     body = "\n".join((*stmts, last))
     if _written(idx, body) or _written(length, body):
-        return None
+        return None, None
     new, new_last = tuple(_rewrite(s, idx, length) for s in stmts), _rewrite(last, idx, length)
     if new == stmts and new_last == last:
-        return None
+        return None, None
+    x, new, new_last = _row_mod(new, new_last, params) if params else (None, new, new_last)
     args, ret, default = sig
     decl = f"const {it} {idx} = ({it})(kl_ar * {stride} + kl_aj);"
+    am = ", long long kl_am" if x else ""
     return lam(
         name,
-        f"long long kl_ar, long long kl_aj{', ' + args if args else ''}",
+        f"long long kl_ar, long long kl_aj{am}{', ' + args if args else ''}",
         ret,
         (decl, *new),
         default,
         new_last,
-    )
+    ), x
 
 
 @dataclass(frozen=True)
@@ -89,6 +118,13 @@ class Coordinates:
     value: str | None
     key: str | None
     term: str | None
+    row_mod: str | None = None  # X when the score takes its row modulo X as an argument
+
+    def score(self, r: str, j: str, acc: str, m: str | None = None) -> str:
+        """The score call at row `r`, key `j` (`m`: the row modulo X, when precomputed)."""
+        if not self.row_mod:
+            return f"kl_vrk({r}, {j}, {acc})"
+        return f"kl_vrk({r}, {j}, {m or f'{T.paren(r)} % {self.row_mod}'}, {acc})"
 
     @property
     def text(self) -> str:
@@ -105,11 +141,22 @@ def coordinates(tp: ThreePhase) -> Coordinates:
     p, c = tp.producer, tp.consumer
     pi, ci = (p.k.tid, p.k.tid_type), (c.k.tid, c.k.tid_type)
     ptr = ("const void*", "nullptr")
+    params = {q.name for q in p.k.fn.params}
+    value, x = _in_coordinates(
+        "kl_vrk",
+        *pi,
+        tp.length,
+        "kl_len",
+        p.prelude,
+        f"return {p.value};",
+        (f"float {p.acc}", "float", "-INFINITY"),
+        params,
+    )
     return Coordinates(
-        _in_coordinates("kl_vrk", *pi, tp.length, "kl_len", p.prelude, f"return {p.value};",
-                        (f"float {p.acc}", "float", "-INFINITY")),
+        value,
         _in_coordinates("kl_kark", *pi, tp.length, "kl_len", p.prelude, f"return (const void*)&({p.key_read});",
-                        (f"{p.var_type} {p.var}", *ptr)),
+                        (f"{p.var_type} {p.var}", *ptr))[0],
         _in_coordinates("kl_vark", *ci, c.columns, "kl_dv", c.prelude, f"return (const void*)&({c.term_read});",
-                        (f"{c.var_type} {c.var}", *ptr)),
+                        (f"{c.var_type} {c.var}", *ptr))[0],
+        x,
     )  # fmt: skip

@@ -111,8 +111,9 @@ class FlashFusion(Operator):
         return TC.element(tp, (src.text_of(tp.producer.k.node), src.text_of(tp.consumer.k.node)))
 
     def _tensor_core(self, src: CudaSource, tp: TP.ThreePhase) -> list[Precondition]:
-        """Head sizes and shared memory of the tensor-core kernel: WMMA tiles are 16 wide, so a
-        head size fixed in the source must be a multiple of 16 (launch-time sizes are padded)."""
+        """Head sizes and shared memory of the tensor-core kernel: mma.sync tiles are 16 deep, so a
+        head size fixed in the source must be a multiple of 16 (launch-time sizes are padded); the
+        least layout (one K/V stage) must fit."""
         dq, dv = self._sizes(src, tp)
         known = [
             int(x) for x in (T.strip_casts(dq).strip("()"), T.strip_casts(dv).strip("()")) if x.isdigit()
@@ -123,7 +124,7 @@ class FlashFusion(Operator):
             Precondition(
                 "head_dim_16",
                 sixteen,
-                f"16-bit Q, K, V: head sizes {dq}, {dv} multiples of 16 for WMMA",
+                f"16-bit Q, K, V: head sizes {dq}, {dv} multiples of 16 for mma.sync m16n8k16",
                 "Layout",
             ),
             Precondition(
@@ -175,8 +176,6 @@ class FlashFusion(Operator):
             edit.delete(src, c.k.node),
         ]
         out = edit.apply_edits(src, edits)
-        if el is not None and "<mma.h>" not in out.text:
-            out = CudaSource.from_text("#include <mma.h>\n" + out.text, src.path)
         if "<math.h>" not in out.text and "<cmath>" not in out.text:
             out = CudaSource.from_text("#include <math.h>\n" + out.text, src.path)
         return out
