@@ -3,7 +3,6 @@ gates' kernels on one device at once would corrupt each other's timings."""
 
 from __future__ import annotations
 
-import fcntl
 import threading
 import time
 from pathlib import Path
@@ -13,19 +12,9 @@ import pytest
 import klineage.gates.gate as gate_mod
 from klineage.gates.backend import GateOptions
 from klineage.gates.child import ChildOutcome
-from klineage.gates.cuda.device_lock import device_slot, lock_path
+from klineage.gates.cuda.device_lock import device_slot, is_held, lock_path
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def _held(path: Path) -> bool:
-    with open(path, "a+") as fh:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-        return False
 
 
 def test_one_holder_at_a_time_per_device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -55,8 +44,8 @@ def test_devices_named_by_visible_devices_do_not_block_each_other(tmp_path: Path
     assert lock_path({"KLINEAGE_GPU_LOCK_DIR": str(tmp_path)}).name == "gpu-all.lock"
     with device_slot(env0) as waited:
         assert waited < 1.0
-        assert _held(lock_path(env0)) and not _held(lock_path(env1))
-    assert not _held(lock_path(env0))
+        assert is_held(env0) and not is_held(env1)
+    assert not is_held(env0)
 
 
 def test_cuda_gate_child_runs_inside_the_slot_and_emu_does_not(
@@ -70,7 +59,7 @@ def test_cuda_gate_child_runs_inside_the_slot_and_emu_does_not(
 
     def fake_run_worker(payload, workdir, timeout_s, env=None):  # noqa: ANN001, ANN202
         (tmp_path / "locks").mkdir(exist_ok=True)
-        seen.append(_held(lock_path()))
+        seen.append(is_held())
         return ChildOutcome(
             result={"category": "ok", "message": "", "checks": [], "timing": None, "profile": {}},
             returncode=0,

@@ -377,24 +377,15 @@ def test_a_workload_is_timed_holding_the_host_wide_device_lock(
     """Every kernel of a workload and its torch call are timed while this process holds the cuda
     gate's device lock, so a bench beside a materializer's loop takes turns with its gates (faked
     GPU: the Bench, the stream and the timing are stand-ins)."""
-    import fcntl
     import types
 
     import torch
 
-    from klineage.gates.cuda import device_lock, timing
+    from klineage.gates.cuda import timing
+    from klineage.gates.cuda.device_lock import is_held as lock_is_held
 
     monkeypatch.setenv("KLINEAGE_GPU_LOCK_DIR", str(tmp_path))
     held: list[bool] = []
-
-    def lock_is_held() -> bool:
-        with open(device_lock.lock_path(), "a+") as fh:
-            try:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return True
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-            return False
 
     def fake_kernel(k: dict, *_a: object) -> None:
         held.append(lock_is_held())

@@ -41,3 +41,17 @@ def device_slot(env: dict[str, str] | None = None) -> Iterator[float]:
             yield time.perf_counter() - t0
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def is_held(env: dict[str, str] | None = None) -> bool:
+    """Whether some holder has the device now (a try that does not wait); for tests and
+    diagnostics, never for taking turns (that is `device_slot`)."""
+    path = lock_path(env)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        return False
