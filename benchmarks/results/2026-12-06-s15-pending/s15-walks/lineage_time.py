@@ -55,8 +55,11 @@ def main() -> int:
         row = gpu.time_workload(n, HERE / "lineages" / n, built, dev, sink)
         rows.append(row)
         (a.out / "lineage_time.json").write_text(json.dumps(rows, indent=1, default=str))
-    lines = [f"lineage coverage, {dev.name}, torch {dev.torch_version}, wall {time.perf_counter() - t0:.0f} s",
-             "| lineage | naive ms | root ms | expert ms | torch ms | coverage | checks |", "|---|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        f"lineage coverage, {dev.name}, torch {dev.torch_version}, wall {time.perf_counter() - t0:.0f} s",
+        "| lineage | naive ms | root ms | expert ms | torch ms | coverage | checks |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
     for r in rows:
         k = r.get("kernels", {})
         ms = {v: k.get(v, {}).get("ms") for v in ("naive", "root", "expert")}
@@ -66,8 +69,10 @@ def main() -> int:
         checks = ", ".join(f"{v} {k.get(v, {}).get('check', '-')[:60]}" for v in ("naive", "root", "expert"))
         fmt = {v: f"{x:.4f}" if x else "-" for v, x in ms.items()}
         tms = f"{r['torch_ms']:.4f}" if r.get("torch_ms") else "-"
-        lines.append(f"| {r['name']} | {fmt['naive']} | {fmt['root']} | {fmt['expert']} | {tms} | {cov} | {checks} |"
-                     + (f" error: {r['error'][:120]}" if r.get("error") else ""))
+        lines.append(
+            f"| {r['name']} | {fmt['naive']} | {fmt['root']} | {fmt['expert']} | {tms} | {cov} | {checks} |"
+            + (f" error: {r['error'][:120]}" if r.get("error") else "")
+        )
     text = "\n".join(lines)
     (a.out / "lineage_time.md").write_text(text + "\n")
     gpu.log(text, sink)
