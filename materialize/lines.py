@@ -51,6 +51,11 @@ class Line:
     )  # the outcomes on the line this one was gone back from
     explored: list[str] = field(default_factory=list)  # its kept steps that came from exploration
 
+    @classmethod
+    def first(cls, source: str, gate: GateResult) -> Line:
+        """The first line, headed by the start kernel (or its canonical form): no step made it."""
+        return cls(source, gate, None, None, None, [], [], source_hash(source))
+
     def extend(self, step: StepRecord, cand: str, r: GateResult, *, structural: bool) -> Line:
         return dataclasses.replace(
             self,

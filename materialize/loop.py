@@ -409,7 +409,7 @@ class _Run:
         self.stop_reason += (
             "; " if self.stop_reason else ""
         ) + f"best kernel {best.file} not faster than the start kernel: the start kernel is the answer"
-        self.best = Line(start_source, self.start_timed, None, None, None, [], [], source_hash(start_source))
+        self.best = Line.first(start_source, self.start_timed)
 
     def _gate_start(self, start_source: str) -> bool:
         """Gate the start kernel; the first line starts from it. True when it passes."""
@@ -430,7 +430,7 @@ class _Run:
         head, head_gate = start_source, self.start_timed
         if self.start_gate.accepted:
             head, head_gate = self._canonical_start(start_source)
-        self.line = Line(head, head_gate, None, None, None, [], [], source_hash(head))
+        self.line = Line.first(head, head_gate)
         self.best = self.line  # the best kernel over all lines (a line's head; replaced, never mutated)
         return self.start_gate.accepted
 
