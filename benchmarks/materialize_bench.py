@@ -53,6 +53,7 @@ import math
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -250,63 +251,65 @@ def write_curve(
     return index
 
 
-def measured_curve(
-    out: Path, index: dict[str, Any], corpus: Path, measured: MeasuredTimes
+def _curve_from(
+    index: dict[str, Any], x_of: Callable[[dict[str, Any]], float | None]
 ) -> tuple[str, dict[str, Any]]:
-    """The budget curve's tables (`klineage timings bench`'s format) from the measured times the
-    judge used: x naive of each budget point is the naive kernel's measured time over the point's;
-    a point without a time counts as missing ('-', and n/of in the cell)."""
+    """The budget curve's tables (`klineage timings bench`'s format) with x naive of each budget
+    point from `x_of(entry)` (None: a point without a time, '-' and n/of in its cell)."""
     from klineage.timing_bench.tables import curve_column, curve_tables, groups_of
 
     labels: dict[str, dict[str, Any]] = {}
     x: dict[tuple[str, str], float | None] = {}
-    naive_of: dict[str, Timing | None] = {}  # per workload, read once
     for e in index["entries"]:
-        w = e["workload"]
         labels.setdefault(e["label"], {"label": e["label"], "mode": e["mode"], "seed": e.get("seed")})
-        if w not in naive_of:
-            naive_of[w] = measured.lookup(w, (corpus / w / "naive.cu").read_text())
-        naive = naive_of[w]
-        point = measured.lookup(w, (out / e["file"]).read_text())
-        x[(w, curve_column(e["label"], int(e["k"])))] = (
-            naive.median_ms / point.median_ms if naive and point else None
-        )
+        x[(e["workload"], curve_column(e["label"], int(e["k"])))] = x_of(e)
     order = [lb for lb in index.get("labels", []) if lb in labels]
     return curve_tables(
         x,
-        groups_of("corpus", sorted(naive_of)),
+        groups_of("corpus", sorted({e["workload"] for e in index["entries"]})),
         [labels[lb] for lb in order],
         list(range(1, int(index["budget"]) + 1)),
     )
 
 
-def timed_curve(out: Path, index: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
-    """The budget curve's tables from the runs' own gate times (a GPU run: trace.json holds the
-    start kernel's time and each gated candidate's): x naive of a budget point is the start
-    kernel's time over the time of the kernel leading after k candidates. None when no run was
-    timed (a CPU run: see `measured_curve`)."""
-    from klineage.timing_bench.tables import curve_column, curve_tables, groups_of
+def measured_curve(
+    out: Path, index: dict[str, Any], corpus: Path, measured: MeasuredTimes
+) -> tuple[str, dict[str, Any]]:
+    """The budget curve from the measured times the judge used: x naive of each budget point is
+    the naive kernel's measured time over the point's."""
+    naive_of: dict[str, Timing | None] = {}  # per workload, read once
 
-    labels: dict[str, dict[str, Any]] = {}
-    x: dict[tuple[str, str], float | None] = {}
+    def x_of(e: dict[str, Any]) -> float | None:
+        w = e["workload"]
+        if w not in naive_of:
+            naive_of[w] = measured.lookup(w, (corpus / w / "naive.cu").read_text())
+        naive, point = naive_of[w], measured.lookup(w, (out / e["file"]).read_text())
+        return naive.median_ms / point.median_ms if naive and point else None
+
+    return _curve_from(index, x_of)
+
+
+def timed_curve(out: Path, index: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The budget curve from the runs' own gate times (a GPU run: trace.json holds the start
+    kernel's time and each gated candidate's): x naive of a budget point is the start kernel's
+    time over the time of the kernel leading after k candidates. None when no run was timed (a
+    CPU run: see `measured_curve`)."""
     traces: dict[Path, dict[str, Any]] = {}
-    for e in index["entries"]:
-        w, run_dir = e["workload"], out / e["workload"] / e["label"]
+    xs: list[float | None] = []
+
+    def x_of(e: dict[str, Any]) -> float | None:
+        run_dir = out / e["workload"] / e["label"]
         if run_dir not in traces:
             traces[run_dir] = json.loads((run_dir / "trace.json").read_text())
         trace = traces[run_dir]
-        labels.setdefault(e["label"], {"label": e["label"], "mode": e["mode"], "seed": e.get("seed")})
         start = trace.get("start_time_ms")
         times = {st.get("candidate_file"): st.get("time_ms") for st in trace.get("steps") or []}
         point = start if e["from"] == "start.cu" else times.get(e["from"])
-        x[(w, curve_column(e["label"], int(e["k"])))] = start / point if start and point else None
-    if not any(x.values()):
-        return None
-    order = [lb for lb in index.get("labels", []) if lb in labels]
-    names = sorted({w for w, _ in x})
-    return curve_tables(
-        x, groups_of("corpus", names), [labels[lb] for lb in order], list(range(1, int(index["budget"]) + 1))
-    )
+        xs.append(start / point if start and point else None)
+        return xs[-1]
+
+    curve = _curve_from(index, x_of)
+    return curve if any(xs) else None
 
 
 def write_timed_curve(out: Path, index: dict[str, Any]) -> None:
