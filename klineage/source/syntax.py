@@ -119,15 +119,19 @@ _CONDITIONS = (
 )
 
 
+def _c_integer_text(text: str) -> str:
+    """C integer text as Python reads it: casts dropped, literals in Python's spelling (suffixes,
+    hex), `/` as integer division."""
+    t = re.sub(r"static_cast<\s*\w+\s*>", "", text.strip())
+    t = _INT_LIT.sub(lambda m: str(int(m.group(1), 0)), t)
+    return t.replace("/", "//").replace("////", "//")
+
+
 def _evaluate(text: str, env: Mapping[str, int], allowed: tuple[type, ...]) -> object:
     """The value of C text over literals and `env` read as Python, when its syntax is `allowed`."""
-    t = text.strip()
-    t = re.sub(r"static_cast<\s*\w+\s*>", "", t)
-    t = _INT_LIT.sub(lambda m: str(int(m.group(1), 0)), t)
-    t = subst_idents(t, {k: str(v) for k, v in env.items()})
+    t = subst_idents(_c_integer_text(text), {k: str(v) for k, v in env.items()})
     if ast.BoolOp in allowed:
         t = re.sub(r"!(?!=)", " not ", t.replace("&&", " and ").replace("||", " or "))
-    t = t.replace("/", "//").replace("////", "//")
     try:
         tree = ast.parse(t, mode="eval")
     except SyntaxError:
@@ -151,10 +155,7 @@ def int_program(text: str) -> object | None:
     """`text` (small C integer arithmetic over names) compiled once, for evaluating it at many
     values of its names with `run_int`; None when its syntax is not that. Names keep their
     spelling except `.` (`threadIdx.x` is read as `threadIdx_x`)."""
-    t = re.sub(r"static_cast<\s*\w+\s*>", "", text.strip())
-    t = _INT_LIT.sub(lambda m: str(int(m.group(1), 0)), t)
-    t = re.sub(r"\b([A-Za-z_]\w*)\.([xyz])\b", r"\1_\2", t)
-    t = t.replace("/", "//").replace("////", "//")
+    t = re.sub(r"\b([A-Za-z_]\w*)\.([xyz])\b", r"\1_\2", _c_integer_text(text))
     try:
         tree = ast.parse(t, mode="eval")
     except SyntaxError:
