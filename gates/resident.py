@@ -363,7 +363,7 @@ def serve(sock: socket.socket, backend_name: str) -> int:
         now = health.snapshot(backend)
         held = _note_held(baseline, now, held, req["workdir"])
         reason = health.drift(baseline, now) or protocol.memo_intact()
-        idle_free = health.free_bytes(backend)
+        idle_free = now.get("free_bytes")  # the snapshot just taken: the device, as this worker leaves it
         print(times_line(req["workdir"], t1 - t0, t2 - t1, time.perf_counter() - t2, others))
         if reason is None and served >= MAX_RUNS:
             reason = f"served {served} candidates"
