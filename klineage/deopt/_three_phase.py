@@ -25,7 +25,7 @@ from klineage.deopt import _threads as T
 from klineage.deopt.base import Refused
 from klineage.source.constructs import Function, LaunchSite
 from klineage.source.model import CudaSource
-from klineage.source.syntax import unparen_text
+from klineage.source.syntax import named, unparen_text
 
 _EXP = r"(?:__expf|expf|exp|__exp)"
 _MAX = r"(?:fmaxf|fmax|max)"
@@ -94,8 +94,8 @@ class ThreePhase:
 
 
 def _stmts(node: ts.Node) -> list[ts.Node]:
-    body = node.child_by_field_name("body")
-    return [s for s in body.named_children if s.type != "comment"] if body is not None else []
+    """The statements of `node`'s body (a loop's, a function's)."""
+    return named(node.child_by_field_name("body"))
 
 
 def _kernel(src: CudaSource, ls: LaunchSite, scratch_arg: str) -> Kernel:

@@ -26,7 +26,7 @@ import tree_sitter as ts
 
 from klineage.deopt import _threads as T
 from klineage.deopt.base import Operator, Precondition, Refused, Site
-from klineage.source import edit
+from klineage.source import edit, syntax
 from klineage.source.model import CudaSource
 from klineage.source.syntax import (
     file_constants,
@@ -58,16 +58,12 @@ class _Epilogue:
     srcx: str  # its read address
 
 
-def _stmts(body: ts.Node | None) -> list[ts.Node]:
-    return [s for s in (body.named_children if body is not None else []) if s.type != "comment"]
-
-
 def _only_call(loop: ts.Node) -> ts.Node | None:
     """The single store_matrix_sync call at the bottom of a perfect loop nest (declarations allowed)."""
     node = loop
     while node.type == "for_statement":
         body = node.child_by_field_name("body")
-        stmts = _stmts(body) if body is not None and body.type == "compound_statement" else [body]
+        stmts = syntax.named(body) if body is not None and body.type == "compound_statement" else [body]
         rest = [s for s in stmts if s is not None and s.type != "declaration"]
         if len(rest) != 1:
             return None
@@ -83,7 +79,7 @@ def _only_call(loop: ts.Node) -> ts.Node | None:
 def _copy(src: CudaSource, loop: ts.Node) -> tuple[str, str] | None:
     """(written address, read address) of a loop whose body is one `*D = *S;`."""
     body = loop.child_by_field_name("body")
-    stmts = _stmts(body) if body is not None and body.type == "compound_statement" else [body]
+    stmts = syntax.named(body) if body is not None and body.type == "compound_statement" else [body]
     if loop.type != "for_statement" or len(stmts) != 1 or stmts[0] is None:
         return None
     s = stmts[0]
@@ -99,7 +95,7 @@ def _copy(src: CudaSource, loop: ts.Node) -> tuple[str, str] | None:
 
 
 def read(src: CudaSource, fn: ts.Node) -> _Epilogue:
-    body = _stmts(fn.child_by_field_name("body"))
+    body = syntax.named(fn.child_by_field_name("body"))
     if len(body) < 3:
         raise Refused("the kernel is too short to end with a staged epilogue")
     stores, barrier, copy = body[-3:]
@@ -194,7 +190,7 @@ class _Env:
         self.src, self.ep = src, ep
         self.consts = file_constants(CudaSource.from_text(re.sub(r"//[^\n]*", "", src.text)))
         self.params, self.sample = params, sample
-        decls = [n for n in _stmts(ep.fn.child_by_field_name("body"))[:-3] if n.type == "declaration"]
+        decls = [n for n in syntax.named(ep.fn.child_by_field_name("body"))[:-3] if n.type == "declaration"]
         named = [(T.decl_name(n) or "", n) for n in decls]
         self.decls = [
             (nm, init) for nm, n in named if nm and (init := T.init_text(src, ep.fn, nm)) is not None
@@ -250,7 +246,7 @@ def _nest(src: CudaSource, loop: ts.Node) -> list[ts.Node]:
     while node is not None and node.type == "for_statement":
         out.append(node)
         body = node.child_by_field_name("body")
-        inner = [s for s in _stmts(body) if s.type == "for_statement"] if body is not None else []
+        inner = [s for s in syntax.named(body) if s.type == "for_statement"] if body is not None else []
         node = inner[0] if body is not None and body.type == "compound_statement" and inner else body
     return out
 

@@ -25,7 +25,15 @@ import tree_sitter as ts
 from klineage.deopt import _threads as T
 from klineage.source.constructs import Function, LaunchSite
 from klineage.source.model import CudaSource
-from klineage.source.syntax import eval_int, file_constants, paren, squash, subst_idents, unparenthesized
+from klineage.source.syntax import (
+    eval_int,
+    file_constants,
+    named,
+    paren,
+    squash,
+    subst_idents,
+    unparenthesized,
+)
 
 #: conversion calls and the type they return (a factor `conv(P[i])` is staged converted)
 _CONVERSIONS = {"__bfloat162float": "float", "__half2float": "float", "float": "float", "double": "double"}
@@ -103,10 +111,6 @@ def _has_product_loop(src: CudaSource, fn: ts.Node) -> bool:
         and re.search(r"\+=[^;]*\*|=[^;=]*\+[^;]*\*|fmaf?\(", squash(src.text_of(n)))
         for n in T.walk(fn)
     )
-
-
-def _stmts(node: ts.Node) -> list[ts.Node]:
-    return [c for c in node.named_children if c.type != "comment"]
 
 
 def _decl(src: CudaSource, d: ts.Node) -> tuple[Local, str] | None:
@@ -312,7 +316,7 @@ def bound_extent(clause: str, var: str) -> str | None:
 def _update(src: CudaSource, stmt: ts.Node) -> tuple[str, str, str, str]:
     """(acc, X, Y, combine) of the loop's one statement."""
     while stmt.type == "compound_statement":
-        inner = _stmts(stmt)
+        inner = named(stmt)
         if len(inner) != 1:
             raise NotGemm("the K loop's body is not one accumulating statement")
         stmt = inner[0]
@@ -382,7 +386,7 @@ def analyze(src: CudaSource, kernel: Function) -> GemmLoop:
     body = fn.child_by_field_name("body")
     if body is None:
         raise NotGemm("no body")
-    stmts = _stmts(body)
+    stmts = named(body)
     loops = [i for i, s in enumerate(stmts) if s.type == "for_statement"]
     if len(loops) != 1:
         raise NotGemm(f"{len(loops)} top-level loops in the kernel body (one K loop expected)")
@@ -411,7 +415,7 @@ def analyze(src: CudaSource, kernel: Function) -> GemmLoop:
             continue
         if s.type == "if_statement" and s.child_by_field_name("alternative") is None:
             cons = s.child_by_field_name("consequence")
-            inner = _stmts(cons) if cons.type == "compound_statement" else [cons]
+            inner = named(cons) if cons.type == "compound_statement" else [cons]
             if len(inner) == 1 and squash(src.text_of(inner[0])) == "return;":
                 guards.append(s)
                 continue

@@ -35,7 +35,7 @@ from klineage.deopt.rows import BLOCK_COOP, COLLECTIVE, base_name, fact, fn_text
 from klineage.source import edit
 from klineage.source.constructs import Function
 from klineage.source.model import CudaSource
-from klineage.source.syntax import bound_loop
+from klineage.source.syntax import bound_loop, named
 
 _INDEX = re.compile(r"(threadIdx|blockIdx|blockDim)\.\w")
 
@@ -82,15 +82,11 @@ def _key(src: CudaSource, n: ts.Node | None) -> str:
     return T.strip_casts(src.text_of(n)).strip("()") if n is not None else ""
 
 
-def _statements(body: ts.Node) -> list[ts.Node]:
-    return [s for s in body.named_children if s.type != "comment"]
-
-
 def _index_decl(src: CudaSource, fn: ts.Node, body: ts.Node) -> tuple[str, ts.Node] | None:
     """The one top-level, never reassigned `v = blockIdx.x * blockDim.x + threadIdx.x`."""
     found = [
         d
-        for s in _statements(body)
+        for s in named(body)
         if s.type == "declaration"
         for d in s.children_by_field_name("declarator")
         if d.type == "init_declarator"
@@ -104,7 +100,7 @@ def _index_decl(src: CudaSource, fn: ts.Node, body: ts.Node) -> tuple[str, ts.No
 
 def _guard_bound(src: CudaSource, body: ts.Node, index: str) -> tuple[ts.Node, ts.Node] | None:
     """The top-level `if (index >= B) return;` (or `B <= index`) and its bound B."""
-    for s in _statements(body):
+    for s in named(body):
         if s.type != "if_statement" or s.child_by_field_name("alternative") is not None:
             continue
         if T.squash(src.text_of(s.child_by_field_name("consequence"))) not in ("return;", "{return;}"):
@@ -317,7 +313,7 @@ def _column_alias(src: CudaSource, fn: ts.Node, stmt: ts.Node, index: str, exten
 def _chunk(src: CudaSource, stmt: ts.Node, index: str, extent: str) -> tuple[str, str, str, ts.Node] | None:
     """(type, column, step, body) of `{ const T c = (T)(e % N); if (c % S == 0) BODY }`: the thread
     at a chunk's first column does the chunk (the form `remove` gives a loop `c += S`)."""
-    parts = _statements(stmt) if stmt.type == "compound_statement" else []
+    parts = named(stmt) if stmt.type == "compound_statement" else []
     if len(parts) != 2 or parts[0].type != "declaration" or parts[1].type != "if_statement":
         return None
     ds = parts[0].children_by_field_name("declarator")
@@ -404,7 +400,7 @@ class RowStats(Operator):
         if not out.rows:
             return out
         out.facts += _common_facts(src, fn, body, out.index_decl)
-        stmts = [s for s in _statements(body) if s != T.statement_ancestor(out.index_decl)]
+        stmts = [s for s in named(body) if s != T.statement_ancestor(out.index_decl)]
         at = stmts.index(out.guard)
         head, out.tail = self._split(src, stmts[at + 1 :], out.index, extent)
         out.head = stmts[:at] + head
@@ -515,7 +511,7 @@ class RowStats(Operator):
         guard = _guard_bound(src, body, got[0]) if got is not None and body is not None else None
         if body is None or got is None or guard is None or _divisions(src, body, got[0], ("/", "%")):
             return None
-        stmts = _statements(body)
+        stmts = named(body)
         last = stmts[-1] if stmts else None
         parts = T.counting_loop(src, last, True) if last is not None else None
         if last is None or parts is None or T.eval_int(src.text_of(parts[1]), {}) != 0:

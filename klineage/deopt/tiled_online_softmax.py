@@ -39,6 +39,7 @@ from klineage.source.syntax import (
     decl_name,
     eval_real,
     init_text,
+    named,
     squash,
     uses_ident,
     walk,
@@ -83,9 +84,8 @@ class _Nest:
 
 
 def _stmts(body: ts.Node | None) -> list[ts.Node]:
-    if body is None or body.type != "compound_statement":
-        return []
-    return [s for s in body.named_children if s.type != "comment"]
+    """A block's statements; none for a body that is not a block."""
+    return named(body) if body is not None and body.type == "compound_statement" else []
 
 
 def _value(src: CudaSource, decl: ts.Node) -> ts.Node | None:

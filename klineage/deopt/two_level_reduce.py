@@ -32,6 +32,7 @@ from klineage.deopt.rows import Reduction, fact
 from klineage.source import edit
 from klineage.source.constructs import Function
 from klineage.source.model import CudaSource
+from klineage.source.syntax import named
 
 _FOLDER = {"first_warp": "the first warp", "butterfly": "every thread", "thread0_fold": "thread 0"}
 _MAXMIN = re.compile(r"\b(?:fmaxf|fminf|fmax|fmin|max|min)\s*\(")
@@ -82,7 +83,7 @@ def _fold_of(src: CudaSource, body: ts.Node, slots: str) -> tuple[str, str, str]
     i++) a = f(a, S[i]); S[0] = a; }` over the slot array S, or None when it is not that fold."""
     if body.type != "compound_statement":
         return None
-    nodes = _stmts(body)
+    nodes = named(body)
     st = [T.squash(src.text_of(x)) for x in nodes]
     a = T.decl_name(nodes[0]) if len(st) == 3 and nodes[0].type == "declaration" else None
     if a is None or not re.fullmatch(rf"{a}={slots}\[(?:0|threadIdx\.x)\]", _declarator(src, nodes[0])):
@@ -108,16 +109,12 @@ def _declarator(src: CudaSource, decl: ts.Node) -> str:
     return T.squash(src.text_of(ds[0])) if len(ds) == 1 else ""
 
 
-def _stmts(block: ts.Node) -> list[ts.Node]:
-    return [c for c in block.named_children if c.type != "comment"]
-
-
 def _windows(fn: ts.Node, n: int) -> list[tuple[list[ts.Node], int]]:
     """(statements of a block, i) for every run of `n` consecutive statements st[i : i + n]."""
     out = []
     for block in T.walk(fn):
         if block.type == "compound_statement":
-            st = _stmts(block)
+            st = named(block)
             out += [(st, i) for i in range(len(st) - n + 1)]
     return out
 
@@ -203,8 +200,8 @@ def _butterfly_runs(src: CudaSource, k: Function, fn: ts.Node) -> list[_Run]:
         if m is None or st[i + 1].type != "compound_statement":
             continue
         v = m.group(2)
-        inner = [T.squash(src.text_of(x)) for x in _stmts(st[i + 1])]
-        slots = T.decl_name(_stmts(st[i + 1])[0]) if inner and inner[0].startswith("__shared__") else None
+        inner = [T.squash(src.text_of(x)) for x in named(st[i + 1])]
+        slots = T.decl_name(named(st[i + 1])[0]) if inner and inner[0].startswith("__shared__") else None
         want = [
             rf"if\(\(threadIdx\.x&31\)==0\){slots}\[threadIdx\.x>>5\]={v};",
             r"__syncthreads\(\);",

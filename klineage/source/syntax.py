@@ -234,9 +234,14 @@ def call_name(call: ts.Node) -> str:
     return name
 
 
+def named(node: ts.Node | None) -> list[ts.Node]:
+    """`node`'s named children but its comments ([] for None): a block's statements, a call's
+    arguments, what a parenthesis holds."""
+    return [c for c in node.named_children if c.type != "comment"] if node is not None else []
+
+
 def call_args(call: ts.Node) -> list[ts.Node]:
-    args = call.child_by_field_name("arguments")
-    return [c for c in args.named_children if c.type != "comment"] if args is not None else []
+    return named(call.child_by_field_name("arguments"))
 
 
 def fresh_name(taken: set[str], name: str) -> str:
@@ -254,7 +259,7 @@ def unparenthesized(node: ts.Node, *, clause: bool = False) -> ts.Node:
     Comments are not part of it. Operators read structure, not how many parentheses an author wrote."""
     kinds = ("parenthesized_expression", "condition_clause") if clause else ("parenthesized_expression",)
     while node.type in kinds:
-        inner = [c for c in node.named_children if c.type != "comment"]
+        inner = named(node)
         if not inner:
             break
         node = inner[-1]

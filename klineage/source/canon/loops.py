@@ -23,10 +23,6 @@ UNIFORM_BUILTINS = frozenset({"gridDim", "blockDim", "warpSize"})
 _IDENT = re.compile(r"(?<![\w.])(?<!->)([A-Za-z_]\w*)(?!\w)")
 
 
-def _statements(block: ts.Node) -> list[ts.Node]:
-    return [c for c in block.named_children if c.type != "comment"]
-
-
 def _update_of(src: CudaSource, stmt: ts.Node) -> tuple[str, str] | None:
     """(variable, canonical update text) of `i++`, `++i`, `i += s` or `i = i + s`."""
     if stmt.type != "expression_statement" or not stmt.named_children:
@@ -133,7 +129,7 @@ class WhileToFor(Rule):
         if cond is None or body is None or body.type != "compound_statement" or _continues(loop):
             return None
         var = _cond_var(src, cond)
-        stmts = _statements(body)
+        stmts = S.named(body)
         if var is None or len(stmts) < 2:
             return None
         upd = _update_of(src, stmts[-1])
