@@ -13,19 +13,16 @@ The GPU is the loop's bottleneck when `device_wait_s` dominates `elapsed_s`: the
 from __future__ import annotations
 
 import json
-import re
 import statistics as st
 import sys
 from pathlib import Path
 
 import duckdb
 
+from klineage.gates.resident import TIMES_LINE
+
 STAGES = ("nvcc_s", "build_s", "compile_s", "device_wait_s", "run_s", "worker_load_s")
 STAGES_AFTER = ("worker_correctness_s", "worker_profile_s")
-_LOG_LINE = re.compile(
-    r"resident: \S+ first_look_s=(?P<first_look_s>[\d.]+) candidate_s=(?P<candidate_s>[\d.]+) "
-    r"health_s=(?P<health_s>[\d.]+) others_mib=(?P<others_mib>-?\d+)"
-)
 
 
 def gate_rows(db: Path) -> list[tuple[dict, object]]:
@@ -62,7 +59,7 @@ def worker_samples(logs: list[Path]) -> dict[str, list[float]]:
     for log in logs:
         if not log.is_file():
             continue
-        for m in _LOG_LINE.finditer(log.read_text(errors="replace")):
+        for m in TIMES_LINE.finditer(log.read_text(errors="replace")):
             for k, v in m.groupdict().items():
                 per.setdefault(f"worker.{k}", []).append(float(v))
     return per

@@ -37,6 +37,7 @@ import ctypes
 import io
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -381,6 +382,13 @@ def times_line(workdir: str, first_look_s: float, candidate_s: float, health_s: 
         f"resident: {workdir} first_look_s={first_look_s:.3f} candidate_s={candidate_s:.3f} "
         f"health_s={health_s:.3f} others_mib={round(others / 2**20)}"
     )
+
+
+#: `times_line`'s line, read back (its named groups are its fields)
+TIMES_LINE = re.compile(
+    r"resident: \S+ first_look_s=(?P<first_look_s>[\d.]+) candidate_s=(?P<candidate_s>[\d.]+) "
+    r"health_s=(?P<health_s>[\d.]+) others_mib=(?P<others_mib>-?\d+)"
+)
 
 
 #: growth of held device memory (bytes) in one candidate that the worker log names
