@@ -59,6 +59,14 @@ def only_site(op: Operator, src: CudaSource, **match: str) -> Site:
     return sites[0]
 
 
+def apply_forward(op: Operator, src: CudaSource) -> CudaSource:
+    """`op`'s forward step at its one forward site, every precondition holding."""
+    (site,) = op.find_forward(src)
+    facts = op.preconditions(src, site)
+    assert all(f.holds for f in facts), facts
+    return op.apply(src, site)
+
+
 def same_code(a: str, b: str) -> bool:
     return normalize(a) == normalize(b)
 

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from deopt_parallel_checks import DATA, assert_passes
+from deopt_parallel_checks import DATA, apply_forward, assert_passes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,10 +24,7 @@ FP32 = DATA / "flash_fusion" / "fp32_heads"
 
 
 def _fuse(src: CudaSource) -> CudaSource:
-    (site,) = OP.find_forward(src)
-    facts = OP.preconditions(src, site)
-    assert all(f.holds for f in facts), facts
-    return OP.apply(src, site)
+    return apply_forward(OP, src)
 
 
 def _launches(text: str) -> list[str]:

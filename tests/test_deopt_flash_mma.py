@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from deopt_parallel_checks import DATA, assert_passes, emu_available
+from deopt_parallel_checks import DATA, apply_forward, assert_passes, emu_available
 
 from klineage.deopt.flash_fusion import FlashFusion
 from klineage.source.model import CudaSource
@@ -20,10 +20,7 @@ _MMA = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 
 
 def _fuse(path: Path) -> str:
-    src = CudaSource.from_file(path)
-    (site,) = OP.find_forward(src)
-    assert all(f.holds for f in OP.preconditions(src, site))
-    return OP.apply(src, site).text
+    return apply_forward(OP, CudaSource.from_file(path)).text
 
 
 def test_scores_weights_and_output_stay_in_mma_registers() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deopt_parallel_checks import DATA, assert_passes
+from deopt_parallel_checks import DATA, apply_forward, assert_passes
 
 from klineage.deopt import _flash_tc_emit as TC
 from klineage.deopt.flash_fusion import FlashFusion
@@ -21,10 +21,7 @@ KT = DATA / "flash_fusion" / "fp16_kt"
 
 
 def _fuse(src: CudaSource) -> CudaSource:
-    (site,) = OP.find_forward(src)
-    facts = OP.preconditions(src, site)
-    assert all(f.holds for f in facts), facts
-    return OP.apply(src, site)
+    return apply_forward(OP, src)
 
 
 def test_a_block_is_four_warps_of_16_query_rows_over_64_key_stages() -> None:

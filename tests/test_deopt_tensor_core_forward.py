@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from deopt_parallel_checks import DATA, assert_passes, emu_available
+from deopt_parallel_checks import DATA, apply_forward, assert_passes, emu_available
 
 from klineage.deopt import wmma_gemm
 from klineage.deopt.base import Refused
@@ -24,11 +24,7 @@ def _wmma(path: Path) -> CudaSource:
 
 
 def _wmma_text(text: str) -> CudaSource:
-    src = CudaSource.from_text(text, "naive.cu")
-    (site,) = OP.find_forward(src)
-    facts = OP.preconditions(src, site)
-    assert all(f.holds for f in facts), facts
-    return OP.apply(src, site)
+    return apply_forward(OP, CudaSource.from_text(text, "naive.cu"))
 
 
 def test_bf16_naive_loop_goes_onto_mma_sync() -> None:
