@@ -29,6 +29,7 @@ from klineage.gates.twins import Twins
 T = TypeVar("T")
 
 if TYPE_CHECKING:  # torch: imported only when a candidate is really gated, not for a cached answer
+    from klineage.source.model import CudaSource
     from klineage.workload import Workload
 
 
@@ -49,6 +50,13 @@ def check_parse(source: str, name: str, workload: Workload | None = None) -> Gat
     """Parse stage: a parse error, a missing `extern "C" launch`, or (given the workload) a
     launcher whose parameters are not the workload's arguments and a stream rejects before
     compiling."""
+    parsed = parse_stage(source, name, workload)
+    return parsed if isinstance(parsed, GateResult) else None
+
+
+def parse_stage(source: str, name: str, workload: Workload | None = None) -> CudaSource | GateResult:
+    """`check_parse` that hands on the parsed source when nothing is rejected (the twin check
+    reads it again after the compile stage: one parse a candidate)."""
     from klineage.source.model import CudaSource
 
     try:
@@ -69,7 +77,7 @@ def check_parse(source: str, name: str, workload: Workload | None = None) -> Gat
         problem = signature_problem(launcher, workload)
         if problem is not None:
             return GateResult.reject("parse", "parse_error", f"{name}:{launcher.line}: {problem}")
-    return None
+    return src
 
 
 def _require_gpu() -> None:
@@ -118,11 +126,11 @@ def gate(
             f"workload '{wl.name}' has no folder: the gate's child process loads it from workload.py"
         )
 
-    early = check_parse(text, name, wl)
-    if early is not None:
-        early.backend = options.backend
-        early.elapsed_s = time.perf_counter() - t0
-        return early
+    parsed = parse_stage(text, name, wl)
+    if isinstance(parsed, GateResult):
+        parsed.backend = options.backend
+        parsed.elapsed_s = time.perf_counter() - t0
+        return parsed
 
     if options.backend == "cuda":
         _require_gpu()
@@ -147,7 +155,7 @@ def gate(
                 return hit
         work = cache.fresh_dir(key, cache_root)
         (work / "source.cu").write_text(text)
-        result = _run_stages(text, name, wl, options, backend, work, twins)
+        result = _run_stages(text, name, wl, options, backend, work, twins, parsed)
         result.artifact_id = key[:16]
         result.backend = options.backend
         result.elapsed_s = time.perf_counter() - t0
@@ -201,7 +209,14 @@ def quick_answer(
 
 
 def _run_stages(
-    text: str, name: str, wl: Workload, options: GateOptions, backend, work: Path, twins: Twins | None = None
+    text: str,
+    name: str,
+    wl: Workload,
+    options: GateOptions,
+    backend,
+    work: Path,
+    twins: Twins | None = None,
+    parsed: CudaSource | None = None,
 ) -> GateResult:
     stages: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -233,7 +248,7 @@ def _run_stages(
         )
 
     if twins is not None and comp.ok:
-        earlier = twins.look(text, work / "nvcc" / "kernel.cubin")
+        earlier = twins.look(parsed if parsed is not None else text, work / "nvcc" / "kernel.cubin")
         if earlier is not None:
             return _as_twin(earlier, stages, resources)
 

@@ -22,22 +22,29 @@ import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klineage.errors import SourceError
 from klineage.gates import cache
 from klineage.gates.result import GateResult
 
-
-def host_text(source: str) -> str | None:
-    """The source without its device-only functions (`__global__`, and `__device__` not also
-    `__host__`) and comments, spacing collapsed; None when it does not parse."""
+if TYPE_CHECKING:
     from klineage.source.model import CudaSource
 
-    try:
-        src = CudaSource.from_text(source)
-    except SourceError:
-        return None
+
+def host_text(source: str | CudaSource) -> str | None:
+    """The source without its device-only functions (`__global__`, and `__device__` not also
+    `__host__`) and comments, spacing collapsed; None when it does not parse. Given a parsed
+    source (the gate's parse stage already has one), it is not parsed again."""
+    from klineage.source.model import CudaSource
+
+    if isinstance(source, CudaSource):
+        src = source
+    else:
+        try:
+            src = CudaSource.from_text(source)
+        except SourceError:
+            return None
     cut: list[tuple[int, int]] = [
         (f.start, f.end)
         for f in src.functions
@@ -66,7 +73,7 @@ class Twins:
     root: Path | None = None
     key: str | None = None
 
-    def look(self, source: str, cubin: Path) -> GateResult | None:
+    def look(self, source: str | CudaSource, cubin: Path) -> GateResult | None:
         """The verdict of an earlier binary twin, or None (and then `file` records this one)."""
         host = host_text(source)
         if host is None:

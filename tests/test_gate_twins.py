@@ -125,3 +125,23 @@ def test_an_emu_gate_never_reuses_a_twin(tmp_path: Path) -> None:
         cache_root=tmp_path,
     )
     assert first.accepted and again.accepted and not again.twin_of and not again.cached
+
+
+@needs_nvcc
+def test_a_cuda_gate_parses_its_candidate_once(
+    tmp_path: Path, fake_device: _Runs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parse stage's tree is what the twin check reads after the compile stage."""
+    from klineage.source.model import CudaSource
+
+    parses: list[str] = []
+    real = CudaSource.from_text.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[CudaSource], text: str, *a: Any, **kw: Any) -> CudaSource:
+        parses.append(text)
+        return real(cls, text, *a, **kw)
+
+    monkeypatch.setattr(CudaSource, "from_text", classmethod(counting))
+    _gate(GOOD, tmp_path)
+    assert parses.count(GOOD) == 1 and fake_device.n == 1
+    assert host_text(CudaSource.from_text(GOOD)) == host_text(GOOD)
