@@ -1,6 +1,6 @@
 // sgemm expert with compile-time knobs (issue 25): one device call sweeps the design space of
 // expert_kernels/sgemm/expert.cu. Without any -D this file is that expert (same tiles, mappings,
-// double buffering and dispatch; tests/test_sgemm_knobs.py compares their SASS), so the corpus,
+// double buffering and dispatch; tests/test_sgemm_knobs.py compares their PTX), so the corpus,
 // the walker and the tests keep using expert.cu as it is while the lead picks a winner here.
 //
 // Knobs (all #ifndef defaults = today's expert); the tile knobs act on the large config only,
@@ -15,9 +15,11 @@
 //                           0: As[m][k] as in memory, float4 reads along k, 4 k steps per read
 //   SGEMM_MIN_BLOCKS        __launch_bounds__ min blocks of the large config (2)
 //   SGEMM_SWIZZLE           0: block (x, y) computes tile (y, x); G > 0: tiles rasterized in
-//                           groups of G tile rows, column by column, for L2 reuse of B
+//                           groups of G tile rows, column by column, for L2 reuse of A and B
 //   SGEMM_BIG_ALWAYS        1: the large config for every shape (emulator tests of its paths)
-// Shared memory above 48 KB (deeper rings, wider slices, bigger tiles) goes dynamic.
+// Shared memory above 48 KB (deeper rings, wider slices, bigger tiles) goes dynamic. 128-bit
+// global loads of both tiles are no knob: every config takes them when K and N are multiples of 4
+// and the pointers 16-byte aligned, as the expert does.
 #include <cuda_runtime.h>
 #include <stdint.h>
 
