@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,17 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory) -> None:
         home = tmp_path_factory.mktemp("klineage_home")
         os.environ["KLINEAGE_HOME"] = str(home)
         os.environ["KLINEAGE_DB"] = str(home / "skills.duckdb")
+
+
+def with_emu_shapes(workload: Path, shapes: str, folder: Path) -> Path:
+    """`folder` made a copy of `workload`'s workload.py with its emu shape set replaced by `shapes`
+    (JSON text): the emulator gates a kernel on shapes a test chooses (several tiles, tails)."""
+    text = (workload / "workload.py").read_text()
+    emu = re.search(r'"emu": \[.*?\],\n', text, re.S)
+    assert emu is not None
+    folder.mkdir()
+    (folder / "workload.py").write_text(text.replace(emu.group(0), f'"emu": {shapes},\n'))
+    return folder
 
 
 @pytest.fixture

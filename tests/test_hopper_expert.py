@@ -22,7 +22,7 @@ from klineage.gates.emu.rewrite import Unsupported, translate
 from klineage.gates.gate import gate
 from klineage.mining import mine_corpus
 from klineage.walker import find_workloads
-from tests.conftest import REPO
+from tests.conftest import REPO, with_emu_shapes
 
 GEMM = REPO / "expert_kernels" / "gemm_bf16"
 HOPPER = GEMM / "variants" / "expert_wgmma.cu"
@@ -252,13 +252,7 @@ MODEL_SHAPES = '[{"M": 64, "N": 64, "K": 64}, {"M": 192, "N": 320, "K": 384}, {"
 
 
 def _model_workload(tmp_path: Path) -> Path:
-    text = (GEMM / "workload.py").read_text()
-    emu = re.search(r'"emu": \[.*?\],\n', text, re.S)
-    assert emu is not None
-    folder = tmp_path / "wl"
-    folder.mkdir()
-    (folder / "workload.py").write_text(text.replace(emu.group(0), f'"emu": {MODEL_SHAPES},\n'))
-    return folder
+    return with_emu_shapes(GEMM, MODEL_SHAPES, tmp_path / "wl")
 
 
 @pytest.mark.slow
