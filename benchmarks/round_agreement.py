@@ -1,0 +1,165 @@
+"""Do a CPU round's figures agree with the GPU loop's? (issue 26: "the loop-on-the-GPU figures
+agree with the CPU-round figures within the timing spread").
+
+The two ways of running the materializer on a corpus end in a best kernel per (workload, mode):
+the loop on the GPU (`materialize_bench.py --backend cuda`) judges every candidate by its own
+cuda gate; the CPU round (`--backend emu --measured J`) judges by the times a GPU judge process
+`J` (`klineage timings bench`) measured for the candidates of an earlier emu round. This script
+sets them side by side through the judge's own times, which measured both best kernels in one
+process (the loop's bests passed to that judge as `--run LABEL=.../{name}/best.cu` columns):
+
+- the same kernel text: agree;
+- two kernels whose judge times lie within the larger relative spread (max - min over median) of
+  the two: agree, the judge could not tell them apart;
+- otherwise the row says which is faster and by how much; a CPU best the judge never timed
+  (a kernel the measured round made after the judge ran) is `unmeasured`.
+
+The per-mode geometric means of x naive and x torch are given both ways: the loop's own figures
+(its trace) and the CPU round's (the judge's times).
+
+    python benchmarks/round_agreement.py --loop GPU/bench.json --cpu CPU_OUT --judge J/materialized_bench.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from klineage.source.digest import source_hash  # noqa: E402
+from klineage.timing_bench.tables import geomean  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """One (workload, mode): the two bests and what the judge measured of them."""
+
+    workload: str
+    mode: str
+    loop_x: float | None  # x naive, the loop's own times
+    cpu_x: float | None  # x naive, the CPU round's (measured) times
+    loop_ms: float | None  # the judge's time of the loop's best
+    cpu_ms: float | None  # the judge's time of the CPU round's best
+    spread: float | None  # the larger relative spread of the two judge times
+    verdict: str  # same kernel | within spread | loop faster | cpu faster | unmeasured
+
+
+def _judge_kernel(row: dict[str, Any], digest: str | None) -> dict[str, Any] | None:
+    k = row["kernels"].get(digest) if digest else None
+    if isinstance(k, dict) and k.get("check") == "ok" and isinstance(k.get("ms"), int | float):
+        return k
+    return None
+
+
+def _rel_spread(k: dict[str, Any]) -> float:
+    lo, hi = k.get("min_ms"), k.get("max_ms")
+    if isinstance(lo, int | float) and isinstance(hi, int | float) and k["ms"] > 0:
+        return (hi - lo) / k["ms"]
+    return 0.0
+
+
+def compare(
+    loop_rows: list[dict[str, Any]], cpu_rows: list[dict[str, Any]], cpu_dir: Path, judge: dict[str, Any]
+) -> list[Agreement]:
+    """One `Agreement` per (workload, mode) present in both runs (seed 0 of a random mode)."""
+    judged = {r["name"]: r for r in judge["rows"]}
+    cpu = {(r["workload"], r["mode"]): r for r in cpu_rows if r.get("seed", 0) == 0}
+    out: list[Agreement] = []
+    for lr in loop_rows:
+        key = (lr["workload"], lr["mode"])
+        if lr.get("seed", 0) != 0 or key not in cpu or key[0] not in judged:
+            continue
+        cr, jrow = cpu[key], judged[key[0]]
+        best = cpu_dir / key[0] / key[1] / "best.cu"
+        cpu_digest = source_hash(best.read_text()) if best.is_file() else None
+        lcol = jrow.get(key[1]) if isinstance(jrow.get(key[1]), dict) else {}
+        loop_k = lcol if lcol.get("check") == "ok" and isinstance(lcol.get("ms"), int | float) else None
+        cpu_k = _judge_kernel(jrow, cpu_digest)
+        if loop_k is None or cpu_k is None:
+            verdict, spread = "unmeasured", None
+        else:
+            spread = max(_rel_spread(loop_k), _rel_spread(cpu_k))
+            gap = abs(cpu_k["ms"] - loop_k["ms"]) / min(cpu_k["ms"], loop_k["ms"])
+            if lcol.get("digest") == cpu_digest:
+                verdict = "same kernel"
+            elif gap <= spread:
+                verdict = "within spread"
+            else:
+                verdict = "loop faster" if loop_k["ms"] < cpu_k["ms"] else "cpu faster"
+        out.append(
+            Agreement(
+                key[0],
+                key[1],
+                lr.get("speedup"),
+                cr.get("speedup"),
+                loop_k["ms"] if loop_k else None,
+                cpu_k["ms"] if cpu_k else None,
+                spread,
+                verdict,
+            )
+        )
+    return out
+
+
+def _fmt(x: float | None, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def _means(src: list[dict[str, Any]], keys: set[tuple[str, str]]) -> str:
+    """Geomean x naive / x torch of the seed-0 runs of `keys` in `src`."""
+    sel = [r for r in src if (r["workload"], r["mode"]) in keys and r.get("seed", 0) == 0]
+    xn = geomean([r.get("speedup") for r in sel])
+    xt = geomean([r.get("speedup_vs_torch") for r in sel])
+    return f"{_fmt(xn, '.3f')} / {_fmt(xt, '.3f')}"
+
+
+def table(rows: list[Agreement], loop_rows: list[dict[str, Any]], cpu_rows: list[dict[str, Any]]) -> str:
+    """The per-row table, then per mode the geomeans both ways and how many rows agree."""
+    lines = [
+        "| workload | mode | loop x naive | cpu x naive | judge ms (loop best) | judge ms (cpu best) | spread | verdict |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    lines += [
+        f"| {a.workload} | {a.mode} | {_fmt(a.loop_x, '.2f')} | {_fmt(a.cpu_x, '.2f')} | {_fmt(a.loop_ms, '.4f')} "
+        f"| {_fmt(a.cpu_ms, '.4f')} | {_fmt(a.spread, '.1%')} | {a.verdict} |"
+        for a in rows
+    ]
+    lines += ["", "| mode | rows agreeing | loop geomean x naive / x torch | cpu geomean x naive / x torch |"]
+    lines.append("|---|---:|---|---|")
+    for mode in dict.fromkeys(a.mode for a in rows):
+        mine = [a for a in rows if a.mode == mode]
+        keys = {(a.workload, a.mode) for a in mine}
+        agree = sum(a.verdict in ("same kernel", "within spread") for a in mine)
+        lines.append(
+            f"| {mode} | {agree}/{len(mine)} | {_means(loop_rows, keys)} | {_means(cpu_rows, keys)} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--loop", type=Path, required=True, help="the GPU loop's bench.json (materialize_bench.py)"
+    )
+    ap.add_argument("--cpu", type=Path, required=True, help="the CPU round's --out folder (its bench.json)")
+    ap.add_argument("--judge", type=Path, required=True, help="the judge's materialized_bench.json")
+    args = ap.parse_args(argv)
+    try:
+        loop_rows = json.loads(args.loop.read_text())
+        cpu_rows = json.loads((args.cpu / "bench.json").read_text())
+        judge = json.loads(args.judge.read_text())
+    except (OSError, ValueError) as e:
+        print(f"round_agreement: {e}", file=sys.stderr)
+        return 2
+    rows = compare(loop_rows, cpu_rows, args.cpu, judge)
+    print(table(rows, loop_rows, cpu_rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
