@@ -24,11 +24,16 @@
 //   is +32 bytes inside a swizzled row, the next 64 d columns the next slab; 8-row groups 1024
 //   bytes apart). Online softmax on the fp32 fragment (rows lane / 4 and + 8 of the warp's 16;
 //   row max over the quad's 4 lanes by shuffles, exponentials as ex2.approx on log2e-prescaled
-//   scores, per-lane row sums reduced once at the end). P is repacked to fp16 pairs in place: the
+//   scores, per-lane row sums reduced once at the end). P is packed as fp16 pairs: the
 //   accumulator layout of two 8-column groups is the register A layout of a k16 step.
 // - O += P V: wgmma m64nDk16 with A = P from registers and B = V from shared memory, MN-major
 //   (imm-trans-b = 1): 8-key groups 1024 bytes apart (stride offset), the next 64 d columns the
 //   next slab (leading offset), a k16 step +2048 bytes.
+// - KL_OVERLAP (kOverlap): tile j's S = Q K^T is issued before tile j - 1's O += P V and its softmax
+//   runs while that product is in flight (wgmma.wait_group 1); O is rescaled before the product
+//   is issued and P packed after it completed, so no register an in-flight wgmma reads is written
+//   (ptxas would serialize the wgmmas otherwise: its C7513 note). Only where consumers get 240
+//   registers (two consumer warpgroups with setmaxnreg, or one): elsewhere it spills.
 // - Causal: key tiles past the block's last row are never loaded; tiles that cross the diagonal
 //   are masked element-wise; a consumer skips the math of a tile wholly above its rows (it still
 //   waits for the tile, so its arrivals stay one per ring round).
@@ -50,6 +55,9 @@
 #endif
 #ifndef KL_SETMAXNREG
 #define KL_SETMAXNREG 1  // 0: no register reallocation between producer and consumers
+#endif
+#ifndef KL_OVERLAP
+#define KL_OVERLAP 1  // 1: a tile's S = Q K^T and softmax overlap the previous tile's O += P V (see kOverlap)
 #endif
 #ifndef KL_V_SWAP_OFFSETS
 #define KL_V_SWAP_OFFSETS 0  // 1: V's descriptor offsets exchanged (a diagnosis build only)
@@ -73,6 +81,9 @@ static_assert(kStages >= 2, "a ring of two or more stages");
 constexpr int kProducerRegs = 24;
 constexpr int kConsumerRegs = kConsumers == 1 ? 240 : kConsumers == 2 ? 240 : 160;
 constexpr bool kReallocate = KL_SETMAXNREG && kConsumers > 1;
+// The overlap holds two P tiles beside S and O: only where a consumer thread has 240 registers
+// (ptxas spills it at the 168 of 384 threads without setmaxnreg, and at 160 with three consumers).
+constexpr bool kOverlap = KL_OVERLAP && (kReallocate ? kConsumerRegs >= 240 : kConsumers == 1);
 
 template <int D>
 struct Cfg {
@@ -354,10 +365,11 @@ __device__ __forceinline__ void produce(const CUtensorMap& map_q, const CUtensor
 __device__ __forceinline__ int frag_row(int i) { return 8 * ((i >> 1) & 1); }
 __device__ __forceinline__ int frag_col(int i, int lane) { return 8 * (i >> 2) + 2 * (lane % 4) + (i & 1); }
 
-// S = Q K^T for the warpgroup's 64 rows and the tile's kBN keys (both operands K-major in shared
-// memory: a k16 step is +32 bytes inside a swizzled row, every 64 d columns the next slab).
+// Issues S = Q K^T for the warpgroup's 64 rows and the tile's kBN keys as one wgmma group (the
+// caller waits for it). Both operands K-major in shared memory: a k16 step is +32 bytes inside a
+// swizzled row, every 64 d columns the next slab.
 template <int D>
-__device__ __forceinline__ void scores(float (&s)[kBN / 2], uint32_t q_rows, uint32_t k_tile) {
+__device__ __forceinline__ void issue_scores(float (&s)[kBN / 2], uint32_t q_rows, uint32_t k_tile) {
     using C = Cfg<D>;
     fence_accumulators(s);
     wgmma_fence();
@@ -368,8 +380,23 @@ __device__ __forceinline__ void scores(float (&s)[kBN / 2], uint32_t q_rows, uin
         wgmma_ss<kBN>(s, da, db, kk > 0);
     }
     wgmma_commit();
-    wgmma_wait<0>();
-    fence_accumulators(s);
+}
+
+// Issues O += P V as one wgmma group: P from registers, V MN-major in shared memory (8-key groups
+// 1024 bytes apart, the next 64 d columns the next slab, a k16 step +2048 bytes).
+template <int D>
+__device__ __forceinline__ void issue_weighted_sum(float (&o)[D / 2], uint32_t (&p)[kBN / 4], uint32_t v_tile) {
+    constexpr uint32_t kLeading = KL_V_SWAP_OFFSETS ? 1024 : Cfg<D>::kKVSlab;
+    constexpr uint32_t kStride = KL_V_SWAP_OFFSETS ? Cfg<D>::kKVSlab : 1024;
+    fence_accumulators(o);
+    fence_registers(p);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk) {
+        const uint32_t a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
+        wgmma_rs<D>(o, a, smem_desc(v_tile + kk * 2048, kLeading, kStride), 1);
+    }
+    wgmma_commit();
 }
 
 // Keys past S, and under the causal mask keys after the query, score -inf.
@@ -383,12 +410,11 @@ __device__ __forceinline__ void mask(float (&s)[kBN / 2], int k0, int row, int S
 }
 
 // The running softmax of the thread's two rows (h = 0: lane / 4, h = 1: + 8): the new row max
-// over the quad, O and the per-lane row sums rescaled by exp2(m_old - m_new), the scores replaced
-// by their exponentials and packed as fp16 pairs: p[2 g + h] holds columns 8 g + 2 (lane % 4)
-// (+ 1) of row h, so p[4 kk .. 4 kk + 3] is the register A fragment of keys 16 kk .. 16 kk + 15.
-template <int D>
-__device__ __forceinline__ void online_softmax(float (&s)[kBN / 2], float (&o)[D / 2], float (&m)[2], float (&l)[2],
-                                               uint32_t (&p)[kBN / 4], float scale_log2) {
+// over the quad, alpha = exp2(m_old - m_new) for O and the per-lane row sums, and the scores
+// replaced by their exponentials (in fp32: they become P's fp16 pairs in pack_p, once the
+// previous P is no longer read).
+__device__ __forceinline__ void online_softmax(float (&s)[kBN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2],
+                                               float scale_log2) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         float mx = -INFINITY;
@@ -398,86 +424,154 @@ __device__ __forceinline__ void online_softmax(float (&s)[kBN / 2], float (&o)[D
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float m_new = fmaxf(m[h], mx * scale_log2);
         const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row with no key yet: no NaN
-        const float alpha = fast_exp2(m[h] - m_use);
+        alpha[h] = fast_exp2(m[h] - m_use);
         m[h] = m_new;
         float sum = 0.f;
 #pragma unroll
         for (int g = 0; g < kBN / 8; ++g) {
-            const float e0 = fast_exp2(fmaf(s[4 * g + 2 * h], scale_log2, -m_use));
-            const float e1 = fast_exp2(fmaf(s[4 * g + 2 * h + 1], scale_log2, -m_use));
-            sum += e0 + e1;
-            const __half2 pair = __floats2half2_rn(e0, e1);
-            p[2 * g + h] = *reinterpret_cast<const uint32_t*>(&pair);
-        }
-        l[h] = fmaf(l[h], alpha, sum);
 #pragma unroll
-        for (int g = 0; g < D / 8; ++g) {
-            o[4 * g + 2 * h] *= alpha;
-            o[4 * g + 2 * h + 1] *= alpha;
+            for (int e = 0; e < 2; ++e) {
+                float& x = s[4 * g + 2 * h + e];
+                x = fast_exp2(fmaf(x, scale_log2, -m_use));
+                sum += x;
+            }
         }
+        l[h] = fmaf(l[h], alpha[h], sum);
     }
 }
 
-// O += P V: P from registers, V MN-major in shared memory (8-key groups 1024 bytes apart, the next
-// 64 d columns the next slab, a k16 step +2048 bytes).
+// P as fp16 pairs: p[2 g + h] holds columns 8 g + 2 (lane % 4) (+ 1) of row h, so
+// p[4 kk .. 4 kk + 3] is the register A fragment of keys 16 kk .. 16 kk + 15.
+__device__ __forceinline__ void pack_p(const float (&s)[kBN / 2], uint32_t (&p)[kBN / 4]) {
+#pragma unroll
+    for (int i = 0; i < kBN / 4; ++i) {
+        const __half2 pair = __floats2half2_rn(s[2 * i], s[2 * i + 1]);
+        p[i] = *reinterpret_cast<const uint32_t*>(&pair);
+    }
+}
+
 template <int D>
-__device__ __forceinline__ void weighted_sum(float (&o)[D / 2], uint32_t (&p)[kBN / 4], uint32_t v_tile) {
-    constexpr uint32_t kLeading = KL_V_SWAP_OFFSETS ? 1024 : Cfg<D>::kKVSlab;
-    constexpr uint32_t kStride = KL_V_SWAP_OFFSETS ? Cfg<D>::kKVSlab : 1024;
-    fence_accumulators(o);
-    fence_registers(p);
-    wgmma_fence();
+__device__ __forceinline__ void rescale(float (&o)[D / 2], const float (&alpha)[2]) {
 #pragma unroll
-    for (int kk = 0; kk < kBN / 16; ++kk) {
-        const uint32_t a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
-        wgmma_rs<D>(o, a, smem_desc(v_tile + kk * 2048, kLeading, kStride), 1);
+    for (int g = 0; g < D / 8; ++g) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            o[4 * g + 2 * h] *= alpha[h];
+            o[4 * g + 2 * h + 1] *= alpha[h];
+        }
     }
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_accumulators(o);
 }
 
-// Consumer warpgroup `wg`: query rows q0 + 64 wg .. + 63 of the block, over every key tile.
+// One consumer warpgroup's state over the key tiles: its rows, O, the running max and sums.
+template <int D, bool kCausal>
+struct Consumer {
+    const Smem<D>& sm;
+    int S, lane, first, row;  // first: the warpgroup's first query row; row, row + 8: the thread's
+    uint32_t q_rows;          // the warpgroup's 64 rows of every Q slab
+    float scale_log2;
+    float o[D / 2], m[2], l[2], alpha[2];
+
+    __device__ __forceinline__ void wait_k(int j) const { mbar_wait(sm.full_k(j % kStages), (j / kStages) & 1); }
+    __device__ __forceinline__ void wait_v(int j) const { mbar_wait(sm.full_v(j % kStages), (j / kStages) & 1); }
+    // this warp is done with tile j's stage (one arrival per warp and ring round)
+    __device__ __forceinline__ void release(int j) const {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(sm.empty(j % kStages));
+    }
+    // tile j's scores (S complete) masked where needed, then the softmax in place
+    __device__ __forceinline__ void softmax(float (&s)[kBN / 2], int j) {
+        const int k0 = j * kBN;
+        if (k0 + kBN > S || (kCausal && k0 + kBN - 1 > first)) mask<kCausal>(s, k0, row, S, lane);
+        online_softmax(s, m, l, alpha, scale_log2);
+    }
+};
+
+// Consumer warpgroup `wg`: query rows q0 + 64 wg .. + 63 of the block. The `live` tiles hold a key
+// some row of the warpgroup sees (causal: the rest lie wholly above its rows; their stages are
+// waited for and released without math, so its arrivals stay one per ring round). Per tile j:
+// O = alpha_j O + P_j V_j. kOverlap: tile j's S = Q K^T is issued before tile j - 1's
+// O += P V, and its softmax runs while that product is in flight; O is rescaled before the
+// product is issued and P packed after it completed (registers an in-flight wgmma reads are
+// never written).
 template <int D, bool kCausal>
 __device__ __forceinline__ void consume(__half* __restrict__ O, const Smem<D>& sm, const Work& w, int S, int wg,
                                         float scale_log2) {
     const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
-    const int first = w.q0 + wg * 64;                // the warpgroup's first query row
-    const int row = first + warp * 16 + lane / 4;    // the thread's rows: row, row + 8
-    const uint32_t q_rows = sm.q() + wg * 64 * 128;  // its 64 rows of every Q slab
-    float o[D / 2], s[kBN / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-    uint32_t p[kBN / 4];
+    const int first = w.q0 + wg * 64;
+    Consumer<D, kCausal> c{sm, S, lane, first, first + warp * 16 + lane / 4, sm.q() + wg * 64 * 128, scale_log2};
 #pragma unroll
-    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+    for (int i = 0; i < D / 2; ++i) c.o[i] = 0.f;
+    c.m[0] = c.m[1] = -INFINITY;
+    c.l[0] = c.l[1] = 0.f;
+    const int live = kCausal ? min(w.tiles, (first + 63) / kBN + 1) : w.tiles;
+    uint32_t p[kBN / 4];
     mbar_wait(sm.q_full(), 0);
-    for (int j = 0; j < w.tiles; ++j) {
-        const int st = j % kStages;
-        const uint32_t parity = (j / kStages) & 1;
-        const int k0 = j * kBN;
-        mbar_wait(sm.full_k(st), parity);
-        if (!kCausal || k0 <= first + 63) {  // some key of the tile is visible to some row
-            scores<D>(s, q_rows, sm.k(st));
-            if (k0 + kBN > S || (kCausal && k0 + kBN - 1 > first)) mask<kCausal>(s, k0, row, S, lane);
-            online_softmax<D>(s, o, m, l, p, scale_log2);
-            mbar_wait(sm.full_v(st), parity);
-            weighted_sum<D>(o, p, sm.v(st));
-        } else {
-            mbar_wait(sm.full_v(st), parity);  // one arrival per round: never ahead of the ring
+    if constexpr (kOverlap) {
+        {
+            float s[kBN / 2];
+            c.wait_k(0);
+            issue_scores<D>(s, c.q_rows, sm.k(0));
+            wgmma_wait<0>();
+            fence_accumulators(s);
+            c.softmax(s, 0);
+            pack_p(s, p);
         }
-        __syncwarp();
-        if (lane == 0) mbar_arrive(sm.empty(st));
+        for (int j = 1; j < live; ++j) {
+            float s[kBN / 2];
+            c.wait_k(j);
+            issue_scores<D>(s, c.q_rows, sm.k(j % kStages));
+            rescale<D>(c.o, c.alpha);  // alpha of tile j - 1
+            c.wait_v(j - 1);
+            issue_weighted_sum<D>(c.o, p, sm.v((j - 1) % kStages));
+            wgmma_wait<1>();  // S of tile j is complete, O += P V of tile j - 1 may still run
+            fence_accumulators(s);
+            c.softmax(s, j);
+            wgmma_wait<0>();
+            fence_accumulators(c.o);
+            fence_registers(p);
+            c.release(j - 1);
+            pack_p(s, p);
+        }
+        rescale<D>(c.o, c.alpha);
+        c.wait_v(live - 1);
+        issue_weighted_sum<D>(c.o, p, sm.v((live - 1) % kStages));
+        wgmma_wait<0>();
+        fence_accumulators(c.o);
+        c.release(live - 1);
+    } else {
+        for (int j = 0; j < live; ++j) {
+            float s[kBN / 2];
+            c.wait_k(j);
+            issue_scores<D>(s, c.q_rows, sm.k(j % kStages));
+            wgmma_wait<0>();
+            fence_accumulators(s);
+            c.softmax(s, j);
+            pack_p(s, p);
+            rescale<D>(c.o, c.alpha);
+            c.wait_v(j);
+            issue_weighted_sum<D>(c.o, p, sm.v(j % kStages));
+            wgmma_wait<0>();
+            fence_accumulators(c.o);
+            c.release(j);
+        }
+    }
+    for (int j = live; j < w.tiles; ++j) {  // causal: tiles wholly above the warpgroup's rows
+        c.wait_k(j);
+        c.wait_v(j);
+        c.release(j);
     }
     // epilogue: the quad's row sums, O / l as fp16 pairs (rows past S belong to no query)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-        const float inv = l[h] > 0.f ? 1.f / l[h] : 0.f;
-        if (row + 8 * h >= S) continue;
-        __half* out = O + (size_t)(w.row0 + row + 8 * h) * D + 2 * (lane % 4);
+        float l_row = c.l[h] + __shfl_xor_sync(0xffffffffu, c.l[h], 1);
+        l_row += __shfl_xor_sync(0xffffffffu, l_row, 2);
+        const float inv = l_row > 0.f ? 1.f / l_row : 0.f;
+        if (c.row + 8 * h >= S) continue;
+        __half* out = O + (size_t)(w.row0 + c.row + 8 * h) * D + 2 * (lane % 4);
 #pragma unroll
         for (int g = 0; g < D / 8; ++g)
-            *reinterpret_cast<__half2*>(out + 8 * g) = __floats2half2_rn(o[4 * g + 2 * h] * inv, o[4 * g + 2 * h + 1] * inv);
+            *reinterpret_cast<__half2*>(out + 8 * g) =
+                __floats2half2_rn(c.o[4 * g + 2 * h] * inv, c.o[4 * g + 2 * h + 1] * inv);
     }
 }
 
