@@ -35,6 +35,7 @@ def test_the_variants_folder_is_no_workload_of_the_corpus() -> None:
 #: 128 registers a thread, spill: not among them)
 BUILDS = [
     "",
+    "KL_PINGPONG=1",
     "KL_BN=176",
     "KL_OVERLAP=0",
     "KL_STAGES=3",
@@ -62,12 +63,24 @@ def test_every_timed_build_compiles_for_sm90a_without_spills(tmp_path: Path, def
 
 # ---- the kernel's logic on the emulator, its PTX replaced by models -------------------------------
 
-#: the attention variant's own PTX helpers beside the shared models: S = Q K^T reads both operands
-#: K-major through their descriptors; O += P V takes P from the registers of the warp's lanes
+#: the attention variant's own PTX helpers beside the shared models: named barriers count threads
+#: (a turn that never opens hangs); S = Q K^T reads both operands K-major through their descriptors; O += P V takes P from the registers of the warp's lanes
 #: (a[q] of lane L holds row L / 4 (+ 8 when q is odd), columns 2 (L % 4) (+ 8 when q > 1) and
 #: + 1: the m64k16 register A layout) and V MN-major.
 ATTN_MODELS = r"""
 template <int kN> __device__ __forceinline__ void fence_registers(uint32_t (&)[kN]) {}
+struct KlNamed { int count, gen; };
+__device__ KlNamed g_named[16];  // a named barrier completes when kThreadsAt threads have arrived or synced
+template <int kId, int kThreadsAt> __device__ __forceinline__ void named_arrive() {
+    KlNamed& b = g_named[kId];
+    if (++b.count == kThreadsAt) { b.count = 0; b.gen += 1; }
+}
+template <int kId, int kThreadsAt> __device__ __forceinline__ void named_sync() {
+    KlNamed& b = g_named[kId];
+    const int gen = b.gen;
+    if (++b.count == kThreadsAt) { b.count = 0; b.gen += 1; return; }
+    while (b.gen == gen) __syncwarp(1u << (threadIdx.x % 32));
+}
 __device__ __forceinline__ float fast_exp2(float x) { return exp2f(x); }
 template <int kN>
 __device__ __forceinline__ void kl_wgmma_ss(float (&d)[kN / 2], uint64_t da, uint64_t db, int scale_d) {
@@ -148,8 +161,16 @@ def _run(tmp_path: Path, src: str, defines: str = "", timeout_s: float | None = 
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "defines",
-    ["", "KL_OVERLAP=0", "KL_BN=64,KL_STAGES=3", "KL_BN=176", "KL_CONSUMERS=1", "KL_CONSUMERS=3"],
-    ids=["default", "no-overlap", "bn64-3-stages", "bn176", "one-consumer", "three-consumers"],
+    [
+        "",
+        "KL_OVERLAP=0",
+        "KL_BN=64,KL_STAGES=3",
+        "KL_BN=176",
+        "KL_CONSUMERS=1",
+        "KL_CONSUMERS=3",
+        "KL_PINGPONG=1,KL_BN=64",
+    ],
+    ids=["default", "no-overlap", "bn64-3-stages", "bn176", "one-consumer", "three-consumers", "pingpong"],
 )
 def test_variant_logic_on_the_emulator_with_ptx_models(tmp_path: Path, defines: str) -> None:
     accepted, why = _run(tmp_path, HOPPER.read_text(), defines)
@@ -169,6 +190,7 @@ def test_variant_logic_on_the_emulator_with_ptx_models(tmp_path: Path, defines: 
         ),
         ("if (k0 + kBN > S || (kCausal && k0 + kBN - 1 > first))", "if (k0 + kBN > S)", ""),
         ("if (j >= kStages) mbar_wait(sm.empty(s), ((j / kStages) - 1) & 1);", "", ""),
+        ("        turns.open();\n", "", "KL_PINGPONG=1"),
     ],
     ids=[
         "v-offsets-swapped",
@@ -176,6 +198,7 @@ def test_variant_logic_on_the_emulator_with_ptx_models(tmp_path: Path, defines: 
         "overlap-takes-the-wrong-v",
         "diagonal-not-masked",
         "producer-never-waits",
+        "pingpong-never-opens",
     ],
 )
 def test_the_models_catch_bugs(tmp_path: Path, old: str, new: str, defines: str) -> None:

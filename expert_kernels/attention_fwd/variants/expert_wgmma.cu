@@ -34,6 +34,10 @@
 //   is issued and P packed after it completed, so no register an in-flight wgmma reads is written
 //   (ptxas would serialize the wgmmas otherwise: its C7513 note). Only where consumers get 240
 //   registers (two consumer warpgroups with setmaxnreg, or one): elsewhere it spills.
+// - KL_PINGPONG (kPingpong, off by default; with the overlap and two consumers): the consumer
+//   warpgroups take turns issuing their wgmmas (named barriers), so one's softmax runs while the
+//   other's products use the tensor cores. Both then walk every key tile of the block (no causal
+//   skip: the turns must pair up), and the second warpgroup's arrivals number its turns.
 // - Causal: key tiles past the block's last row are never loaded; tiles that cross the diagonal
 //   are masked element-wise; a consumer skips the math of a tile wholly above its rows (it still
 //   waits for the tile, so its arrivals stay one per ring round).
@@ -58,6 +62,9 @@
 #endif
 #ifndef KL_OVERLAP
 #define KL_OVERLAP 1  // 1: a tile's S = Q K^T and softmax overlap the previous tile's O += P V (see kOverlap)
+#endif
+#ifndef KL_PINGPONG
+#define KL_PINGPONG 0  // 1: the two consumer warpgroups take turns issuing their wgmmas (see kPingpong)
 #endif
 #ifndef KL_V_SWAP_OFFSETS
 #define KL_V_SWAP_OFFSETS 0  // 1: V's descriptor offsets exchanged (a diagnosis build only)
@@ -84,6 +91,8 @@ constexpr bool kReallocate = KL_SETMAXNREG && kConsumers > 1;
 // The overlap holds two P tiles beside S and O: only where a consumer thread has 240 registers
 // (ptxas spills it at the 168 of 384 threads without setmaxnreg, and at 160 with three consumers).
 constexpr bool kOverlap = KL_OVERLAP && (kReallocate ? kConsumerRegs >= 240 : kConsumers == 1);
+// Turns between two consumer warpgroups, on top of the overlap (named barriers 1 and 2).
+constexpr bool kPingpong = KL_PINGPONG && kOverlap && kConsumers == 2;
 
 template <int D>
 struct Cfg {
@@ -185,6 +194,16 @@ template <int kN>
 __device__ __forceinline__ void fence_registers(uint32_t (&r)[kN]) {
 #pragma unroll
     for (int i = 0; i < kN; ++i) asm volatile("" : "+r"(r[i])::"memory");
+}
+
+// Named barrier kId among kThreadsAt threads: sync waits for the arrivals, arrive does not wait.
+template <int kId, int kThreadsAt>
+__device__ __forceinline__ void named_sync() {
+    asm volatile("bar.sync %0, %1;" ::"n"(kId), "n"(kThreadsAt) : "memory");
+}
+template <int kId, int kThreadsAt>
+__device__ __forceinline__ void named_arrive() {
+    asm volatile("bar.arrive %0, %1;" ::"n"(kId), "n"(kThreadsAt) : "memory");
 }
 
 __device__ __forceinline__ float fast_exp2(float x) {
@@ -462,6 +481,26 @@ __device__ __forceinline__ void rescale(float (&o)[D / 2], const float (&alpha)[
     }
 }
 
+// kPingpong's turns: warpgroup w issues its wgmmas after the other's previous issue (named barrier
+// 1 + w, 256 threads: one warpgroup syncs, the other arrives). Warpgroup 1 opens the first turn
+// of warpgroup 0 and does not arrive after its own last issue, so every arrival meets a sync.
+struct Turns {
+    int wg;
+    __device__ __forceinline__ void open() const {
+        if (kPingpong && wg == 1) named_arrive<1, 256>();
+    }
+    __device__ __forceinline__ void begin() const {
+        if (!kPingpong) return;
+        if (wg == 0) named_sync<1, 256>();
+        else named_sync<2, 256>();
+    }
+    __device__ __forceinline__ void end(bool last) const {
+        if (!kPingpong) return;
+        if (wg == 0) named_arrive<2, 256>();
+        else if (!last) named_arrive<1, 256>();
+    }
+};
+
 // One consumer warpgroup's state over the key tiles: its rows, O, the running max and sums.
 template <int D, bool kCausal>
 struct Consumer {
@@ -503,14 +542,18 @@ __device__ __forceinline__ void consume(__half* __restrict__ O, const Smem<D>& s
     for (int i = 0; i < D / 2; ++i) c.o[i] = 0.f;
     c.m[0] = c.m[1] = -INFINITY;
     c.l[0] = c.l[1] = 0.f;
-    const int live = kCausal ? min(w.tiles, (first + 63) / kBN + 1) : w.tiles;
+    const int live = kCausal && !kPingpong ? min(w.tiles, (first + 63) / kBN + 1) : w.tiles;
+    const Turns turns{wg};
     uint32_t p[kBN / 4];
     mbar_wait(sm.q_full(), 0);
     if constexpr (kOverlap) {
+        turns.open();
         {
             float s[kBN / 2];
             c.wait_k(0);
+            turns.begin();
             issue_scores<D>(s, c.q_rows, sm.k(0));
+            turns.end(false);
             wgmma_wait<0>();
             fence_accumulators(s);
             c.softmax(s, 0);
@@ -519,10 +562,12 @@ __device__ __forceinline__ void consume(__half* __restrict__ O, const Smem<D>& s
         for (int j = 1; j < live; ++j) {
             float s[kBN / 2];
             c.wait_k(j);
+            turns.begin();
             issue_scores<D>(s, c.q_rows, sm.k(j % kStages));
             rescale<D>(c.o, c.alpha);  // alpha of tile j - 1
             c.wait_v(j - 1);
             issue_weighted_sum<D>(c.o, p, sm.v((j - 1) % kStages));
+            turns.end(false);
             wgmma_wait<1>();  // S of tile j is complete, O += P V of tile j - 1 may still run
             fence_accumulators(s);
             c.softmax(s, j);
@@ -534,7 +579,9 @@ __device__ __forceinline__ void consume(__half* __restrict__ O, const Smem<D>& s
         }
         rescale<D>(c.o, c.alpha);
         c.wait_v(live - 1);
+        turns.begin();
         issue_weighted_sum<D>(c.o, p, sm.v((live - 1) % kStages));
+        turns.end(true);
         wgmma_wait<0>();
         fence_accumulators(c.o);
         c.release(live - 1);
