@@ -2,8 +2,8 @@
 sweeps the design space with variant files that differ only in the #defines prepended to the
 expert, so every knob path must stay a correct kernel. The emu gate checks three variants that
 between them take every non-default path (Q in registers, softmax steps narrower than the K/V
-tile, stale maxima, three stages, 16-row warps, 8 warps, 64-query blocks, 32- and 128-row K/V
-tiles), and a knob value the kernel cannot build is refused at compile time."""
+tile, looped and unrolled, stale maxima, three stages, 16-row warps, 8 warps, 64-query blocks,
+32- and 128-row K/V tiles), and a knob value the kernel cannot build is refused at compile time."""
 
 from __future__ import annotations
 
@@ -34,7 +34,12 @@ VARIANTS = {
     "qregs-bn16-slack8-3stages": {"KL_Q_IN_REGS": 1, "KL_BN": 16, "KL_RESCALE_SLACK": 8, "KL_STAGES": 3},
     "16rows-8warps-bkv32": {"KL_ROWS_PER_WARP": 16, "KL_WARPS": 8, "KL_BKV": 32, "KL_MIN_BLOCKS": 1},
     # 64-query blocks: two per emu shape; a 128-row K/V tile reaches past a causal block's rows
-    "16rows-4warps-bkv128-bn32": {"KL_ROWS_PER_WARP": 16, "KL_BKV": 128, "KL_BN": 32},
+    "16rows-4warps-bkv128-bn32-unrolled": {
+        "KL_ROWS_PER_WARP": 16,
+        "KL_BKV": 128,
+        "KL_BN": 32,
+        "KL_UNROLL_STEPS": 1,
+    },
 }
 
 

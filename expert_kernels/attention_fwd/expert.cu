@@ -4,7 +4,9 @@
 // STATUS: verified on an H200 (2026-12-02): passes the cuda gate's protocol at every test shape
 // with two seeds and the emu gate at its emu shapes (tensor-core emulation); 0.50x / 0.56x of
 // torch's SDPA at B 8, H 16, S 2048, D 128 non-causal / causal (benchmarks/RESULTS.md, issue 10).
-// nvcc sm_90a, D = 128: 255 registers, 72 bytes of spills.
+// nvcc 13.0 sm_90a, D = 128: 255 registers, 80 / 64 bytes of spills (non-causal / causal) with the
+// default knobs below; KL_BN=32 removes them (benchmarks/RESULTS.md,
+// s16-attnknobs, has every variant's registers; the defaults stay until an H200 run picks one).
 //
 // One block per (128-query tile, head, batch): 4 warps, each owning 32 query rows
 // (two m16 tiles, so every K/V fragment read from shared memory feeds two MMAs: half the
@@ -38,6 +40,7 @@
 //   KL_MIN_BLOCKS 1|2|3      __launch_bounds__ minimum resident blocks per SM
 //   KL_RESCALE_SLACK 0|8     0: exact running maximum, O rescaled at every softmax step;
 //                            s > 0: the rescale is skipped while no row's maximum grew by 2^s
+//   KL_UNROLL_STEPS 0|1      the KL_BKV / KL_BN softmax steps of a tile in a loop, or unrolled
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -67,6 +70,9 @@
 #ifndef KL_RESCALE_SLACK
 #define KL_RESCALE_SLACK 0
 #endif
+#ifndef KL_UNROLL_STEPS
+#define KL_UNROLL_STEPS 0
+#endif
 
 namespace {
 
@@ -78,6 +84,8 @@ constexpr int kBN = KL_BN;                      // key columns per softmax step
 constexpr int kStages = KL_STAGES;              // K/V tiles in the cp.async ring
 constexpr bool kQInRegs = KL_Q_IN_REGS != 0;
 constexpr int kRescaleSlack = KL_RESCALE_SLACK;  // log2 of the growth a stale maximum may lag
+// softmax steps of one tile unrolled: the next step's Q K^T MMAs can overlap this step's softmax
+constexpr int kStepUnroll = KL_UNROLL_STEPS ? kBKV / kBN : 1;
 constexpr int kThreads = kWarps * 32;
 constexpr int kPad = 8;        // halves of padding per shared row
 static_assert(kRowsPerWarp == 16 || kRowsPerWarp == 32, "a warp owns one or two m16 tiles");
@@ -228,7 +236,7 @@ attention_fwd_flash(const __half* __restrict__ Q, const __half* __restrict__ K, 
         const int stage = j % kStages;
         const uint32_t ks = smem_addr(Ks + stage * G::kKVElems);
         const uint32_t vs = smem_addr(Vs + stage * G::kKVElems);
-#pragma unroll 1
+#pragma unroll kStepUnroll
         for (int sub = 0; sub < kBKV / kBN; ++sub) {
         const int kv0 = j * kBKV + sub * kBN;
         if (!CAUSAL || kv0 <= warp_last_q) {
