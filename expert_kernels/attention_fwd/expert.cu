@@ -4,7 +4,7 @@
 // STATUS: verified on an H200 (2026-12-02): passes the cuda gate's protocol at every test shape
 // with two seeds and the emu gate at its emu shapes (tensor-core emulation); 0.50x / 0.56x of
 // torch's SDPA at B 8, H 16, S 2048, D 128 non-causal / causal (benchmarks/RESULTS.md, issue 10).
-// nvcc 13.0 sm_90a, D = 128: 255 registers, 80 / 64 bytes of spills (non-causal / causal) with the
+// nvcc 13.0 sm_90a, D = 128: 255 registers, 72 / 64 bytes of spills (non-causal / causal) with the
 // default knobs below; KL_BN=32 removes them (benchmarks/RESULTS.md,
 // s16-attnknobs, has every variant's registers; the defaults stay until an H200 run picks one).
 //
@@ -166,7 +166,7 @@ attention_fwd_flash(const __half* __restrict__ Q, const __half* __restrict__ K, 
     __half* Oh = O + head;
 
     // causal: up to the tile holding the block's last query row (S is a multiple of kBKV)
-    const int ntiles = CAUSAL ? (q0 + kBQ + kBKV - 1) / kBKV : S / kBKV;
+    const int ntiles = CAUSAL ? (q0 + kBQ + (kBQ % kBKV ? kBKV - 1 : 0)) / kBKV : S / kBKV;
 
     auto load_kv = [&](int j, int stage) {
         const __half* ksrc = Kh + (size_t)j * kBKV * D;
@@ -186,12 +186,15 @@ attention_fwd_flash(const __half* __restrict__ Q, const __half* __restrict__ K, 
         const int r = f / G::kChunksPerRow, c = (f % G::kChunksPerRow) * 8;
         cp_async16(smem_addr(Qs + r * G::kStride + c), Qh + (size_t)(q0 + r) * D + c);
     }
-    // prologue: Q with tile 0 in the first group, tiles 1 .. kStages - 2 one group each
+    // prologue: Q with tile 0 in the first group, tiles 1 .. kStages - 2 one group each; then
+    // the first group has landed for every thread
 #pragma unroll
     for (int p = 0; p < kStages - 1; ++p) {
-        if (p < ntiles) load_kv(p, p);
+        if (p == 0 || p < ntiles) load_kv(p, p);
         cp_async_commit();
     }
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
 
     float o[MI][kDN][4];
 #pragma unroll
@@ -215,11 +218,9 @@ attention_fwd_flash(const __half* __restrict__ Q, const __half* __restrict__ K, 
     const int k_row = (lane % 8) + (lane / 16) * 8, k_col = ((lane / 8) % 2) * 8;
     const int v_row = (lane % 8) + ((lane / 8) % 2) * 8, v_col = (lane / 16) * 8;
 
-    // Q fragments kept in registers (KL_Q_IN_REGS): read once, after the first group landed
+    // Q fragments kept in registers (KL_Q_IN_REGS): read once
     uint32_t qreg[kQInRegs ? MI : 1][kQInRegs ? kDK : 1][4];
     if constexpr (kQInRegs) {
-        cp_async_wait<kStages - 2>();
-        __syncthreads();
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -228,12 +229,13 @@ attention_fwd_flash(const __half* __restrict__ Q, const __half* __restrict__ K, 
     }
 
     for (int j = 0; j < ntiles; ++j) {
-        // tile j has landed for every thread, and every warp is done with tile j - 1's stage
-        cp_async_wait<kStages - 2>();
-        __syncthreads();
-        if (j + kStages - 1 < ntiles) load_kv(j + kStages - 1, (j + kStages - 1) % kStages);
-        cp_async_commit();
         const int stage = j % kStages;
+        if (j + kStages - 1 < ntiles) {
+            load_kv(j + kStages - 1, (j + kStages - 1) % kStages);
+            cp_async_commit();
+        } else if (kStages > 2) {
+            cp_async_commit();  // an empty group: wait_group below counts one group per tile
+        }
         const uint32_t ks = smem_addr(Ks + stage * G::kKVElems);
         const uint32_t vs = smem_addr(Vs + stage * G::kKVElems);
 #pragma unroll kStepUnroll
@@ -368,9 +370,9 @@ attention_fwd_flash(const __half* __restrict__ Q, const __half* __restrict__ K, 
             }
         }
         }
+        cp_async_wait<kStages - 2>();  // tile j + 1 has landed ...
+        __syncthreads();                // ... for every thread, and every warp is done with stage j
     }
-    cp_async_wait<0>();  // only empty groups can be left; nothing may be in flight at exit
-    __syncthreads();     // every warp is done reading Q before the epilogue reuses the buffer
 
     // Normalize; stage the warp's own rows of the Q buffer (only this warp ever read them).
 #pragma unroll
