@@ -1,4 +1,4 @@
-"""expert_kernels/attention_fwd/expert.cu's compile-time knobs (KL_* macros, issue 25): a GPU run
+"""expert_kernels/attention_fwd/variants/expert_knobs.cu's compile-time knobs (KL_* macros, issue 25): a GPU run
 sweeps the design space with variant files that differ only in the #defines prepended to the
 expert, so every knob path must stay a correct kernel. The emu gate checks three variants that
 between them take every non-default path (Q in registers, softmax steps narrower than the K/V
@@ -18,10 +18,10 @@ ATTN = Path(__file__).resolve().parent.parent / "expert_kernels" / "attention_fw
 
 
 def _variant(tmp_path: Path, defines: dict[str, int]) -> Path:
-    """The expert with `defines` prepended, as the GPU sweep writes its variants."""
+    """The knob file with `defines` prepended, as the GPU sweep writes its variants."""
     head = "".join(f"#define {k} {v}\n" for k, v in defines.items())
     out = tmp_path / "variant.cu"
-    out.write_text(head + (ATTN / "expert.cu").read_text())
+    out.write_text(head + (ATTN / "variants" / "expert_knobs.cu").read_text())
     return out
 
 

@@ -4,9 +4,7 @@
 // STATUS: verified on an H200 (2026-12-02): passes the cuda gate's protocol at every test shape
 // with two seeds and the emu gate at its emu shapes (tensor-core emulation); 0.50x / 0.56x of
 // torch's SDPA at B 8, H 16, S 2048, D 128 non-causal / causal (benchmarks/RESULTS.md, issue 10).
-// nvcc 13.0 sm_90a, D = 128: 255 registers, 72 / 64 bytes of spills (non-causal / causal) with the
-// default knobs below; KL_BN=32 removes them (benchmarks/RESULTS.md,
-// s16-attnknobs, has every variant's registers; the defaults stay until an H200 run picks one).
+// nvcc sm_90a, D = 128: 255 registers, 72 bytes of spills.
 //
 // One block per (128-query tile, head, batch): 4 warps, each owning 32 query rows
 // (two m16 tiles, so every K/V fragment read from shared memory feeds two MMAs: half the
@@ -27,80 +25,27 @@
 // heaviest first. Shared rows are padded by 16 bytes (conflict-free ldmatrix phases and
 // fragment stores). Epilogue: O / l converted to fp16 pairs, staged per warp in the Q buffer,
 // written with 16-byte coalesced stores. Templates on the head dim (64, 128) and the mask.
-//
-// Compile-time knobs (-D or #defines before this text; the defaults are the design above, so
-// one GPU run can sweep the design space with variants that differ only in their defines):
-//   KL_ROWS_PER_WARP 16|32   query rows per warp (one or two m16 tiles)
-//   KL_WARPS 4|8             warps per block (query tile = warps x rows, at most 128)
-//   KL_BKV 32|64|128         K/V rows per staged shared-memory tile
-//   KL_BN 16..KL_BKV         key columns per online-softmax step (fewer live S fragments)
-//   KL_STAGES 2|3            depth of the cp.async K/V ring
-//   KL_Q_IN_REGS 0|1         Q A fragments loaded once into registers instead of ldmatrix
-//                            from shared memory at every K tile
-//   KL_MIN_BLOCKS 1|2|3      __launch_bounds__ minimum resident blocks per SM
-//   KL_RESCALE_SLACK 0|8     0: exact running maximum, O rescaled at every softmax step;
-//                            s > 0: the rescale is skipped while no row's maximum grew by 2^s
-//   KL_UNROLL_STEPS 0|1      the KL_BKV / KL_BN softmax steps of a tile in a loop, or unrolled
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
 #include <math.h>
 
-#ifndef KL_ROWS_PER_WARP
-#define KL_ROWS_PER_WARP 32
-#endif
-#ifndef KL_WARPS
-#define KL_WARPS 4
-#endif
-#ifndef KL_BKV
-#define KL_BKV 64
-#endif
-#ifndef KL_BN
-#define KL_BN KL_BKV
-#endif
-#ifndef KL_STAGES
-#define KL_STAGES 2
-#endif
-#ifndef KL_Q_IN_REGS
-#define KL_Q_IN_REGS 0
-#endif
-#ifndef KL_MIN_BLOCKS
-#define KL_MIN_BLOCKS 2
-#endif
-#ifndef KL_RESCALE_SLACK
-#define KL_RESCALE_SLACK 0
-#endif
-#ifndef KL_UNROLL_STEPS
-#define KL_UNROLL_STEPS 0
-#endif
-
 namespace {
 
-constexpr int kRowsPerWarp = KL_ROWS_PER_WARP;  // 32: two m16 tiles, each K/V fragment feeds two MMAs
-constexpr int kWarps = KL_WARPS;
-constexpr int kBQ = kWarps * kRowsPerWarp;      // query rows per block
-constexpr int kBKV = KL_BKV;                    // key/value rows per staged tile
-constexpr int kBN = KL_BN;                      // key columns per softmax step
-constexpr int kStages = KL_STAGES;              // K/V tiles in the cp.async ring
-constexpr bool kQInRegs = KL_Q_IN_REGS != 0;
-constexpr int kRescaleSlack = KL_RESCALE_SLACK;  // log2 of the growth a stale maximum may lag
-// softmax steps of one tile unrolled: the next step's Q K^T MMAs can overlap this step's softmax
-constexpr int kStepUnroll = KL_UNROLL_STEPS ? kBKV / kBN : 1;
+constexpr int kBQ = 128;       // query rows per block
+constexpr int kBKV = 64;       // key/value rows per tile
+constexpr int kRowsPerWarp = 32;  // two m16 tiles: each K/V fragment feeds two MMAs
+constexpr int kWarps = kBQ / kRowsPerWarp;
 constexpr int kThreads = kWarps * 32;
 constexpr int kPad = 8;        // halves of padding per shared row
-static_assert(kRowsPerWarp == 16 || kRowsPerWarp == 32, "a warp owns one or two m16 tiles");
-static_assert(kBQ <= 128 && 128 % kBQ == 0, "S is only known to be a multiple of 128");
-static_assert(kBKV >= 16 && kBKV <= 128 && 128 % kBKV == 0, "K/V tiles must divide 128");
-static_assert(kBN >= 16 && kBKV % kBN == 0 && kBN % 16 == 0, "softmax steps are k16 multiples");
-static_assert(kStages >= 2, "a ring needs two stages");
 
 template <int D>
 struct Cfg {
     static constexpr int kStride = D + kPad;
     static constexpr int kQElems = kBQ * kStride;
     static constexpr int kKVElems = kBKV * kStride;
-    static constexpr size_t kSmem = (size_t)(kQElems + 2 * kStages * kKVElems) * 2;  // Q, K[], V[]
-    static constexpr int kChunksPerRow = D / 8;                                       // 16-byte chunks
+    static constexpr size_t kSmem = (size_t)(kQElems + 4 * kKVElems) * 2;  // Q, K[2], V[2]
+    static constexpr int kChunksPerRow = D / 8;                              // 16-byte chunks
 };
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
@@ -110,9 +55,7 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-// Waits until at most N committed copy groups are still in flight.
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -143,18 +86,17 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
 }
 
 template <int D, bool CAUSAL>
-__global__ void __launch_bounds__(kThreads, KL_MIN_BLOCKS)
+__global__ void __launch_bounds__(kThreads, 2)
 attention_fwd_flash(const __half* __restrict__ Q, const __half* __restrict__ K, const __half* __restrict__ V,
                     __half* __restrict__ O, int S, float scale_log2) {
     using G = Cfg<D>;
     constexpr int kDK = D / 16;   // k16 steps over the head dim (first product)
     constexpr int kDN = D / 8;    // n8 tiles over the head dim (second product)
     constexpr int MI = kRowsPerWarp / 16;
-    constexpr int kNT = kBN / 8;  // n8 tiles of scores per softmax step
     extern __shared__ __align__(128) unsigned char smem_raw[];
     __half* Qs = reinterpret_cast<__half*>(smem_raw);
-    __half* Ks = Qs + G::kQElems;                 // [kStages][kBKV][kStride]
-    __half* Vs = Ks + kStages * G::kKVElems;      // [kStages][kBKV][kStride]
+    __half* Ks = Qs + G::kQElems;                 // [2][kBKV][kStride]
+    __half* Vs = Ks + 2 * G::kKVElems;            // [2][kBKV][kStride]
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int qtile = CAUSAL ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x;  // heavy first
@@ -165,8 +107,7 @@ attention_fwd_flash(const __half* __restrict__ Q, const __half* __restrict__ K, 
     const __half* Vh = V + head;
     __half* Oh = O + head;
 
-    // causal: up to the tile holding the block's last query row (S is a multiple of kBKV)
-    const int ntiles = CAUSAL ? (q0 + kBQ + (kBQ % kBKV ? kBKV - 1 : 0)) / kBKV : S / kBKV;
+    const int ntiles = CAUSAL ? (q0 + kBQ) / kBKV : S / kBKV;
 
     auto load_kv = [&](int j, int stage) {
         const __half* ksrc = Kh + (size_t)j * kBKV * D;
@@ -186,14 +127,9 @@ attention_fwd_flash(const __half* __restrict__ Q, const __half* __restrict__ K, 
         const int r = f / G::kChunksPerRow, c = (f % G::kChunksPerRow) * 8;
         cp_async16(smem_addr(Qs + r * G::kStride + c), Qh + (size_t)(q0 + r) * D + c);
     }
-    // prologue: Q with tile 0 in the first group, tiles 1 .. kStages - 2 one group each; then
-    // the first group has landed for every thread
-#pragma unroll
-    for (int p = 0; p < kStages - 1; ++p) {
-        if (p == 0 || p < ntiles) load_kv(p, p);
-        cp_async_commit();
-    }
-    cp_async_wait<kStages - 2>();
+    load_kv(0, 0);
+    cp_async_commit();
+    cp_async_wait_all();
     __syncthreads();
 
     float o[MI][kDN][4];
@@ -218,53 +154,34 @@ attention_fwd_flash(const __half* __restrict__ Q, const __half* __restrict__ K, 
     const int k_row = (lane % 8) + (lane / 16) * 8, k_col = ((lane / 8) % 2) * 8;
     const int v_row = (lane % 8) + ((lane / 8) % 2) * 8, v_col = (lane / 16) * 8;
 
-    // Q fragments kept in registers (KL_Q_IN_REGS): read once
-    uint32_t qreg[kQInRegs ? MI : 1][kQInRegs ? kDK : 1][4];
-    if constexpr (kQInRegs) {
-#pragma unroll
-        for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-            for (int kk = 0; kk < kDK; ++kk)
-                ldmatrix_x4(qreg[mi][kk], qs + 2 * ((q_row + mi * 16) * G::kStride + kk * 16 + q_col));
-    }
-
     for (int j = 0; j < ntiles; ++j) {
-        const int stage = j % kStages;
-        if (j + kStages - 1 < ntiles) {
-            load_kv(j + kStages - 1, (j + kStages - 1) % kStages);
+        const int stage = j & 1;
+        if (j + 1 < ntiles) {
+            load_kv(j + 1, stage ^ 1);
             cp_async_commit();
-        } else if (kStages > 2) {
-            cp_async_commit();  // an empty group: wait_group below counts one group per tile
         }
-        const uint32_t ks = smem_addr(Ks + stage * G::kKVElems);
-        const uint32_t vs = smem_addr(Vs + stage * G::kKVElems);
-#pragma unroll kStepUnroll
-        for (int sub = 0; sub < kBKV / kBN; ++sub) {
-        const int kv0 = j * kBKV + sub * kBN;
+        const int kv0 = j * kBKV;
         if (!CAUSAL || kv0 <= warp_last_q) {
-            float s[MI][kNT][4];
+            const uint32_t ks = smem_addr(Ks + stage * G::kKVElems);
+            const uint32_t vs = smem_addr(Vs + stage * G::kKVElems);
+
+            float s[MI][8][4];
 #pragma unroll
             for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-                for (int i = 0; i < kNT; ++i)
+                for (int i = 0; i < 8; ++i)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) s[mi][i][e] = 0.f;
 #pragma unroll
             for (int kk = 0; kk < kDK; ++kk) {
                 uint32_t qf[MI][4];
 #pragma unroll
-                for (int mi = 0; mi < MI; ++mi) {
-                    if constexpr (kQInRegs) {
+                for (int mi = 0; mi < MI; ++mi)
+                    ldmatrix_x4(qf[mi], qs + 2 * ((q_row + mi * 16) * G::kStride + kk * 16 + q_col));
 #pragma unroll
-                        for (int e = 0; e < 4; ++e) qf[mi][e] = qreg[mi][kk][e];
-                    } else {
-                        ldmatrix_x4(qf[mi], qs + 2 * ((q_row + mi * 16) * G::kStride + kk * 16 + q_col));
-                    }
-                }
-#pragma unroll
-                for (int np = 0; np < kNT / 2; ++np) {
+                for (int np = 0; np < 4; ++np) {
                     uint32_t kb[4];
-                    ldmatrix_x4(kb, ks + 2 * ((sub * kBN + np * 16 + k_row) * G::kStride + kk * 16 + k_col));
+                    ldmatrix_x4(kb, ks + 2 * ((np * 16 + k_row) * G::kStride + kk * 16 + k_col));
 #pragma unroll
                     for (int mi = 0; mi < MI; ++mi) {
                         mma_f16_16816(s[mi][2 * np], qf[mi], kb[0], kb[1]);
@@ -273,11 +190,11 @@ attention_fwd_flash(const __half* __restrict__ Q, const __half* __restrict__ K, 
                 }
             }
 
-            if (CAUSAL && kv0 + kBN - 1 > wrow0) {
+            if (CAUSAL && kv0 + kBKV - 1 > wrow0) {
 #pragma unroll
                 for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-                    for (int nt = 0; nt < kNT; ++nt)
+                    for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
                         for (int e = 0; e < 4; ++e) {
                             const int kv = kv0 + nt * 8 + 2 * t + (e & 1);
@@ -286,34 +203,33 @@ attention_fwd_flash(const __half* __restrict__ Q, const __half* __restrict__ K, 
                         }
             }
 
-            uint32_t pa[MI][kNT / 2][4];
-            float mx[MI][2];
-            // P = exp2(S * scale - max) of the rows of m16 tile mi, as fp16 A fragments; with
-            // `rescale`, the row maxima move to mx and O and l are rescaled first
-            auto softmax_tile = [&](int mi, bool rescale) {
-                float mnew[2], base[2];
+            uint32_t pa[MI][4][4];
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi) {
+                float mx[2] = {m[mi][0], m[mi][1]};
+#pragma unroll
+                for (int nt = 0; nt < 8; ++nt) {
+                    mx[0] = fmaxf(mx[0], fmaxf(s[mi][nt][0], s[mi][nt][1]));
+                    mx[1] = fmaxf(mx[1], fmaxf(s[mi][nt][2], s[mi][nt][3]));
+                }
+                float alpha[2], base[2];
 #pragma unroll
                 for (int r = 0; r < 2; ++r) {
-                    const float mk = rescale ? mx[mi][r] : m[mi][r];
-                    mnew[r] = mk == -INFINITY ? 0.f : mk;
-                    base[r] = mnew[r] * scale_log2;
-                }
-                if (rescale) {
-                    float alpha[2];
-#pragma unroll
-                    for (int r = 0; r < 2; ++r) {
-                        alpha[r] = fast_exp2((m[mi][r] - mnew[r]) * scale_log2);
-                        m[mi][r] = mx[mi][r];
-                        l[mi][r] *= alpha[r];
-                    }
-#pragma unroll
-                    for (int i = 0; i < kDN; ++i) {
-                        o[mi][i][0] *= alpha[0]; o[mi][i][1] *= alpha[0];
-                        o[mi][i][2] *= alpha[1]; o[mi][i][3] *= alpha[1];
-                    }
+                    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+                    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+                    const float mnew = mx[r] == -INFINITY ? 0.f : mx[r];
+                    alpha[r] = fast_exp2((m[mi][r] - mnew) * scale_log2);
+                    base[r] = mnew * scale_log2;
+                    m[mi][r] = mx[r];
+                    l[mi][r] *= alpha[r];
                 }
 #pragma unroll
-                for (int nt = 0; nt < kNT; ++nt) {
+                for (int i = 0; i < kDN; ++i) {
+                    o[mi][i][0] *= alpha[0]; o[mi][i][1] *= alpha[0];
+                    o[mi][i][2] *= alpha[1]; o[mi][i][3] *= alpha[1];
+                }
+#pragma unroll
+                for (int nt = 0; nt < 8; ++nt) {
                     const float p0 = fast_exp2(fmaf(s[mi][nt][0], scale_log2, -base[0]));
                     const float p1 = fast_exp2(fmaf(s[mi][nt][1], scale_log2, -base[0]));
                     const float p2 = fast_exp2(fmaf(s[mi][nt][2], scale_log2, -base[1]));
@@ -323,44 +239,14 @@ attention_fwd_flash(const __half* __restrict__ Q, const __half* __restrict__ K, 
                     pa[mi][nt / 2][(nt % 2) * 2 + 0] = pack_half2(p0, p1);
                     pa[mi][nt / 2][(nt % 2) * 2 + 1] = pack_half2(p2, p3);
                 }
-            };
-#pragma unroll
-            for (int mi = 0; mi < MI; ++mi) {
-                mx[mi][0] = m[mi][0];
-                mx[mi][1] = m[mi][1];
-#pragma unroll
-                for (int nt = 0; nt < kNT; ++nt) {
-                    mx[mi][0] = fmaxf(mx[mi][0], fmaxf(s[mi][nt][0], s[mi][nt][1]));
-                    mx[mi][1] = fmaxf(mx[mi][1], fmaxf(s[mi][nt][2], s[mi][nt][3]));
-                }
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    mx[mi][r] = fmaxf(mx[mi][r], __shfl_xor_sync(0xffffffffu, mx[mi][r], 1));
-                    mx[mi][r] = fmaxf(mx[mi][r], __shfl_xor_sync(0xffffffffu, mx[mi][r], 2));
-                }
-                if constexpr (kRescaleSlack == 0) softmax_tile(mi, true);
-            }
-            // KL_RESCALE_SLACK > 0: the warp keeps its stale maxima (no rescale of O and l) while
-            // no row's maximum grew by more than 2^slack; probabilities then reach 2^slack at
-            // most, which fp16 P and the fp32 sums hold as well (the final O / l is exact)
-            if constexpr (kRescaleSlack > 0) {
-                bool grew = false;
-#pragma unroll
-                for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-                    for (int r = 0; r < 2; ++r)
-                        grew = grew || !((mx[mi][r] - m[mi][r]) * scale_log2 <= (float)kRescaleSlack);
-                const bool rescale = __any_sync(0xffffffffu, grew);
-#pragma unroll
-                for (int mi = 0; mi < MI; ++mi) softmax_tile(mi, rescale);
             }
 
 #pragma unroll
-            for (int kk = 0; kk < kNT / 2; ++kk) {
+            for (int kk = 0; kk < 4; ++kk) {
 #pragma unroll
                 for (int dn = 0; dn < D / 16; ++dn) {
                     uint32_t vb[4];
-                    ldmatrix_x4_trans(vb, vs + 2 * ((sub * kBN + kk * 16 + v_row) * G::kStride + dn * 16 + v_col));
+                    ldmatrix_x4_trans(vb, vs + 2 * ((kk * 16 + v_row) * G::kStride + dn * 16 + v_col));
 #pragma unroll
                     for (int mi = 0; mi < MI; ++mi) {
                         mma_f16_16816(o[mi][2 * dn], pa[mi][kk], vb[0], vb[1]);
@@ -369,9 +255,8 @@ attention_fwd_flash(const __half* __restrict__ Q, const __half* __restrict__ K, 
                 }
             }
         }
-        }
-        cp_async_wait<kStages - 2>();  // tile j + 1 has landed ...
-        __syncthreads();                // ... for every thread, and every warp is done with stage j
+        cp_async_wait_all();
+        __syncthreads();
     }
 
     // Normalize; stage the warp's own rows of the Q buffer (only this warp ever read them).
