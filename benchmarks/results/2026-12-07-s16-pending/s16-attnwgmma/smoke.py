@@ -21,10 +21,20 @@ def main(lib_path: str, label: str) -> int:
         q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.float16, generator=g) for _ in range(3))
         o = torch.full_like(q, float("nan"))
         stream = torch.cuda.current_stream().cuda_stream
-        lib.launch(*(ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, o)), ctypes.c_void_p(0),
-                   b, h, s, d, causal, ctypes.c_void_p(stream))
+        lib.launch(
+            *(ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, o)),
+            ctypes.c_void_p(0),
+            b,
+            h,
+            s,
+            d,
+            causal,
+            ctypes.c_void_p(stream),
+        )
         torch.cuda.synchronize()
-        ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=bool(causal))
+        ref = torch.nn.functional.scaled_dot_product_attention(
+            q.float(), k.float(), v.float(), is_causal=bool(causal)
+        )
         err = ((o.float() - ref).norm() / ref.norm()).item()
         good = err == err and err <= 2e-3
         ok &= good

@@ -18,8 +18,8 @@ def regs(label: str) -> str:
     text = p.read_text()
     out = []
     for mask in ("0", "1"):
-        m = re.search(r"attention_wgmmaILi128ELb%sE.*?Used (\d+) registers" % mask, text, re.S)
-        s = re.search(r"attention_wgmmaILi128ELb%sE.*?(\d+) bytes spill stores" % mask, text, re.S)
+        m = re.search(rf"attention_wgmmaILi128ELb{mask}E.*?Used (\d+) registers", text, re.S)
+        s = re.search(rf"attention_wgmmaILi128ELb{mask}E.*?(\d+) bytes spill stores", text, re.S)
         out.append(f"{m.group(1) if m else '?'}{'' if not s or s.group(1) == '0' else '+spill' + s.group(1)}")
     return "/".join(out)
 
@@ -32,7 +32,9 @@ def smoke(label: str) -> str:
         doc = json.loads(p.read_text().strip().splitlines()[-1])
     except (ValueError, IndexError):
         return "no result (hang or crash: see .smoke.err)"
-    worst = max(s["rel_frobenius"] if s["rel_frobenius"] == s["rel_frobenius"] else 9.9 for s in doc["shapes"])
+    worst = max(
+        s["rel_frobenius"] if s["rel_frobenius"] == s["rel_frobenius"] else 9.9 for s in doc["shapes"]
+    )
     return f"{'ok' if doc['ok'] else 'WRONG'} {worst:.1e}"
 
 
@@ -57,4 +59,6 @@ for lb in labels:
         k = r.get(lb, {})
         ms, x = k.get("ms"), k.get("x_torch")
         cells.append((f"{ms:.4f}" if ms else "-", f"{x:.2f}" if x else "-", str(k.get("check", "-"))[:60]))
-    print(f"| {lb} | {regs(lb)} | {smoke(lb)} | {cells[0][0]} | {cells[0][1]} | {cells[1][0]} | {cells[1][1]} | {cells[0][2]} / {cells[1][2]} |")
+    print(
+        f"| {lb} | {regs(lb)} | {smoke(lb)} | {cells[0][0]} | {cells[0][1]} | {cells[1][0]} | {cells[1][1]} | {cells[0][2]} / {cells[1][2]} |"
+    )
