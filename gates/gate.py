@@ -155,7 +155,7 @@ def gate(
                 return hit
         work = cache.fresh_dir(key, cache_root)
         (work / "source.cu").write_text(text)
-        result = _run_stages(text, name, wl, options, backend, work, twins, parsed)
+        result = _run_stages(text, parsed, name, wl, options, backend, work, twins)
         result.artifact_id = key[:16]
         result.backend = options.backend
         result.elapsed_s = time.perf_counter() - t0
@@ -210,13 +210,13 @@ def quick_answer(
 
 def _run_stages(
     text: str,
+    parsed: CudaSource,
     name: str,
     wl: Workload,
     options: GateOptions,
     backend,
     work: Path,
     twins: Twins | None = None,
-    parsed: CudaSource | None = None,
 ) -> GateResult:
     stages: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -248,7 +248,7 @@ def _run_stages(
         )
 
     if twins is not None and comp.ok:
-        earlier = twins.look(parsed if parsed is not None else text, work / "nvcc" / "kernel.cubin")
+        earlier = twins.look(parsed, work / "nvcc" / "kernel.cubin")
         if earlier is not None:
             return _as_twin(earlier, stages, resources)
 

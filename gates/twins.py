@@ -73,7 +73,7 @@ class Twins:
     root: Path | None = None
     key: str | None = None
 
-    def look(self, source: str | CudaSource, cubin: Path) -> GateResult | None:
+    def look(self, source: CudaSource, cubin: Path) -> GateResult | None:
         """The verdict of an earlier binary twin, or None (and then `file` records this one)."""
         host = host_text(source)
         if host is None:
