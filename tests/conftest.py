@@ -36,6 +36,11 @@ def with_emu_shapes(workload: Path, shapes: str, folder: Path) -> Path:
     return folder
 
 
+def define_lines(defines: str) -> str:
+    """`A=1,B=2` as the `#define` lines a GPU sweep prepends to a knob file's text."""
+    return "".join(f"#define {d.replace('=', ' ')}\n" for d in defines.split(",") if d)
+
+
 @pytest.fixture
 def repo() -> Path:
     return REPO

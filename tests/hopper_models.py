@@ -12,6 +12,7 @@ documentation, not the hardware."""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 from klineage.gates.backend import GateOptions
@@ -104,3 +105,29 @@ def assert_emu_names_hopper_constructs(kernel: Path, workload: Path) -> None:
     for words in ("mbarrier", "TMA (CUtensorMap)", "TMA (cp.async.bulk)", "wgmma", "setmaxnreg"):
         assert words in r.message, (words, r.message)
     assert re.match(rf"\S*{re.escape(kernel.name)}:\d+: ", r.message), r.message
+
+
+def with_models(src: str, ptx_models: str, host_model: str, host_end: str) -> str:
+    """A Hopper kernel with its PTX helpers region replaced by `ptx_models` and its host tensor-map
+    code (from `using EncodeTiled` to the first `host_end` after it) by `host_model`, the tensor
+    maps renamed to the models' and `__grid_constant__` defined away: no inline asm is left."""
+    start, end = src.index("// ---- PTX helpers"), src.index("// ---- end of the PTX helpers")
+    src = src[:start] + ptx_models + src[end:]
+    start = src.index("using EncodeTiled")
+    src = src[:start] + host_model + src[src.index(host_end, start) :]
+    src = src.replace("CUtensorMap", "KlTensorMap").replace("#include <cuda.h>", "")
+    src = src.replace("#include <stdio.h>", "#include <stdio.h>\n#define __grid_constant__\n", 1)
+    assert "asm volatile" not in src and "asm(" not in src
+    return src
+
+
+def sm90a_ptxas(kernel: Path, out_dir: Path, defines: str = "") -> str:
+    """ptxas's report (`-Xptxas -v`) of `kernel` compiled for sm_90a as the gate does, with
+    `defines` (`A=1,B=2`) as -D flags; the compile must succeed."""
+    cmd = ["nvcc", "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-Xptxas", "-v"]
+    cmd += [f"-D{d}" for d in defines.split(",") if d]
+    proc = subprocess.run(
+        [*cmd, "-o", str(out_dir / "k.cubin"), str(kernel)], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stderr

@@ -13,14 +13,15 @@ import pytest
 
 from klineage.gates.backend import GateOptions
 from klineage.gates.gate import gate
+from tests.conftest import define_lines
 
 ATTN = Path(__file__).resolve().parent.parent / "expert_kernels" / "attention_fwd"
 
 
 def _variant(tmp_path: Path, defines: dict[str, int]) -> Path:
     """The knob file with `defines` prepended, as the GPU sweep writes its variants."""
-    head = "".join(f"#define {k} {v}\n" for k, v in defines.items())
     out = tmp_path / "variant.cu"
+    head = define_lines(",".join(f"{k}={v}" for k, v in defines.items()))
     out.write_text(head + (ATTN / "variants" / "expert_knobs.cu").read_text())
     return out
 

@@ -88,3 +88,15 @@ def test_the_corpus_lists_name_every_folder_once() -> None:
     listed = MEMORY_BOUND + COMPUTE_BOUND
     assert len(listed) == len(set(listed))
     assert set(listed) == folders
+
+
+@pytest.mark.parametrize(
+    "folder", sorted({p.parent.parent.name for p in corpus_dir().glob("*/variants/*.cu")})
+)
+def test_a_variants_folder_is_no_workload_of_the_corpus(folder: str) -> None:
+    """Expert variants (knob files, Hopper forms, earlier designs) sit beside their expert; mining
+    and the materializer's leave-one-out must not take them for workloads."""
+    from klineage.walker import find_workloads
+
+    variants = corpus_dir() / folder / "variants"
+    assert variants.is_dir() and variants not in find_workloads([corpus_dir()])

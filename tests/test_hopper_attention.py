@@ -8,16 +8,20 @@ the descriptor arithmetic) runs on the emulator with its PTX helpers replaced by
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from klineage.gates.backend import GateOptions
 from klineage.gates.gate import gate
-from klineage.walker import find_workloads
-from tests.conftest import REPO, with_emu_shapes
-from tests.hopper_models import SYNC_MODELS, assert_emu_names_hopper_constructs, copy_models
+from tests.conftest import REPO, define_lines, with_emu_shapes
+from tests.hopper_models import (
+    SYNC_MODELS,
+    assert_emu_names_hopper_constructs,
+    copy_models,
+    sm90a_ptxas,
+    with_models,
+)
 
 ATTN = REPO / "expert_kernels" / "attention_fwd"
 HOPPER = ATTN / "variants" / "expert_wgmma.cu"
@@ -25,10 +29,6 @@ HOPPER = ATTN / "variants" / "expert_wgmma.cu"
 
 def test_emu_gate_names_the_hopper_constructs_of_the_variant() -> None:
     assert_emu_names_hopper_constructs(HOPPER, ATTN)
-
-
-def test_the_variants_folder_is_no_workload_of_the_corpus() -> None:
-    assert ATTN / "variants" not in find_workloads([REPO / "expert_kernels"])
 
 
 #: the knob builds .devwork/s16-attnwgmma/run_gpu.sh times (176-key tiles with three consumers,
@@ -48,17 +48,10 @@ BUILDS = [
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 @pytest.mark.parametrize("defines", BUILDS)
 def test_every_timed_build_compiles_for_sm90a_without_spills(tmp_path: Path, defines: str) -> None:
-    cmd = ["nvcc", "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-Xptxas", "-v"]
-    cmd += [f"-D{d}" for d in defines.split(",") if d]
-    proc = subprocess.run(
-        [*cmd, "-o", str(tmp_path / "k.cubin"), str(HOPPER)], capture_output=True, text=True, check=False
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.count("0 bytes spill stores, 0 bytes spill loads") == 4, proc.stderr  # D x mask
-    assert "warning" not in proc.stderr.lower(), proc.stderr
-    assert "C7513" not in proc.stderr, (
-        proc.stderr
-    )  # ptxas serializing the wgmmas (a register they read written early)
+    report = sm90a_ptxas(HOPPER, tmp_path, defines)
+    assert report.count("0 bytes spill stores, 0 bytes spill loads") == 4, report  # D x mask
+    assert "warning" not in report.lower(), report
+    assert "C7513" not in report, report  # ptxas serializing the wgmmas (a register they read written early)
 
 
 # ---- the kernel's logic on the emulator, its PTX replaced by models -------------------------------
@@ -123,16 +116,10 @@ bool tensor_map(KlTensorMap* map, const void* ptr, int rows, int cols, int box_r
 """
 
 
-def with_models(src: str) -> str:
+def _with_models(src: str) -> str:
     """The variant with its PTX helpers and its tensor-map encoding replaced by the models."""
-    start, end = src.index("// ---- PTX helpers"), src.index("// ---- end of the PTX helpers")
-    src = src[:start] + SYNC_MODELS + copy_models("f16") + ATTN_MODELS + src[end:]
-    start, end = src.index("using EncodeTiled"), src.index("// ---- end of the tensor maps")
-    src = src[:start] + HOST_MODEL + src[end:]
-    src = src.replace("CUtensorMap", "KlTensorMap").replace("#include <cuda.h>", "")
-    src = src.replace("#include <stdio.h>", "#include <stdio.h>\n#define __grid_constant__\n", 1)
-    assert "asm volatile" not in src and "asm(" not in src
-    return src
+    models = SYNC_MODELS + copy_models("f16") + ATTN_MODELS
+    return with_models(src, models, HOST_MODEL, "// ---- end of the tensor maps")
 
 
 #: both head dims and masks; 3 key tiles walk the 2-stage ring into its second round (6 tiles of 64
@@ -149,8 +136,7 @@ def _model_workload(tmp_path: Path) -> Path:
 
 
 def _run(tmp_path: Path, src: str, defines: str = "", timeout_s: float | None = None) -> tuple[bool, str]:
-    head = "".join(f"#define {d.replace('=', ' ')}\n" for d in defines.split(",") if d)
-    (tmp_path / "k.cu").write_text(head + with_models(src))
+    (tmp_path / "k.cu").write_text(define_lines(defines) + _with_models(src))
     opts = (
         GateOptions(backend="emu") if timeout_s is None else GateOptions(backend="emu", timeout_s=timeout_s)
     )

@@ -10,7 +10,6 @@ import argparse
 import importlib.util
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,8 +20,14 @@ from klineage.gates.emu.rewrite import Unsupported, translate
 from klineage.gates.gate import gate
 from klineage.mining import mine_corpus
 from klineage.walker import find_workloads
-from tests.conftest import REPO, with_emu_shapes
-from tests.hopper_models import SYNC_MODELS, assert_emu_names_hopper_constructs, copy_models
+from tests.conftest import REPO, define_lines, with_emu_shapes
+from tests.hopper_models import (
+    SYNC_MODELS,
+    assert_emu_names_hopper_constructs,
+    copy_models,
+    sm90a_ptxas,
+    with_models,
+)
 
 GEMM = REPO / "expert_kernels" / "gemm_bf16"
 HOPPER = GEMM / "variants" / "expert_wgmma.cu"
@@ -89,19 +94,11 @@ def test_mining_skips_a_hopper_expert_with_the_reason(tmp_path: Path) -> None:
     assert w["accepted"] == 0 and w["skills"] == [] and report["skills"] == 0
 
 
-def test_the_variants_folder_is_no_workload_of_the_corpus() -> None:
-    assert GEMM / "variants" not in find_workloads([REPO / "expert_kernels"])
-
-
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_hopper_expert_compiles_for_sm90a_without_spills(tmp_path: Path) -> None:
-    cmd = ["nvcc", "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-Xptxas", "-v"]
-    proc = subprocess.run(
-        [*cmd, "-o", str(tmp_path / "k.cubin"), str(HOPPER)], capture_output=True, text=True, check=False
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "0 bytes spill stores, 0 bytes spill loads" in proc.stderr, proc.stderr
-    assert "warning" not in proc.stderr.lower(), proc.stderr
+    report = sm90a_ptxas(HOPPER, tmp_path)
+    assert "0 bytes spill stores, 0 bytes spill loads" in report, report
+    assert "warning" not in report.lower(), report
 
 
 def test_variant_specs_become_nvcc_macros() -> None:
@@ -165,18 +162,11 @@ bool tensor_map(KlTensorMap* map, const void* ptr, int rows, int cols, int box_r
 """
 
 
-def with_models(src: str, sms: int) -> str:
+def _with_models(src: str, sms: int) -> str:
     """The expert with its PTX helpers and its host side (tensor maps, resident blocks) replaced by
     the models above, with room for `sms` blocks (fewer than tiles: each block walks several).
     Clusters of one block only: the emulator has no clusters, so KL_CLUSTER = 2 is not run here."""
-    start, end = src.index("// ---- PTX helpers"), src.index("// ---- end of the PTX helpers")
-    src = src[:start] + PTX_MODELS + src[end:]
-    start, end = src.index("using EncodeTiled"), src.index("}  // namespace", src.index("using EncodeTiled"))
-    src = src[:start] + HOST_MODEL.replace("KL_TEST_SMS", str(sms)) + src[end:]
-    src = src.replace("CUtensorMap", "KlTensorMap").replace("#include <cuda.h>", "")
-    src = src.replace("#include <stdio.h>", "#include <stdio.h>\n#define __grid_constant__\n", 1)
-    assert "asm volatile" not in src and "asm(" not in src
-    return src
+    return with_models(src, PTX_MODELS, HOST_MODEL.replace("KL_TEST_SMS", str(sms)), "}  // namespace")
 
 
 #: shapes that walk the ring past its 4 stages (6 and 5 slices), partial tiles in M and N (a B box
@@ -203,8 +193,7 @@ def _model_workload(tmp_path: Path) -> Path:
 def test_hopper_expert_logic_on_the_emulator_with_ptx_models(
     tmp_path: Path, defines: str, passes: bool
 ) -> None:
-    head = "".join(f"#define {d.replace('=', ' ')}\n" for d in defines.split(",") if d)
-    (tmp_path / "k.cu").write_text(head + with_models(HOPPER.read_text(), sms=2))
+    (tmp_path / "k.cu").write_text(define_lines(defines) + _with_models(HOPPER.read_text(), sms=2))
     r = gate(tmp_path / "k.cu", _model_workload(tmp_path), GateOptions(backend="emu"), use_cache=False)
     assert r.accepted == passes, f"{r.category}: {r.message}"
     if not passes:  # B read at the wrong places: wrong values, or shared memory no copy wrote (poison)
@@ -223,7 +212,7 @@ def test_hopper_expert_logic_on_the_emulator_with_ptx_models(
 def test_the_models_catch_ring_bugs(tmp_path: Path, old: str, new: str) -> None:
     src = HOPPER.read_text()
     assert src.count(old) == 1
-    (tmp_path / "k.cu").write_text(with_models(src.replace(old, new), sms=2))
+    (tmp_path / "k.cu").write_text(_with_models(src.replace(old, new), sms=2))
     quick = GateOptions(backend="emu", timeout_s=40)  # a hang is told after 5 CPU-seconds, not 15
     r = gate(tmp_path / "k.cu", _model_workload(tmp_path), quick, use_cache=False)
     assert not r.accepted and r.category in ("timeout", "mismatch", "nondeterministic"), (

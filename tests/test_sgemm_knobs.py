@@ -15,8 +15,7 @@ import pytest
 
 from klineage.gates.backend import GateOptions
 from klineage.gates.gate import gate
-from klineage.walker import find_workloads
-from tests.conftest import REPO, with_emu_shapes
+from tests.conftest import REPO, define_lines, with_emu_shapes
 
 SGEMM = REPO / "expert_kernels" / "sgemm"
 KNOBS = SGEMM / "variants" / "expert_knobs.cu"
@@ -56,10 +55,6 @@ def test_without_defines_the_knob_file_is_the_expert(tmp_path: Path) -> None:
     assert _ptx(KNOBS, tmp_path, ("SGEMM_BK=8",)) != expert  # the comparison sees a knob
 
 
-def test_the_variants_folder_is_no_workload_of_the_corpus() -> None:
-    assert SGEMM / "variants" not in find_workloads([REPO / "expert_kernels"])
-
-
 @pytest.mark.parametrize(
     "defines",
     [
@@ -69,10 +64,7 @@ def test_the_variants_folder_is_no_workload_of_the_corpus() -> None:
     ids=["cp-async-ring-untransposed-swizzled", "tile-128x256-thread-8x16-bk8"],
 )
 def test_knob_variants_pass_the_emulator_gate(tmp_path: Path, defines: str) -> None:
-    head = "#define SGEMM_BIG_ALWAYS 1\n" + "".join(
-        f"#define {d.replace('=', ' ')}\n" for d in defines.split(",")
-    )
-    (tmp_path / "k.cu").write_text(head + KNOBS.read_text())
+    (tmp_path / "k.cu").write_text(define_lines("SGEMM_BIG_ALWAYS=1," + defines) + KNOBS.read_text())
     r = gate(
         tmp_path / "k.cu",
         with_emu_shapes(SGEMM, TILE_SHAPES, tmp_path / "wl"),
