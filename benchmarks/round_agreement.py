@@ -9,8 +9,8 @@ sets them side by side through the judge's own times, which measured both best k
 process (the loop's bests passed to that judge as `--run LABEL=.../{name}/best.cu` columns):
 
 - the same kernel text: agree;
-- two kernels whose judge times lie within the larger relative spread (max - min over median) of
-  the two: agree, the judge could not tell them apart;
+- two kernels whose judge times differ by no more than the larger of their two spreads: agree, the
+  materializer's own GPU rule (materialize/judge.py) could not tell them apart;
 - otherwise the row says which is faster and by how much; a CPU best the judge never timed
   (a kernel the measured round made after the judge ran) is `unmeasured`.
 
@@ -31,8 +31,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from klineage.materialize.judge import gain_and_spread  # noqa: E402
+from klineage.materialize.measured import MeasuredTimes, read_measured  # noqa: E402
 from klineage.source.digest import source_hash  # noqa: E402
 from klineage.timing_bench.tables import geomean  # noqa: E402
+from klineage.timings import TimingsError, read_bench  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -45,60 +48,51 @@ class Agreement:
     cpu_x: float | None  # x naive, the CPU round's (measured) times
     loop_ms: float | None  # the judge's time of the loop's best
     cpu_ms: float | None  # the judge's time of the CPU round's best
-    spread: float | None  # the larger relative spread of the two judge times
+    spread_ms: float | None  # the larger spread of the two judge times (materialize/judge.py)
     verdict: str  # same kernel | within spread | loop faster | cpu faster | unmeasured
 
 
-def _judge_kernel(row: dict[str, Any], digest: str | None) -> dict[str, Any] | None:
-    k = row["kernels"].get(digest) if digest else None
-    if isinstance(k, dict) and k.get("check") == "ok" and isinstance(k.get("ms"), int | float):
-        return k
-    return None
-
-
-def _rel_spread(k: dict[str, Any]) -> float:
-    lo, hi = k.get("min_ms"), k.get("max_ms")
-    if isinstance(lo, int | float) and isinstance(hi, int | float) and k["ms"] > 0:
-        return (hi - lo) / k["ms"]
-    return 0.0
-
-
 def compare(
-    loop_rows: list[dict[str, Any]], cpu_rows: list[dict[str, Any]], cpu_dir: Path, judge: dict[str, Any]
+    loop_rows: list[dict[str, Any]],
+    cpu_rows: list[dict[str, Any]],
+    cpu_dir: Path,
+    judge_rows: list[dict[str, Any]],
+    measured: MeasuredTimes,
 ) -> list[Agreement]:
-    """One `Agreement` per (workload, mode) present in both runs (seed 0 of a random mode)."""
-    judged = {r["name"]: r for r in judge["rows"]}
+    """One `Agreement` per (workload, mode) present in both runs (seed 0 of a random mode):
+    `judge_rows` name the loop's best of each mode by its run column's digest, `measured` holds the
+    judge's times (`read_measured` of the same file)."""
+    judged = {r["name"]: r for r in judge_rows}
     cpu = {(r["workload"], r["mode"]): r for r in cpu_rows if r.get("seed", 0) == 0}
     out: list[Agreement] = []
     for lr in loop_rows:
-        key = (lr["workload"], lr["mode"])
-        if lr.get("seed", 0) != 0 or key not in cpu or key[0] not in judged:
+        w, mode = lr["workload"], lr["mode"]
+        if lr.get("seed", 0) != 0 or (w, mode) not in cpu or w not in judged:
             continue
-        cr, jrow = cpu[key], judged[key[0]]
-        best = cpu_dir / key[0] / key[1] / "best.cu"
+        best = cpu_dir / w / mode / "best.cu"
         cpu_digest = source_hash(best.read_text()) if best.is_file() else None
-        lcol = jrow.get(key[1]) if isinstance(jrow.get(key[1]), dict) else {}
-        loop_k = lcol if lcol.get("check") == "ok" and isinstance(lcol.get("ms"), int | float) else None
-        cpu_k = _judge_kernel(jrow, cpu_digest)
-        if loop_k is None or cpu_k is None:
-            verdict, spread = "unmeasured", None
+        column = judged[w].get(mode)
+        loop_digest = column.get("digest") if isinstance(column, dict) else None
+        cpu_t, loop_t = (measured.times.get((w, d)) if d else None for d in (cpu_digest, loop_digest))
+        spread = None
+        if loop_t is None or cpu_t is None:
+            verdict = "unmeasured"
         else:
-            spread = max(_rel_spread(loop_k), _rel_spread(cpu_k))
-            gap = abs(cpu_k["ms"] - loop_k["ms"]) / min(cpu_k["ms"], loop_k["ms"])
-            if lcol.get("digest") == cpu_digest:
+            gain, spread = gain_and_spread(cpu_t, loop_t)  # > 0: the loop's best is faster
+            if loop_digest == cpu_digest:
                 verdict = "same kernel"
-            elif gap <= spread:
+            elif abs(gain) <= spread:
                 verdict = "within spread"
             else:
-                verdict = "loop faster" if loop_k["ms"] < cpu_k["ms"] else "cpu faster"
+                verdict = "loop faster" if gain > 0 else "cpu faster"
         out.append(
             Agreement(
-                key[0],
-                key[1],
+                w,
+                mode,
                 lr.get("speedup"),
-                cr.get("speedup"),
-                loop_k["ms"] if loop_k else None,
-                cpu_k["ms"] if cpu_k else None,
+                cpu[(w, mode)].get("speedup"),
+                loop_t.median_ms if loop_t else None,
+                cpu_t.median_ms if cpu_t else None,
                 spread,
                 verdict,
             )
@@ -121,12 +115,12 @@ def _means(src: list[dict[str, Any]], keys: set[tuple[str, str]]) -> str:
 def table(rows: list[Agreement], loop_rows: list[dict[str, Any]], cpu_rows: list[dict[str, Any]]) -> str:
     """The per-row table, then per mode the geomeans both ways and how many rows agree."""
     lines = [
-        "| workload | mode | loop x naive | cpu x naive | judge ms (loop best) | judge ms (cpu best) | spread | verdict |",
+        "| workload | mode | loop x naive | cpu x naive | judge ms (loop best) | judge ms (cpu best) | spread ms | verdict |",
         "|---|---|---:|---:|---:|---:|---:|---|",
     ]
     lines += [
         f"| {a.workload} | {a.mode} | {_fmt(a.loop_x, '.2f')} | {_fmt(a.cpu_x, '.2f')} | {_fmt(a.loop_ms, '.4f')} "
-        f"| {_fmt(a.cpu_ms, '.4f')} | {_fmt(a.spread, '.1%')} | {a.verdict} |"
+        f"| {_fmt(a.cpu_ms, '.4f')} | {_fmt(a.spread_ms, '.4f')} | {a.verdict} |"
         for a in rows
     ]
     lines += ["", "| mode | rows agreeing | loop geomean x naive / x torch | cpu geomean x naive / x torch |"]
@@ -152,11 +146,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         loop_rows = json.loads(args.loop.read_text())
         cpu_rows = json.loads((args.cpu / "bench.json").read_text())
-        judge = json.loads(args.judge.read_text())
-    except (OSError, ValueError) as e:
+        judge_rows = read_bench(args.judge)["rows"]
+        measured = read_measured([args.judge])
+    except (OSError, ValueError, TimingsError) as e:
         print(f"round_agreement: {e}", file=sys.stderr)
         return 2
-    rows = compare(loop_rows, cpu_rows, args.cpu, judge)
+    rows = compare(loop_rows, cpu_rows, args.cpu, judge_rows, measured)
     print(table(rows, loop_rows, cpu_rows))
     return 0
 

@@ -4,10 +4,12 @@ times (issue 26's agreement line)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from klineage.materialize.measured import read_measured
 from klineage.source.digest import source_hash
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,16 +67,28 @@ def _setup(tmp: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[
     ]
     loop = [_run(w, "curriculum", 4.0, 1.0) for w in texts]
     cpu = [_run(w, "curriculum", 2.0, 0.5) for w in texts]
-    return loop, cpu, {"rows": rows}
+    return loop, cpu, {"device": "NVIDIA H200", "date": "2026-12-07", "rows": rows}
 
 
-def test_verdicts_follow_the_judge_times_and_spreads(tmp_path: Path) -> None:
+def test_verdicts_follow_the_judge_times_and_spreads(tmp_path: Path, capsys: Any) -> None:
     mod = _module()
     loop, cpu, judge = _setup(tmp_path)
-    got = {a.workload: a.verdict for a in mod.compare(loop, cpu, tmp_path, judge)}
+    (tmp_path / "judge.json").write_text(json.dumps(judge))
+    measured = read_measured([tmp_path / "judge.json"])
+    got = {a.workload: a.verdict for a in mod.compare(loop, cpu, tmp_path, judge["rows"], measured)}
     assert got == {"a": "same kernel", "b": "within spread", "c": "loop faster", "d": "unmeasured"}
-    text = mod.table(mod.compare(loop, cpu, tmp_path, judge), loop, cpu)
-    assert "| curriculum | 2/4 | 4.000 / 1.000 | 2.000 / 0.500 |" in text
+    (tmp_path / "loop.json").write_text(json.dumps(loop))
+    (tmp_path / "bench.json").write_text(json.dumps(cpu))
+    args = [
+        "--loop",
+        str(tmp_path / "loop.json"),
+        "--cpu",
+        str(tmp_path),
+        "--judge",
+        str(tmp_path / "judge.json"),
+    ]
+    assert mod.main(args) == 0
+    assert "| curriculum | 2/4 | 4.000 / 1.000 | 2.000 / 0.500 |" in capsys.readouterr().out
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: Any) -> None:
