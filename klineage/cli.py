@@ -566,13 +566,17 @@ def timings_export(
     out_dir: Annotated[Path, typer.Option("--out", help="Folder for WORKLOAD/HASH.cu and index.json.")],
     db: DbOption = None,
     only: Annotated[str, typer.Option("--only", help="Comma-separated workloads (default: all).")] = "",
+    untimed: Annotated[
+        bool,
+        typer.Option("--untimed", help="Only states without an imported GPU time, deepest (roots) first."),
+    ] = False,
 ) -> None:
     """Write every lineage state for `klineage timings bench --extra` (timed on a GPU)."""
     from klineage.store.db import Store
     from klineage.timings import export_states
 
     with Store(db, read_only=True) as store:
-        index = export_states(store, out_dir, [w for w in only.split(",") if w] or None)
+        index = export_states(store, out_dir, [w for w in only.split(",") if w] or None, untimed=untimed)
     n = sum(len(v) for v in index["files"].values())
     out.print(
         f"wrote {n} states of {len(index['files'])} workloads and {out_dir / 'index.json'}", highlight=False

@@ -57,8 +57,13 @@ class ImportReport:
     not_refreshed: dict[str, str] = field(default_factory=dict)  # workload -> why
 
 
-def export_states(store: Store, out_dir: Path, workloads: list[str] | None = None) -> dict[str, Any]:
-    """Write every state's source and the index `klineage timings bench --extra` reads; returns the index."""
+def export_states(
+    store: Store, out_dir: Path, workloads: list[str] | None = None, *, untimed: bool = False
+) -> dict[str, Any]:
+    """Write every state's source and the index `klineage timings bench --extra` reads; returns the index.
+
+    `untimed`: only the states with no imported GPU time (what a re-mine left untimed), deepest
+    first, so that a bench cut off by its deadline has timed the roots that lineage coverage needs."""
     rows = lineage_rows.state_sources(store)
     known = sorted({r.workload for r in rows})
     if workloads:
@@ -70,6 +75,9 @@ def export_states(store: Store, out_dir: Path, workloads: list[str] | None = Non
         rows = [r for r in rows if r.workload in workloads]
     if not rows:
         raise TimingsError(f"{store.path}: no lineage states to export (mine first)")
+    if untimed:
+        timed = {(w, t["kernel_hash"]) for w in {r.workload for r in rows} for t in timing_rows(store, w)}
+        rows = sorted((r for r in rows if (r.workload, r.state_hash) not in timed), key=lambda r: (r.workload, -r.depth))
     files: dict[str, list[str]] = {}
     for r in rows:
         rel = f"{r.workload}/{r.state_hash}.cu"

@@ -83,6 +83,30 @@ def test_export_writes_every_state_named_by_its_hash(
     assert code == 2 and "no lineage for nope" in err
 
 
+def test_export_untimed_leaves_out_the_timed_states_and_puts_the_root_first(
+    mined: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    db = _fresh_copy(mined, tmp_path)
+    states = _states(db)  # by depth: the expert first, the root last
+    doc = _bench_doc(db, lambda d: 2.0 + d)
+    deepest = states[-1]["state_hash"]
+    timed_hash = states[0]["state_hash"]
+    doc["rows"][0]["kernels"] = {timed_hash: doc["rows"][0]["kernels"][timed_hash]}  # only the expert timed
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps(doc))
+    assert run_cli(["timings", "import", str(bench), "--db", str(db)], monkeypatch, capsys)[0] == 0
+    code, out, _ = run_cli(
+        ["timings", "export", "--db", str(db), "--out", str(tmp_path / "u"), "--untimed"], monkeypatch, capsys
+    )
+    files = json.loads((tmp_path / "u/index.json").read_text())["files"][WL]
+    assert code == 0 and f"wrote {len(states) - 1} states" in out
+    assert f"{WL}/{timed_hash}.cu" not in files and files[0] == f"{WL}/{deepest}.cu"
+    code, out, _ = run_cli(
+        ["timings", "export", "--db", str(db), "--out", str(tmp_path / "a")], monkeypatch, capsys
+    )
+    assert code == 0 and f"wrote {len(states)} states" in out  # without the flag: every state
+
+
 def test_import_gives_skills_a_time_effect_and_the_lineage_its_coverage(
     mined: Path, tmp_path: Path, monkeypatch, capsys
 ) -> None:
