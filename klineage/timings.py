@@ -77,7 +77,9 @@ def export_states(
         raise TimingsError(f"{store.path}: no lineage states to export (mine first)")
     if untimed:
         timed = {(w, t["kernel_hash"]) for w in {r.workload for r in rows} for t in timing_rows(store, w)}
-        rows = sorted((r for r in rows if (r.workload, r.state_hash) not in timed), key=lambda r: (r.workload, -r.depth))
+        rows = sorted(
+            (r for r in rows if (r.workload, r.state_hash) not in timed), key=lambda r: (r.workload, -r.depth)
+        )
     files: dict[str, list[str]] = {}
     for r in rows:
         rel = f"{r.workload}/{r.state_hash}.cu"
