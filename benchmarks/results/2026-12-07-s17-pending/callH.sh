@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # seventeenth session's pending call (issue 26's agreement, issue 24's last three kernels, issue
 # 23's corpus coverage), staged by benchmarks/results/2026-12-07-s17-pending/stage.sh:
-#  (1) side by side until KL_H1_S: the judge times of the CPU round r2's 102 new kernels (J2); the
-#      shipped store's lineage states without a GPU time (roots first: corpus coverage, skill
-#      effects); the emu round's sgemm kernels again (three were never reached);
+#  (1) side by side until KL_H1_S (170 s): the judge times of the CPU round r2's 102 new kernels
+#      (J2); the shipped store's untimed lineage roots (corpus coverage); the emu round's sgemm
+#      kernels again (three were never reached);
 #  (2) further CPU rounds on this machine (emu, 720d648's operators, --measured J1 J2 ...; all
 #      workloads but attention_fwd unless KL_ROUND_W says), each followed by a judge of its new
 #      kernels, until a round makes none or KL_H_S runs low;
@@ -16,7 +16,7 @@ source benchmarks/gpu_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; echo "main at $(cat .gpu/HEAD)"
 t0=$SECONDS
 H_S=${KL_H_S:-560}
-H1=${KL_H1_S:-150}
+H1=${KL_H1_S:-170}
 W=reduce_sum,reduce_sum_rows,softmax,softmax_fp16,layernorm,layernorm_bf16,rmsnorm,transpose,transpose_batched,topk,sgemm,gemm_bf16,attention_fwd
 judge() {  # out-folder deadline-s args...: one materialized_bench.py process
   local o=$1 d=$2; shift 2; mkdir -p "$o"
@@ -25,13 +25,14 @@ judge() {  # out-folder deadline-s args...: one materialized_bench.py process
   echo "judge $(basename "$o") rc=$? at $((SECONDS - t0)) s: $(grep -cE '^[a-z_0-9]+: naive' "$o/log.txt") workloads"
 }
 count() { python3 -c "import json,sys; print(sum(len(v) for v in json.load(open(sys.argv[1]))['files'].values()))" "$1"; }
+only_of() { python3 -c "import json,sys; print(','.join(w for w, v in json.load(open(sys.argv[1]))['files'].items() if v))" "$1"; }
 # (1)
+mkdir -p $OUT/states
 judge $OUT/J2 $((H1 - 20)) --only $W --extra .gpu/r2/candidates.json &
 judge $OUT/jsg $((H1 - 20)) --only sgemm --extra .gpu/r1/candidates.json &
-mkdir -p $OUT/states
 KLINEAGE_HOME=/tmp/home_s timeout $((H1 + 10)) python3 -m klineage timings bench --suite corpus \
-  --extra .gpu/states/index.json --budget-s 0.2 --deadline-s $((H1 - 20)) --out $OUT/states > $OUT/states/log.txt 2>&1 &
-wait; echo "states rc at $((SECONDS - t0)) s: $(grep -cE '^[a-z_0-9]+: naive' $OUT/states/log.txt) workloads"
+  --extra .gpu/states/roots.json --budget-s 0.2 --deadline-s $((H1 - 20)) --out $OUT/states > $OUT/states/log.txt 2>&1 &
+wait; echo "roots at $((SECONDS - t0)) s: $(grep -cE '^[a-z_0-9]+: naive' $OUT/states/log.txt) workloads"
 # (2) rounds over KL_ROUND_W (default: all but attention_fwd, whose emu run alone took 270 s with a
 # warm cache here: its rounds run off the device); $OUT/cpu is the CPU round as it stands: r2, with
 # each later round's workloads put in its place
@@ -40,9 +41,9 @@ cp -r .gpu/r2 $OUT/cpu
 M=".gpu/J1.json $OUT/J2/materialized_bench.json"
 for i in 3 4 5; do
   left=$((H_S - (SECONDS - t0)))
-  [ $left -lt 170 ] && { echo "round $i: not started ($left s left)"; break; }
+  [ $left -lt 310 ] && { echo "round $i: not started ($left s left; the pairs' judge needs 150)"; break; }
   # shellcheck disable=SC2086
-  KLINEAGE_HOME=/tmp/home_emu PYTHONPATH=.gpu/at720:$PYTHONPATH timeout $((left - 120)) python3 \
+  KLINEAGE_HOME=/tmp/home_emu PYTHONPATH=.gpu/at720:$PYTHONPATH timeout $((left - 220)) python3 \
     .gpu/at720/benchmarks/materialize_bench.py --backend emu --db .gpu/store720.duckdb --modes curriculum,random,none \
     --budget 10 --workloads $RW --jobs 13 --measured $M --out $OUT/r$i > $OUT/r$i.log 2>&1
   rc=$?; [ $rc = 0 ] && [ -f $OUT/r$i/candidates.json ] || { echo "round $i rc=$rc at $((SECONDS - t0)) s"; tail -3 $OUT/r$i.log; break; }
@@ -61,7 +62,7 @@ PY
   n=$(count $OUT/r$i/candidates.json)
   echo "round $i at $((SECONDS - t0)) s: $n kernels without a judge time"
   [ "$n" = 0 ] && { echo "converged: round $i made no new kernel ($RW)"; break; }
-  judge $OUT/J$i 60 --only $RW --extra $OUT/r$i/candidates.json
+  judge $OUT/J$i 70 --only "$(only_of $OUT/r$i/candidates.json)" --extra $OUT/r$i/candidates.json
   M="$M $OUT/J$i/materialized_bench.json"
 done
 # (3)

@@ -9,7 +9,7 @@
 #   .gpu/at720/       the source tree at 720d648 (operators of call A's GPU loop), so the device
 #                     can run the next CPU rounds itself; .gpu/store720.duckdb its shipped store
 #   .gpu/states/      the shipped store's lineage states that have no GPU time (corpus workloads
-#                     of call A), roots first
+#                     of call A), roots first; roots.json indexes only each workload's first
 set -eu
 cd "$(dirname "$0")/../../.."
 HERE=benchmarks/results/2026-12-07-s17-pending
@@ -28,4 +28,13 @@ PYTHONPATH=.gpu/at720 $PY -c "from pathlib import Path; from klineage.export imp
 shipped_store(Path('.gpu/store720.duckdb'), Path('.gpu/at720/skills_db'))"
 $PY -m klineage timings export --untimed --out .gpu/states \
   --only softmax,softmax_fp16,rmsnorm,reduce_sum_rows,topk,layernorm,layernorm_bf16,attention_fwd,gemm_bf16,sgemm,reduce_sum
+# roots.json: each workload's deepest untimed state alone (its lineage root when untimed; the bench
+# goes through workloads alphabetically, so a deadline cuts the last ones)
+$PY - <<'PY'
+import json
+from pathlib import Path
+index = json.loads(Path(".gpu/states/index.json").read_text())
+index["files"] = {w: v[:1] for w, v in index["files"].items() if v}
+Path(".gpu/states/roots.json").write_text(json.dumps(index, indent=1))
+PY
 du -sh .gpu .devwork .whl 2>/dev/null || true
