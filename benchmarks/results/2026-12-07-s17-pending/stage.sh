@@ -19,6 +19,7 @@ rm -rf .gpu/r2 .gpu/at720 .gpu/states
 tar xzf $HERE/r2.tgz -C .gpu
 cp benchmarks/results/2026-12-07-s17-gpu/j_loo_merged_bench.json .gpu/J1.json
 cp $HERE/callH.sh .gpu/
+mkdir -p .devwork/s17-exp && cp $HERE/s17-exp/* .devwork/s17-exp/
 # klineage/ and the corpus at 720d648; gates/ and materialize/ come from the checkout (their emu
 # paths are unchanged since 720d648: `git diff 720d648 -- materialize gates`), as in the local rounds
 mkdir -p .gpu/at720
