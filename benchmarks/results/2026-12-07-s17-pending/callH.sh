@@ -15,7 +15,7 @@ export OUT=${OUT:-/tmp/out}
 source benchmarks/gpu_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; echo "main at $(cat .gpu/HEAD)"
 t0=$SECONDS
-H_S=${KL_H_S:-560}
+H_S=${KL_H_S:-580}
 H1=${KL_H1_S:-170}
 W=reduce_sum,reduce_sum_rows,softmax,softmax_fp16,layernorm,layernorm_bf16,rmsnorm,transpose,transpose_batched,topk,sgemm,gemm_bf16,attention_fwd
 judge() {  # out-folder deadline-s args...: one materialized_bench.py process
@@ -41,9 +41,9 @@ cp -r .gpu/r2 $OUT/cpu
 M=".gpu/J1.json $OUT/J2/materialized_bench.json"
 for i in 3 4 5; do
   left=$((H_S - (SECONDS - t0)))
-  [ $left -lt 310 ] && { echo "round $i: not started ($left s left; the pairs' judge needs 150)"; break; }
+  [ $left -lt 330 ] && { echo "round $i: not started ($left s left; the pairs' judge needs about 170)"; break; }
   # shellcheck disable=SC2086
-  KLINEAGE_HOME=/tmp/home_emu PYTHONPATH=.gpu/at720:$PYTHONPATH timeout $((left - 220)) python3 \
+  KLINEAGE_HOME=/tmp/home_emu PYTHONPATH=.gpu/at720:$PYTHONPATH timeout $((left - 250)) python3 \
     .gpu/at720/benchmarks/materialize_bench.py --backend emu --db .gpu/store720.duckdb --modes curriculum,random,none \
     --budget 10 --workloads $RW --jobs 13 --measured $M --out $OUT/r$i > $OUT/r$i.log 2>&1
   rc=$?; [ $rc = 0 ] && [ -f $OUT/r$i/candidates.json ] || { echo "round $i rc=$rc at $((SECONDS - t0)) s"; tail -3 $OUT/r$i.log; break; }
@@ -62,7 +62,7 @@ PY
   n=$(count $OUT/r$i/candidates.json)
   echo "round $i at $((SECONDS - t0)) s: $n kernels without a judge time"
   [ "$n" = 0 ] && { echo "converged: round $i made no new kernel ($RW)"; break; }
-  judge $OUT/J$i 70 --only "$(only_of $OUT/r$i/candidates.json)" --extra $OUT/r$i/candidates.json
+  judge $OUT/J$i 60 --only "$(only_of $OUT/r$i/candidates.json)" --extra $OUT/r$i/candidates.json
   M="$M $OUT/J$i/materialized_bench.json"
 done
 # (3)
