@@ -37,7 +37,7 @@ from klineage.deopt import pack_grid
 from klineage.deopt.base import Precondition
 from klineage.deopt.rows import COLLECTIVE
 from klineage.deopt.rows import LOOPS as ROW_LOOPS
-from klineage.source import edit
+from klineage.source import edit, memo
 from klineage.source.model import CudaSource
 from klineage.source.syntax import (
     eval_int,
@@ -159,7 +159,21 @@ def _statements(node: ts.Node) -> list[ts.Node]:
 
 
 def _pointers(src: CudaSource, fn: ts.Node) -> dict[str, str]:
-    """Pointer parameters and locals of `fn` -> element type text."""
+    """Pointer parameters and locals of `fn` -> element type text (once per source text and
+    function: every pack site of a kernel asks again, and the answer reads the whole file)."""
+    known = _pointers_by_span(src)
+    key = (fn.type, fn.byte_range)
+    if key not in known:  # two threads may both compute it: the same value
+        known[key] = _pointers_of(src, fn)
+    return dict(known[key])
+
+
+@memo.per_text(maxsize=64)
+def _pointers_by_span(src: CudaSource) -> dict[tuple[str, tuple[int, int]], dict[str, str]]:
+    return {}
+
+
+def _pointers_of(src: CudaSource, fn: ts.Node) -> dict[str, str]:
     names = {n.text.decode() for n in X.walk(fn) if n.type == "identifier" and n.text is not None}
     out = {}
     for name in names - _register_arrays(fn):

@@ -307,7 +307,23 @@ def pointer_inits(fn: ts.Node) -> Iterator[tuple[ts.Node, ts.Node, ts.Node, ts.N
 
 
 def local_decls(fn: ts.Node) -> dict[str, ts.Node]:
-    """name -> the declarator node (init_declarator, plain declarator or parameter) in `fn`."""
+    """name -> the declarator node (init_declarator, plain declarator or parameter) in `fn`.
+
+    The walk is cached by the subtree's text (`_decl_spans`: offsets from `fn`'s start, so the
+    answer holds wherever that text stands) and the nodes are found again in `fn`'s own tree:
+    the forward analyses ask about the same kernel bodies thousands of times a step."""
+    base, out = fn.start_byte, {}
+    for name, (start, end, kind) in _decl_spans(_BySubtreeText(fn)):
+        node = fn.descendant_for_byte_range(base + start, base + end)
+        while node is not None and node.type != kind and node.byte_range == (base + start, base + end):
+            node = node.parent
+        if node is None or node.type != kind or node.byte_range != (base + start, base + end):
+            return _local_decls(fn)  # not expected: the uncached answer
+        out[name] = node
+    return out
+
+
+def _local_decls(fn: ts.Node) -> dict[str, ts.Node]:
     out: dict[str, ts.Node] = {}
     for n in walk(fn):
         if n.type in ("declaration", "parameter_declaration"):
@@ -316,6 +332,15 @@ def local_decls(fn: ts.Node) -> dict[str, ts.Node]:
                 if nm and nm not in out:
                     out[nm] = d
     return out
+
+
+@lru_cache(maxsize=1024)
+def _decl_spans(keyed: _BySubtreeText) -> tuple[tuple[str, tuple[int, int, str]], ...]:
+    base = keyed.node.start_byte
+    return tuple(
+        (name, (d.start_byte - base, d.end_byte - base, d.type))
+        for name, d in _local_decls(keyed.node).items()
+    )
 
 
 def declarator_ident(d: ts.Node) -> str | None:
@@ -327,13 +352,24 @@ def declarator_ident(d: ts.Node) -> str | None:
 
 def init_text(src: CudaSource, fn: ts.Node, name: str) -> str | None:
     """The initializer text of local `name` in `fn` when it is declared once and never reassigned."""
-    decls = [d for d in walk(fn) if d.type == "init_declarator" and declarator_ident(d) == name]
-    if len(decls) != 1:
+    count, span = dict(_init_spans(_BySubtreeText(fn))).get(name, (0, None))
+    if count != 1 or span is None or name in assigned_in(fn):
         return None
-    if name in assigned_in(fn):
-        return None
-    v = decls[0].child_by_field_name("value")
-    return src.text_of(v) if v is not None else None
+    return src.text_of((fn.start_byte + span[0], fn.start_byte + span[1]))
+
+
+@lru_cache(maxsize=1024)
+def _init_spans(keyed: _BySubtreeText) -> tuple[tuple[str, tuple[int, tuple[int, int] | None]], ...]:
+    """name -> (how many init_declarators declare it under the subtree, the first one's value as
+    offsets from the subtree's start): `init_text`'s walk, once per subtree text."""
+    base, out = keyed.node.start_byte, {}
+    for d in walk(keyed.node):
+        if d.type == "init_declarator" and (name := declarator_ident(d)):
+            v = d.child_by_field_name("value")
+            count, span = out.get(name, (0, None))
+            first = (v.start_byte - base, v.end_byte - base) if v is not None else None
+            out[name] = (count + 1, span if count else first)
+    return tuple(out.items())
 
 
 class _BySubtreeText:
