@@ -54,3 +54,15 @@ def test_an_initializer_written_twice_or_assigned_has_no_init_text() -> None:
     )
     fn = next(n for n in N.walk(src.tree.root_node) if n.type == "function_definition")
     assert S.init_text(src, fn, "x") is None and S.init_text(src, fn, "y") is None
+
+
+def test_file_constants_are_remembered_per_text_and_each_caller_gets_its_own_copy() -> None:
+    src = CudaSource.from_text(
+        "#define TILE 32\nconstexpr int kRows = TILE * 2;\n__global__ void k(int* a) { a[0] = kRows; }\n"
+    )
+    first = S.file_constants(src)
+    assert first["TILE"] == 32 and first["kRows"] == 64
+    first["kRows"] = 1  # a caller adding or changing its own names
+    assert S.file_constants(CudaSource.from_text(src.text))["kRows"] == 64
+    other = CudaSource.from_text(src.text.replace("32", "16"))
+    assert S.file_constants(other)["kRows"] == 32

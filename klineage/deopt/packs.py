@@ -27,7 +27,9 @@ else in the body reads, since the elements change threads and order.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import tree_sitter as ts
 
@@ -159,18 +161,21 @@ def _statements(node: ts.Node) -> list[ts.Node]:
 
 
 def _pointers(src: CudaSource, fn: ts.Node) -> dict[str, str]:
-    """Pointer parameters and locals of `fn` -> element type text (once per source text and
-    function: every pack site of a kernel asks again, and the answer reads the whole file)."""
-    known = _pointers_by_span(src)
-    key = (fn.type, fn.byte_range)
-    if key not in known:  # two threads may both compute it: the same value
-        known[key] = _pointers_of(src, fn)
-    return dict(known[key])
+    """Pointer parameters and locals of `fn` -> element type text (a function's answer once per
+    source text: every pack site of a kernel asks again, and the answer reads the whole file)."""
+    known = _pointers_by_function(src).get(fn.byte_range) if fn.type == "function_definition" else None
+    return dict(known) if known is not None else _pointers_of(src, fn)
 
 
 @memo.per_text(maxsize=64)
-def _pointers_by_span(src: CudaSource) -> dict[tuple[str, tuple[int, int]], dict[str, str]]:
-    return {}
+def _pointers_by_function(src: CudaSource) -> Mapping[tuple[int, int], Mapping[str, str]]:
+    return MappingProxyType(
+        {
+            f.byte_range: MappingProxyType(_pointers_of(src, f))
+            for f in X.walk(src.tree.root_node)
+            if f.type == "function_definition"
+        }
+    )
 
 
 def _pointers_of(src: CudaSource, fn: ts.Node) -> dict[str, str]:

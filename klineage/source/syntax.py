@@ -12,9 +12,11 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from types import MappingProxyType
 
 import tree_sitter as ts
 
+from klineage.source import memo
 from klineage.source import nodes as N
 from klineage.source.model import CudaSource
 
@@ -73,7 +75,13 @@ def _balanced_inside(s: str) -> bool:
 
 
 def file_constants(src: CudaSource) -> dict[str, int]:
-    """Integer `constexpr`/`const` names and `#define`s of the file whose values are computable."""
+    """Integer `constexpr`/`const` names and `#define`s of the file whose values are computable
+    (a copy: callers add their own names to it)."""
+    return dict(_file_constants(src))
+
+
+@memo.per_text(maxsize=64)
+def _file_constants(src: CudaSource) -> Mapping[str, int]:
     out: dict[str, int] = {"warpSize": 32}
     items = [(m.start(), m.group(1), m.group(2)) for m in _CONSTEXPR.finditer(src.text)]
     items += [(m.start(), m.group(1), m.group(2)) for m in _DEFINE.finditer(src.text)]
@@ -81,7 +89,7 @@ def file_constants(src: CudaSource) -> dict[str, int]:
         v = eval_int(expr, out)
         if v is not None and name not in out:
             out[name] = v
-    return out
+    return MappingProxyType(out)
 
 
 #: the syntax of small C integer arithmetic, as Python parses it
