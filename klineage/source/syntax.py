@@ -360,14 +360,14 @@ def declarator_ident(d: ts.Node) -> str | None:
 
 def init_text(src: CudaSource, fn: ts.Node, name: str) -> str | None:
     """The initializer text of local `name` in `fn` when it is declared once and never reassigned."""
-    count, span = dict(_init_spans(_BySubtreeText(fn))).get(name, (0, None))
+    count, span = _init_spans(_BySubtreeText(fn)).get(name, (0, None))
     if count != 1 or span is None or name in assigned_in(fn):
         return None
     return src.text_of((fn.start_byte + span[0], fn.start_byte + span[1]))
 
 
 @lru_cache(maxsize=1024)
-def _init_spans(keyed: _BySubtreeText) -> tuple[tuple[str, tuple[int, tuple[int, int] | None]], ...]:
+def _init_spans(keyed: _BySubtreeText) -> Mapping[str, tuple[int, tuple[int, int] | None]]:
     """name -> (how many init_declarators declare it under the subtree, the first one's value as
     offsets from the subtree's start): `init_text`'s walk, once per subtree text."""
     base, out = keyed.node.start_byte, {}
@@ -377,7 +377,7 @@ def _init_spans(keyed: _BySubtreeText) -> tuple[tuple[str, tuple[int, tuple[int,
             count, span = out.get(name, (0, None))
             first = (v.start_byte - base, v.end_byte - base) if v is not None else None
             out[name] = (count + 1, span if count else first)
-    return tuple(out.items())
+    return MappingProxyType(out)
 
 
 class _BySubtreeText:
