@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,20 @@ def assert_passes(text: str, workload_dir: Path, tmp_path: Path, name: str = "ca
     r = compile_cubin(text, tmp_path / "nvcc")
     assert r.ok, f"{r.first_error()}\n{text}"
     pytest.skip("klineage.gates.emu.backend cannot be imported yet: nvcc compile checked, emu gate skipped")
+
+
+def ptx_of(text: str, tmp_path: Path) -> str:
+    """The PTX nvcc writes for `text` at -O3 on sm_90a (skips the test without nvcc): what the
+    compiler made of a forward step's loads."""
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not available: the PTX check is skipped")
+    (tmp_path / "k.cu").write_text(text)
+    subprocess.run(
+        ["nvcc", "-arch=sm_90a", "-O3", "-ptx", str(tmp_path / "k.cu"), "-o", str(tmp_path / "k.ptx")],
+        check=True,
+        capture_output=True,
+    )
+    return (tmp_path / "k.ptx").read_text()
 
 
 def only_site(op: Operator, src: CudaSource, **match: str) -> Site:

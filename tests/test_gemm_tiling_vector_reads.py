@@ -6,12 +6,9 @@ plain one-output-per-thread one."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
-import pytest
-from deopt_parallel_checks import assert_passes
+from deopt_parallel_checks import assert_passes, ptx_of
 
 from klineage.deopt.registry import get_operator
 from klineage.source.model import CudaSource
@@ -37,13 +34,5 @@ def test_one_output_per_thread_keeps_the_plain_mapping() -> None:
 def test_the_8x8_micro_tile_reads_shared_memory_by_16_bytes(tmp_path: Path) -> None:
     out = _forward("gemm_tiling,register_blocking,deep_micro_tile")
     assert_passes(out.text, SGEMM, tmp_path, "sgemm_8x8.cu")
-    if shutil.which("nvcc") is None:
-        pytest.skip("nvcc is not available: the PTX check is skipped")
-    (tmp_path / "k.cu").write_text(out.text)
-    subprocess.run(
-        ["nvcc", "-arch=sm_90a", "-O3", "-ptx", str(tmp_path / "k.cu"), "-o", str(tmp_path / "k.ptx")],
-        check=True,
-        capture_output=True,
-    )
-    ptx = (tmp_path / "k.ptx").read_text()
+    ptx = ptx_of(out.text, tmp_path)
     assert ptx.count("ld.shared.v4.f32") == 4 and "ld.shared.f32" not in ptx

@@ -401,6 +401,13 @@ def remove_dispatch(src: CudaSource, node: ts.Node) -> CudaSource:
         fallback = inner[0]
     ind_from, ind_to = edit.indent_of(src, fallback), edit.indent_of(src, node)
     lines = src.text_of(fallback).splitlines()
+    pragma = (
+        src.pragma_of(fallback)
+        if fallback.type in ("for_statement", "while_statement", "do_statement")
+        else None
+    )
+    if pragma is not None:  # the loop's own pragma (`#pragma unroll`) goes out with it
+        lines = [pragma.text.strip(), ind_from + lines[0], *lines[1:]]
     text = "\n".join(
         [lines[0]] + [ind_to + ln[len(ind_from) :] if ln.startswith(ind_from) else ln for ln in lines[1:]]
     )

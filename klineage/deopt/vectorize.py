@@ -1,7 +1,7 @@
 """Vectorized global loads and stores: one 64/128-bit access (float4, uint4, float2, int4, ...)
 through a `reinterpret_cast` view instead of several scalar accesses to the same elements.
 
-Three site kinds:
+Four site kinds:
 - `loop_with_tail` (the elementwise idiom): a loop over `i < n4` through vector views, followed by a
   scalar tail loop starting at `4 * n4 + s` over the same arrays. Removal deletes the vector loop and
   starts the tail loop at `s`, so the scalar loop covers every element. The forward step writes
@@ -14,6 +14,9 @@ Three site kinds:
   with a scalar fallback (its `else`, or the code after a branch that returns). Removal keeps the
   fallback. The forward steps of packs.py write this form: a one-thread-per-element kernel
   (`pack_per_thread`) or a row loop partitioned among threads (`row_loop_pack`) in 16-byte packs.
+- `tile_load_pack` (forward only): a block's shared-memory tile staging loop over a global float
+  array (tile_packs.py) gets a packed loop behind an alignment dispatch, each pack one float4 when
+  its four lanes are in bounds, consecutive and aligned; its removal is `aligned_dispatch`'s.
 Reinterpretations of registers (`reinterpret_cast<const __half2*>(&raw)`) are not memory
 vectorization and are left alone.
 """
@@ -28,6 +31,7 @@ from klineage.deopt import _cexpr as X
 from klineage.deopt import _threads as T
 from klineage.deopt import packs as pack
 from klineage.deopt import strided_copy as SC
+from klineage.deopt import tile_packs as TP
 from klineage.deopt.base import Operator, Precondition, Refused, Site
 from klineage.deopt.gemm_loop import GemmLoop, gemm_loops
 from klineage.source import edit
@@ -572,6 +576,18 @@ class Vectorize(Operator):
             for r in pack.row_loops(src)
             if r.loop not in scalar_loops and X.N.func_name(r.lanes.fn) not in waiting
         ]
+        sites += [
+            self.site(
+                src,
+                t.loop,
+                f"tile staging loop at line {t.loop.start_point.row + 1} in {t.function}: "
+                f"{t.rows} x {t.cols} of {t.pointer} in packs of four columns",
+                kind="tile_load_pack",
+                function=t.function,
+                pointer=t.pointer,
+            )
+            for t in TP.tile_loads(src)
+        ]
         for fn in X.code_functions(src):
             for loop, i, n, arrays, y in _elementwise_loops(src, fn):
                 sites.append(
@@ -610,6 +626,32 @@ class Vectorize(Operator):
             )
             grid = [pack.grid_fact(src, found)] if isinstance(found, pack.ElementwiseKernel) else []
             return pack.facts(found.lanes, shape) + grid
+        if site.details.get("kind") == "tile_load_pack":
+            t = _tile_load(src, site)
+            return [
+                Precondition(
+                    "tile_staging_loop",
+                    t is not None,
+                    f"a block stages {t.rows} x {t.cols} elements of {t.pointer} into {t.store.split('[')[0]}, "
+                    "one per trip, the flat index split into row and column"
+                    if t is not None
+                    else "the staging loop is gone",
+                    "Layout",
+                ),
+                Precondition(
+                    "float_elements",
+                    t is not None,
+                    "the staged array holds floats (four to a 16-byte pack)",
+                    "Data types",
+                ),
+                Precondition(
+                    "lanes_checked",
+                    True,
+                    "a pack is one load only when its four lanes are in bounds, consecutive and 16-byte "
+                    "aligned; any other pack loads its lanes as the loop did",
+                    "Layout",
+                ),
+            ]
         if site.details.get("kind") == "scalarize":
             return [
                 Precondition(
@@ -673,6 +715,11 @@ class Vectorize(Operator):
         return next((r for r in pack.row_loops(src) if r.loop == node), None)
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
+        if site.details.get("kind") == "tile_load_pack":
+            t = _tile_load(src, site)
+            if t is None:
+                raise Refused(f"{self.name}: the tile staging loop is gone")
+            return TP.apply(src, t)
         if site.details.get("kind") in ("pack_per_thread", "row_loop_pack"):
             packed = self._packable(src, site)
             if packed is None:
@@ -719,6 +766,11 @@ class Vectorize(Operator):
                 edit.replace(start_node, f"4 * {n4} + {X.wrap_text(parts[1])}"),
             ],
         )
+
+
+def _tile_load(src: CudaSource, site: Site) -> TP.TileLoad | None:
+    node = src.node_at(site.anchor)
+    return next((t for t in TP.tile_loads(src) if t.loop == node), None)
 
 
 def _lane_rewriter(src: CudaSource, arrays: list[str], lane: str):  # noqa: ANN202 - a render callback

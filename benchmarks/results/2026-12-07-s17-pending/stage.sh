@@ -27,7 +27,10 @@ git archive 720d648 klineage expert_kernels skills_db benchmarks/materialize_ben
 rm -f .gpu/store720.duckdb
 PYTHONPATH=.gpu/at720 $PY -c "from pathlib import Path; from klineage.export import shipped_store; \
 shipped_store(Path('.gpu/store720.duckdb'), Path('.gpu/at720/skills_db'))"
-$PY -m klineage timings export --untimed --out .gpu/states \
+# the lineage states come from the mined store (`make run` writes skills_db/skills.duckdb; the
+# shipped store rebuilt from skills.jsonl holds skills only)
+[ -f skills_db/skills.duckdb ] || { echo "stage.sh: run \`make run\` first (skills_db/skills.duckdb: the mined lineages)"; exit 2; }
+$PY -m klineage timings export --untimed --db skills_db/skills.duckdb --out .gpu/states \
   --only softmax,softmax_fp16,rmsnorm,reduce_sum_rows,topk,layernorm,layernorm_bf16,attention_fwd,gemm_bf16,sgemm,reduce_sum
 # roots.json: each workload's deepest untimed state alone (its lineage root when untimed; the bench
 # goes through workloads alphabetically, so a deadline cuts the last ones)

@@ -1,0 +1,357 @@
+"""16-byte global loads for a block's shared-memory tile staging loop (any author's spelling of it).
+
+The site is the loop a block uses to copy a tile of a global float array into shared memory, one
+element per trip, the tile's element walked in a flat index `e` split into a row `r = e / C` and a
+column `c = e % C`:
+
+    for (int e = tid; e < R * C; e += NT) {
+        const int r = e / C, c = e % C;
+        ...declarations reading r and c...
+        tile[..r..][..c..] = (in_bounds) ? convert(P[index]) : zero;   // or without the guard
+    }
+
+The forward step keeps that loop as the fallback of an alignment dispatch and adds a loop over
+packs of four columns. Nothing is assumed about `index`: each of a pack's four lanes evaluates the
+loop's own declarations, guard and address (a lambda over `c`), and the pack is read as one
+`float4` only when the four addresses are in bounds, consecutive and 16-byte aligned; any other
+pack reads its lanes one by one exactly as the loop did. So the step is sound for any layout, and
+fast where the tile's columns are contiguous in memory (nvcc folds the contiguity test when the
+index is affine in `c`). Removal is vectorize's `aligned_dispatch` removal: the fallback stays.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import tree_sitter as ts
+
+from klineage.deopt import _cexpr as X
+from klineage.source import edit
+from klineage.source.model import CudaSource
+from klineage.source.syntax import squash, unparenthesized
+
+#: the element types read as four lanes of a float4
+_FLOAT = {"float"}
+_ZERO = re.compile(
+    r"^(?:static_cast<\w+>\(0(?:\.0*f?)?\)|\(\w+\)\s*0(?:\.0*f?)?|0(?:\.0*)?f?|\w+\(0(?:\.0*f?)?\))$"
+)
+
+
+#: calls a staged value may go through (a conversion of the loaded element, the read-only path)
+_PURE_CALLS = {"static_cast", "static_cast<float>", "__ldg", "float"}
+
+
+@dataclass(frozen=True)
+class TileLoad:
+    """A staging loop whose tile columns can be read in packs of four."""
+
+    loop: ts.Node
+    function: str
+    flat: str  # the flat index `e`
+    start: str  # its first value
+    step: str  # its stride
+    rows: str  # R in `e < R * C`
+    cols: str  # C
+    row_var: str
+    col_var: str
+    row_type: str
+    col_type: str
+    decls: tuple[str, ...]  # the body's declarations after r and c (text)
+    store: str  # the tile element written, as text (reads r and c only)
+    store_node: ts.Node
+    guard: str | None  # the condition under which the element is loaded
+    zero: str  # the value stored otherwise
+    pointer: str  # the global array read
+    address: str  # `&P[index]` as text
+    convert: tuple[str, str]  # text before and after the loaded value in the stored expression
+
+
+def _statements(body: ts.Node) -> list[ts.Node]:
+    return [c for c in body.named_children if c.type != "comment"]
+
+
+def _shared_names(fn: ts.Node) -> set[str]:
+    out = set()
+    for d in X.walk(fn):
+        if d.type == "declaration" and "__shared__" in d.text.decode().split("[")[0]:
+            for c in d.children_by_field_name("declarator"):
+                nm, _, _ = X.declarator_name(
+                    c.child_by_field_name("declarator") if c.type == "init_declarator" else c
+                )
+                if nm:
+                    out.add(nm)
+    return out
+
+
+def _row_col(src: CudaSource, stmts: list[ts.Node], flat: str) -> tuple[dict[str, tuple[str, str, str]], int]:
+    """name -> (op, divisor text, type) for the leading declarations `x = e / C` and `y = e % C`,
+    and how many statements they take."""
+    found: dict[str, tuple[str, str, str]] = {}
+    used = 0
+    for stmt in stmts:
+        if stmt.type != "declaration" or len(found) >= 2:
+            break
+        t = stmt.child_by_field_name("type")
+        typ = " ".join(
+            [src.text_of(c) for c in stmt.children if c.type == "type_qualifier"]
+            + ([src.text_of(t)] if t is not None else [])
+        )
+        got = []
+        for d in stmt.children_by_field_name("declarator"):
+            value = d.child_by_field_name("value") if d.type == "init_declarator" else None
+            name = d.child_by_field_name("declarator") if value is not None else None
+            if value is None or name is None or name.type != "identifier":
+                return {}, 0
+            m = re.fullmatch(rf"\(?{re.escape(flat)}\)?([/%])(.+)", squash(src.text_of(value)))
+            if m is None:
+                return {}, 0
+            got.append((src.text_of(name), (m.group(1), m.group(2), typ)))
+        found.update(got)
+        used += 1
+    return found, used
+
+
+def _global_read(src: CudaSource, expr: ts.Node, pointers: dict[str, str]) -> tuple[ts.Node, str] | None:
+    """The one subscript of a global float pointer in `expr` (possibly under casts), if it is the
+    only memory read there."""
+    subs = [n for n in X.walk(expr) if n.type == "subscript_expression"]
+    calls = [n for n in X.walk(expr) if n.type == "call_expression" and X.callee_name(n) not in _PURE_CALLS]
+    if len(subs) != 1 or calls:
+        return None
+    base = subs[0].child_by_field_name("argument")
+    name = src.text_of(base) if base is not None else ""
+    if pointers.get(name) not in _FLOAT:
+        return None
+    return subs[0], name
+
+
+def _pointer_params(src: CudaSource, fn: ts.Node) -> dict[str, str]:
+    """The kernel's pointer parameters -> element type (global memory, as launched)."""
+    out = {}
+    decl = fn.child_by_field_name("declarator")
+    params = decl.child_by_field_name("parameters") if decl is not None else None
+    for p in params.named_children if params is not None else []:
+        if p.type != "parameter_declaration":
+            continue
+        t = p.child_by_field_name("type")
+        nm, ptr, _ = X.declarator_name(p.child_by_field_name("declarator"))
+        if nm and ptr and t is not None and "*" in src.text_of(p).replace("__restrict__", ""):
+            out[nm] = src.text_of(t).strip()
+    return out
+
+
+def _analyze(src: CudaSource, fn: ts.Node, loop: ts.Node) -> TileLoad | None:
+    init = loop.child_by_field_name("initializer")
+    cond = loop.child_by_field_name("condition")
+    update = loop.child_by_field_name("update")
+    body = loop.child_by_field_name("body")
+    if init is None or cond is None or update is None or body is None or body.type != "compound_statement":
+        return None
+    decl = init.child_by_field_name("declarator") if init.type == "declaration" else None
+    value_node = (
+        decl.child_by_field_name("value") if decl is not None and decl.type == "init_declarator" else None
+    )
+    t_node = init.child_by_field_name("type")
+    if value_node is None or t_node is None or squash(src.text_of(t_node)) != "int":
+        return None
+    flat, start = src.text_of(decl.child_by_field_name("declarator")), src.text_of(value_node)
+    if (
+        update.type != "assignment_expression"
+        or squash(src.text_of(update.child_by_field_name("left"))) != flat
+        or src.text_of(next(ch for ch in update.children if not ch.is_named)) != "+="
+        or cond.type != "binary_expression"
+        or squash(src.text_of(cond.child_by_field_name("left"))) != flat
+        or src.text_of(next(ch for ch in cond.children if not ch.is_named)) != "<"
+    ):
+        return None
+    step = src.text_of(update.child_by_field_name("right"))
+    stmts = _statements(body)
+    rc, used = _row_col(src, stmts, flat)
+    divs = {op: (name, div, typ) for name, (op, div, typ) in rc.items()}
+    if set(divs) != {"/", "%"} or divs["/"][1] != divs["%"][1]:
+        return None
+    cols = divs["%"][1]
+    ext = unparenthesized(cond.child_by_field_name("right"))
+    rows = None
+    if (
+        ext.type == "binary_expression"
+        and src.text_of(next(ch for ch in ext.children if not ch.is_named)) == "*"
+    ):
+        a, b = ext.child_by_field_name("left"), ext.child_by_field_name("right")
+        if squash(src.text_of(b)) == cols:
+            rows = src.text_of(a)
+        elif squash(src.text_of(a)) == cols:
+            rows = src.text_of(b)
+    if rows is None:
+        return None
+    rest = stmts[used:]
+    if not rest or rest[-1].type != "expression_statement":
+        return None
+    decls, last = rest[:-1], rest[-1]
+    if any(d.type != "declaration" or X.has_side_effects(d) for d in decls):
+        return None
+    asg = last.named_children[0] if last.named_children else None
+    if asg is None or asg.type != "assignment_expression" or src.text_of(asg).split("=")[1:2] == [""]:
+        return None
+    op = next((ch for ch in asg.children if not ch.is_named), None)
+    left, right = asg.child_by_field_name("left"), asg.child_by_field_name("right")
+    if op is None or src.text_of(op) != "=" or left is None or right is None:
+        return None
+    # the tile element: a shared array indexed by r, c and names from outside the loop
+    base = X.pointer_base(left)
+    row_var, col_var = divs["/"][0], divs["%"][0]
+    local = set(X.declarations_in(body))
+    if (
+        left.type != "subscript_expression"
+        or base is None
+        or src.text_of(base) not in _shared_names(fn)
+        or (X.identifiers(left) & local) - {row_var, col_var}
+        or col_var not in X.identifiers(left)
+    ):
+        return None
+    guard, zero, value = None, "", right
+    if right.type == "conditional_expression":
+        g, v, z = (right.child_by_field_name(f) for f in ("condition", "consequence", "alternative"))
+        if g is None or v is None or z is None or not _ZERO.match(squash(src.text_of(z))):
+            return None
+        guard, zero, value = src.text_of(g), src.text_of(z), v
+        if any(n.type in ("subscript_expression", "call_expression") for n in X.walk(g)):
+            return None  # a guard that reads memory or calls is not re-evaluated per lane
+    if X.has_side_effects(right):
+        return None
+    read = _global_read(src, value, _pointer_params(src, fn))
+    if read is None:
+        return None
+    sub, pointer = read
+    index = sub.child_by_field_name("index") or next(
+        (ch for ch in sub.named_children if ch != sub.child_by_field_name("argument")), None
+    )
+    if index is None:
+        return None
+    idx_text = src.text_of(index).strip("[] ")
+    vt = src.text_of(value)
+    lo, hi = sub.start_byte - value.start_byte, sub.end_byte - value.start_byte
+    vb = vt.encode()
+    return TileLoad(
+        loop=loop,
+        function=X.N.func_name(fn),
+        flat=flat,
+        start=start,
+        step=step,
+        rows=rows,
+        cols=cols,
+        row_var=row_var,
+        col_var=col_var,
+        row_type=divs["/"][2],
+        col_type=divs["%"][2],
+        decls=tuple(src.text_of(d) for d in decls),
+        store=src.text_of(left),
+        store_node=left,
+        guard=guard,
+        zero=zero,
+        pointer=pointer,
+        address=f"&{pointer}[{idx_text}]",
+        convert=(vb[:lo].decode(), vb[hi:].decode()),
+    )
+
+
+def tile_loads(src: CudaSource) -> tuple[TileLoad, ...]:
+    """Every staging loop of a kernel that can take packed loads (not already under a dispatch).
+    Not memoized per text: the answer holds nodes of this parse, and the materializer parses the
+    same text again (a memo would hand it another tree's nodes)."""
+    out = []
+    for fn in X.code_functions(src):
+        for loop in X.walk(fn):
+            if (
+                loop.type != "for_statement"
+                or X.enclosing(loop, "if_statement") is not None
+                and _in_dispatch(src, loop)
+            ):
+                continue
+            t = _analyze(src, fn, loop)
+            if t is not None:
+                out.append(t)
+    return tuple(out)
+
+
+def _in_dispatch(src: CudaSource, node: ts.Node) -> bool:
+    p = node.parent
+    while p is not None:
+        if p.type == "if_statement" and "reinterpret_cast<unsigned long long>" in src.text_of(
+            p.child_by_field_name("condition") or p
+        ):
+            return True
+        p = p.parent
+    return False
+
+
+def _substitute(text: str, names: dict[str, str]) -> str:
+    return re.sub(r"\b(" + "|".join(map(re.escape, names)) + r")\b", lambda m: names[m.group(1)], text)
+
+
+def apply(src: CudaSource, t: TileLoad) -> CudaSource:
+    """The staging loop behind an alignment dispatch, packed loads first (see the module doc)."""
+    taken = X.identifiers(X.enclosing_function(t.loop) or t.loop)
+
+    def fresh(name: str) -> str:
+        n, out = 1, name
+        while out in taken:
+            n, out = n + 1, f"{name}_{n + 1}"
+        taken.add(out)
+        return out
+
+    r4, c4, at, v = fresh("kl_r4"), fresh("kl_c4"), fresh("kl_lane_at"), fresh("kl_v")
+    lanes = [fresh(f"kl_p{j}") for j in range(4)]
+    pre, post = t.convert
+    ind = edit.indent_of(src, t.loop)
+    pragma = src.pragma_of(t.loop)
+    unroll = [pragma.text.strip()] if pragma is not None else []
+    store = [_substitute(t.store, {t.row_var: r4, t.col_var: f"({c4} + {j})"}) for j in range(4)]
+    ok = t.guard if t.guard is not None else "true"
+    lane_fn = [
+        f"auto {at} = [&](const {t.col_type.replace('const', '').strip()} {t.col_var}) -> const float* {{",
+        f"    const {t.row_type.replace('const', '').strip()} {t.row_var} = {r4};",
+        *[f"    {d}" for d in t.decls],
+        f"    return ({ok}) ? {t.address} : nullptr;",
+        "};",
+    ]
+    packed = [f"const float* {p} = {at}({c4} + {j});" for j, p in enumerate(lanes)]
+    whole = fresh("kl_whole")
+    contiguous = " && ".join(
+        [f"{lanes[0]} != nullptr"]
+        + [f"{lanes[j]} == {lanes[0]} + {j}" for j in range(1, 4)]
+        + [f"(reinterpret_cast<unsigned long long>({lanes[0]}) % 16u) == 0"]
+    )
+    packed.append(f"const bool {whole} = {contiguous};")
+    vector = [f"const float4 {v} = *reinterpret_cast<const float4*>({lanes[0]});"] + [
+        f"{store[j]} = {pre}{v}.{'xyzw'[j]}{post};" for j in range(4)
+    ]
+    scalar = [f"{store[j]} = {lanes[j]} != nullptr ? {pre}*{lanes[j]}{post} : {t.zero};" for j in range(4)]
+    vec_loop = [
+        *unroll,
+        f"for (int {t.flat} = {t.start}; {t.flat} < {X.wrap_text(t.rows)} * ({X.wrap_text(t.cols)} / 4); {t.flat} += {t.step}) {{",
+        f"    const int {r4} = {t.flat} / ({X.wrap_text(t.cols)} / 4), {c4} = {t.flat} % ({X.wrap_text(t.cols)} / 4) * 4;",
+        *[f"    {s}" for s in lane_fn],
+        *[f"    {s}" for s in packed],
+        f"    if ({whole}) {{",
+        *[f"        {s}" for s in vector],
+        "    } else {",
+        *[f"        {s}" for s in scalar],
+        "    }",
+        "}",
+    ]
+    loop_lines = [ln[len(ind) :] if ln.startswith(ind) else ln for ln in src.text_of(t.loop).splitlines()]
+    lines = [
+        "// KLineage vectorize: the tile's columns in 16-byte packs of four floats where a pack's four",
+        "// addresses are in bounds, consecutive and aligned; other packs and other widths load as before.",
+        f"if ({X.wrap_text(t.cols)} % 4 == 0 && (reinterpret_cast<unsigned long long>({t.pointer}) % 16u) == 0) {{",
+        *[f"    {s}" for s in vec_loop],
+        "} else {",
+        *[f"    {s}" for s in unroll + loop_lines],
+        "}",
+    ]
+    edits = [edit.replace(t.loop, f"\n{ind}".join(lines))]
+    if pragma is not None:
+        edits.append(edit.delete(src, pragma))
+    return edit.apply_edits(src, edits)

@@ -1,0 +1,159 @@
+"""Packed (16-byte) global loads for a block's tile staging loop (vectorize's `tile_load_pack`,
+issue 25): found in the tiled sgemm the GEMM operators write and in a tiled GEMM written in another
+author's idiom (a `#define` tile, separate row/column declarations, B staged transposed), applied
+behind an alignment dispatch, accepted by the emu gate on odd shapes (K not a multiple of 4, so
+packs fall back lane by lane), and removed back to the exact kernel by the dispatch's removal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from deopt_parallel_checks import assert_passes, ptx_of
+
+from klineage.deopt import tile_packs as TP
+from klineage.deopt.registry import get_operator
+from klineage.source.model import CudaSource
+
+ROOT = Path(__file__).resolve().parents[1]
+SGEMM = ROOT / "expert_kernels" / "sgemm"
+OP = get_operator("vectorize")
+
+#: a tiled GEMM as another author writes it: a #define tile, a 1-D block of TILE * TILE / 4
+#: threads each owning a 4-row strip, row and column declared apart, A staged row-major with the
+#: guard spelled per coordinate and B staged transposed (Bt[c][r] = B[(k0 + r) * N + col0 + c])
+OTHER = """#include <cuda_runtime.h>
+#define TILE 32
+
+__global__ void gemm_tiles(const float* A, const float* B, float* C, float alpha, float beta,
+                           int M, int N, int K) {
+    __shared__ float As[TILE][TILE + 1];
+    __shared__ float Bt[TILE][TILE + 1];
+    const int t = threadIdx.x;
+    const int row0 = blockIdx.y * TILE, col0 = blockIdx.x * TILE;
+    const int tc = t % TILE, tr = t / TILE * 4;
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int k0 = 0; k0 < K; k0 += TILE) {
+        for (int i = t; i < TILE * TILE; i += blockDim.x) {
+            int r = i / TILE;
+            int c = i % TILE;
+            int gr = row0 + r;
+            As[r][c] = (gr < M && k0 + c < K) ? A[(size_t)gr * K + k0 + c] : 0.0f;
+        }
+        for (int i = t; i < TILE * TILE; i += blockDim.x) {
+            int r = i / TILE;
+            int c = i % TILE;
+            Bt[c][r] = (k0 + r < K && col0 + c < N) ? B[(size_t)(k0 + r) * N + col0 + c] : 0.0f;
+        }
+        __syncthreads();
+        for (int kk = 0; kk < TILE; ++kk)
+            for (int q = 0; q < 4; ++q) acc[q] += As[tr + q][kk] * Bt[tc][kk];
+        __syncthreads();
+    }
+    for (int q = 0; q < 4; ++q) {
+        const int row = row0 + tr + q, col = col0 + tc;
+        if (row < M && col < N) C[(size_t)row * N + col] = alpha * acc[q] + beta * C[(size_t)row * N + col];
+    }
+}
+
+extern "C" void launch(const float* A, const float* B, float* C, float alpha, float beta, int M, int N,
+                       int K, cudaStream_t stream) {
+    gemm_tiles<<<dim3((N + TILE - 1) / TILE, (M + TILE - 1) / TILE), TILE * TILE / 4, 0, stream>>>(
+        A, B, C, alpha, beta, M, N, K);
+}
+"""
+
+
+def _packed(src: CudaSource) -> CudaSource:
+    """Every tile staging loop packed, one forward step each (each step re-finds the others)."""
+    while True:
+        sites = [s for s in OP.find_forward(src) if s.details.get("kind") == "tile_load_pack"]
+        if not sites:
+            return src
+        assert all(p.holds for p in OP.preconditions(src, sites[0]))
+        src = OP.apply(src, sites[0])
+
+
+def _unpacked(src: CudaSource) -> CudaSource:
+    while True:
+        sites = [s for s in OP.find(src) if s.details.get("kind") == "aligned_dispatch"]
+        if not sites:
+            return src
+        src = OP.remove(src, sites[0])
+
+
+def _tiled_sgemm() -> CudaSource:
+    src = CudaSource.from_file(SGEMM / "naive.cu")
+    for name in ("gemm_tiling", "register_blocking", "deep_micro_tile"):
+        op = get_operator(name)
+        src = op.apply(src, op.find_forward(src)[0])
+    return src
+
+
+def test_the_tiled_sgemm_stages_both_tiles_in_float4_packs(tmp_path: Path) -> None:
+    src = _tiled_sgemm()
+    loads = TP.tile_loads(src)
+    assert [t.pointer for t in loads] == ["A", "B"]
+    out = _packed(src)
+    assert out.text.count("*reinterpret_cast<const float4*>") == 2
+    assert _unpacked(out).text == src.text  # the dispatch's removal restores the kernel exactly
+    assert_passes(out.text, SGEMM, tmp_path, "sgemm_packed.cu")
+    assert "ld.global.v4.f32" in ptx_of(out.text, tmp_path)
+
+
+def test_another_authors_tiles_take_packs_and_stay_correct_on_odd_shapes(tmp_path: Path) -> None:
+    src = CudaSource.from_text(OTHER, "other.cu")
+    loads = TP.tile_loads(src)
+    assert [(t.pointer, t.rows, t.cols, t.row_var, t.col_var) for t in loads] == [
+        ("A", "TILE", "TILE", "r", "c"),
+        ("B", "TILE", "TILE", "r", "c"),
+    ]
+    out = _packed(src)
+    assert _unpacked(out).text == src.text
+    # B's tile is stored transposed: its packs are consecutive in global memory all the same
+    assert "Bt[(c4 + 0)][r4]" not in out.text and "Bt[(kl_c4_2 + 0)][kl_r4_2]" in out.text
+    assert_passes(src.text, SGEMM, tmp_path, "other.cu")
+    assert_passes(out.text, SGEMM, tmp_path, "other_packed.cu")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "why"),
+    [
+        # the guard reads memory: it is not re-evaluated lane by lane
+        ("(gr < M && k0 + c < K)", "(gr < M && k0 + c < K && A[0] > -1.0f)", "guard reads memory"),
+        # the element written is indexed by a local other than the row and the column
+        ("As[r][c] =", "As[gr - row0][c] =", "store indexed by a local"),
+        # the loop does not cover the tile (rows x columns)
+        (
+            "i < TILE * TILE; i += blockDim.x) {\n            int r = i / TILE;\n            int c = i % TILE;\n            int gr",
+            "i < TILE * TILE - 1; i += blockDim.x) {\n            int r = i / TILE;\n            int c = i % TILE;\n            int gr",
+            "extent not rows x columns",
+        ),
+        # a column that is not `i % C` with the row's C
+        ("int c = i % TILE;\n            int gr", "int c = i % 16;\n            int gr", "other divisor"),
+    ],
+)
+def test_loops_it_cannot_read_lane_by_lane_are_left_alone(old: str, new: str, why: str) -> None:
+    assert old in OTHER, why
+    src = CudaSource.from_text(OTHER.replace(old, new, 1), "other.cu")
+    assert [t.pointer for t in TP.tile_loads(src)] == ["B"], why
+
+
+def test_half_precision_tiles_are_not_float4_packs() -> None:
+    text = OTHER.replace("const float* A", "const __half* A").replace(
+        "A[(size_t)gr * K + k0 + c]", "__half2float(A[(size_t)gr * K + k0 + c])"
+    )
+    src = CudaSource.from_text("#include <cuda_fp16.h>\n" + text, "other.cu")
+    assert [t.pointer for t in TP.tile_loads(src)] == ["B"]
+
+
+def test_a_text_parsed_again_is_packed_again() -> None:
+    """The materializer parses the same text many times: the sites found on one parse must be
+    those of that parse (a per-text memo holding nodes once handed over another tree's)."""
+    from materialize.providers.offline import apply_everywhere
+
+    text = _tiled_sgemm().text
+    for _ in range(2):
+        after, done, refused = apply_everywhere(OP, CudaSource.from_text(text, "current.cu"))
+        assert len(done) == 2 and not refused, refused
+        assert after.text.count("*reinterpret_cast<const float4*>") == 2
