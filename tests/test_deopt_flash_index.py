@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from klineage.deopt._flash_index import _rewrite, _row_mod, coordinates
 from klineage.deopt.flash_fusion import FlashFusion
@@ -88,3 +90,41 @@ def _site(path: Path) -> tuple[CudaSource, object]:
     src = CudaSource.from_file(path)
     (site,) = OP.find_forward(src)
     return src, site
+
+
+@pytest.mark.parametrize(
+    ("text", "fixed", "want"),
+    [
+        (
+            "long long bh = idx / ((long long)S * S);",
+            {"S"},
+            "long long bh = ((decltype(idx / ((long long)S * S)))(kl_ar / S));",
+        ),
+        ("long long b = idx / (H * S);", {"H", "S"}, "long long b = ((decltype(idx / (H * S)))(kl_ar / H));"),
+        ("long long b = idx / (H * S);", {"S"}, "long long b = idx / (H * S);"),  # H may be written
+        ("long long b = 2 * idx / (S * S);", {"S"}, "long long b = 2 * idx / (S * S);"),  # (2 * idx) / ...
+        ("long long b = idx / (D * H);", {"D", "H"}, "long long b = idx / (D * H);"),  # no L in the product
+    ],
+)
+def test_a_quotient_by_a_multiple_of_the_key_count_is_the_rows(text: str, fixed: set[str], want: str) -> None:
+    assert _rewrite(text, "idx", "S", frozenset(fixed)) == want
+
+
+def _c_div(a: int, b: int) -> int:
+    """C's integer division (truncation toward zero)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+@given(st.integers(0, 10**6), st.integers(1, 5000), st.integers(-300, 300).filter(bool), st.data())
+def test_the_row_quotient_equals_the_index_quotient(
+    ar: int, length: int, x: int, data: st.DataObject
+) -> None:
+    aj = data.draw(st.integers(0, length - 1))
+    assert _c_div(ar * length + aj, length * x) == _c_div(ar, x)
+
+
+def test_attention_keys_and_terms_address_rows_without_a_per_key_division() -> None:
+    out = OP.apply(*_site(ROOT / "expert_kernels" / "attention_fwd" / "naive.cu")).text
+    kark = out[out.index("auto kl_kark") : out.index("};", out.index("auto kl_kark"))]
+    assert "(kl_ar / S)" in kark and "idx / ((long long)S * S);" not in kark

@@ -34,7 +34,13 @@ def _own_operand(text: str, start: int, end: int) -> bool:
     return not re.match(r"(?:[\[(.]|->|\+\+|--)", after)
 
 
-def _rewrite(text: str, idx: str, length: str) -> str:
+_CAST = r"(?:\(\s*(?:long\s+long|unsigned\s+long\s+long|long|int|unsigned|size_t|int64_t)\s*\)\s*)?"
+
+
+def _rewrite(text: str, idx: str, length: str, fixed: frozenset[str] = frozenset()) -> str:
+    """`idx % L` -> the key, `idx / L` -> the row; with `fixed` (names not written in the lambda),
+    also `idx / (L * X)` -> `row / X` for X in it: the key's part (< L) never reaches a multiple
+    of L * X, so the quotient is the row's alone, and it no longer varies with the key."""
     pat = re.compile(rf"\b{re.escape(idx)}\s*([%/])\s*{re.escape(length)}\b")
 
     def sub(m: re.Match[str]) -> str:
@@ -43,7 +49,19 @@ def _rewrite(text: str, idx: str, length: str) -> str:
         coord = "kl_aj" if m.group(1) == "%" else "kl_ar"
         return f"((decltype({m.group(0)})){coord})"
 
-    return pat.sub(sub, text)
+    text = pat.sub(sub, text)
+    if not fixed:
+        return text
+    block = re.compile(rf"\b{re.escape(idx)}\s*/\s*\(\s*{_CAST}(\w+)\s*\*\s*{_CAST}(\w+)\s*\)")
+
+    def sub_block(m: re.Match[str]) -> str:
+        a, b = m.group(1), m.group(2)
+        x = b if a == length else a if b == length else None
+        if x is None or x not in fixed or not _own_operand(m.string, m.start(), m.end()):
+            return m.group(0)
+        return f"((decltype({m.group(0)}))(kl_ar / {x}))"
+
+    return block.sub(sub_block, text)
 
 
 _ROW_MOD = re.compile(r"\(\(\(decltype\([^()]*\)\)kl_ar\)\)\s*%\s*([A-Za-z_]\w*)\b")
@@ -80,19 +98,23 @@ def _in_coordinates(
     last: str,
     sig: tuple[str, str, str],
     params: set[str] | None = None,
+    names: set[str] | None = None,
 ) -> tuple[str | None, str | None]:
     """A lambda `name(kl_ar, kl_aj, *args)` running `stmts` then `last` at index `kl_ar * stride +
     kl_aj` (`stride`: the kernel's value of `length`), read in coordinates; None when nothing
     reads that way or the index or `length` is assigned. `sig`: (extra args, return type, default);
     with `params` (the kernel's parameter names) a row taken modulo one of them is an argument
-    too (`kl_am`, after `kl_aj`): (the lambda, that parameter or None)."""
+    too (`kl_am`, after `kl_aj`): (the lambda, that parameter or None). `names`: the kernel's
+    parameters, for `idx / (L * X)` (see `_rewrite`)."""
     length = T.strip_casts(length).strip("()")
     if not re.fullmatch(r"[A-Za-z_]\w*", length):
         return None, None
     body = "\n".join((*stmts, last))
     if _written(idx, body) or _written(length, body):
         return None, None
-    new, new_last = tuple(_rewrite(s, idx, length) for s in stmts), _rewrite(last, idx, length)
+    fixed = frozenset(n for n in names or () if not _written(n, body))
+    new = tuple(_rewrite(s, idx, length, fixed) for s in stmts)
+    new_last = _rewrite(last, idx, length, fixed)
     if new == stmts and new_last == last:
         return None, None
     x, new, new_last = _row_mod(new, new_last, params) if params else (None, new, new_last)
@@ -151,12 +173,13 @@ def coordinates(tp: ThreePhase) -> Coordinates:
         f"return {p.value};",
         (f"float {p.acc}", "float", "-INFINITY"),
         params,
+        params,
     )
     return Coordinates(
         value,
         _in_coordinates("kl_kark", *pi, tp.length, "kl_len", p.prelude, f"return (const void*)&({p.key_read});",
-                        (f"{p.var_type} {p.var}", *ptr))[0],
+                        (f"{p.var_type} {p.var}", *ptr), names=params)[0],
         _in_coordinates("kl_vark", *ci, c.columns, "kl_dv", c.prelude, f"return (const void*)&({c.term_read});",
-                        (f"{c.var_type} {c.var}", *ptr))[0],
+                        (f"{c.var_type} {c.var}", *ptr), names={q.name for q in c.k.fn.params})[0],
         x,
     )  # fmt: skip
