@@ -154,7 +154,7 @@ def _base_type(type_text: str) -> str:
     return " ".join(t.split())
 
 
-def _statements(node: ts.Node) -> list[ts.Node]:
+def statements(node: ts.Node) -> list[ts.Node]:
     if node.type == "compound_statement":
         return [c for c in node.named_children if c.type != "comment"]
     return [node]
@@ -372,7 +372,7 @@ def dispatch_fallback(src: CudaSource, node: ts.Node) -> ts.Node | None:
     if alt is not None:
         return alt.named_children[-1] if alt.type == "else_clause" and alt.named_children else alt
     then = node.child_by_field_name("consequence")
-    stmts = _statements(then) if then is not None else []
+    stmts = statements(then) if then is not None else []
     return node if stmts and stmts[-1].type == "return_statement" else None
 
 
@@ -396,7 +396,7 @@ def remove_dispatch(src: CudaSource, node: ts.Node) -> CudaSource:
         if fn is not None and node.parent == X.body_of(fn):
             edits += pack_grid.restore(src, fn)  # the per-thread form: its launches shrank the grid
         return edit.apply_edits(src, [*edits, edit.delete(src, node)])
-    inner = _statements(fallback)
+    inner = statements(fallback)
     if fallback.type == "compound_statement" and len(inner) == 1:
         fallback = inner[0]
     ind_from, ind_to = edit.indent_of(src, fallback), edit.indent_of(src, node)
@@ -414,7 +414,7 @@ def remove_dispatch(src: CudaSource, node: ts.Node) -> CudaSource:
     return edit.apply_edits(src, [*edits, edit.replace(node, text)])
 
 
-def _dispatched(src: CudaSource, node: ts.Node, stop: ts.Node, *, after: bool = False) -> bool:
+def dispatched(src: CudaSource, node: ts.Node, stop: ts.Node, *, after: bool = False) -> bool:
     """Whether `node` already sits under an alignment dispatch this module wrote (with `after`,
     also whether one precedes it in its block: the elementwise form leaves the bound check after it)."""
     if after and any(_is_dispatch(src, n) for n in _prev_siblings(node)):
@@ -502,7 +502,7 @@ def _comparison(src: CudaSource, cond: ts.Node, index: str) -> tuple[str, str] |
 
 
 def _is_return(node: ts.Node) -> bool:
-    return bool(_statements(node)) and all(s.type == "return_statement" for s in _statements(node))
+    return bool(statements(node)) and all(s.type == "return_statement" for s in statements(node))
 
 
 def elementwise_kernels(src: CudaSource) -> list[ElementwiseKernel]:
@@ -513,7 +513,7 @@ def elementwise_kernels(src: CudaSource) -> list[ElementwiseKernel]:
         body = X.body_of(fn)
         if body is None:
             continue
-        stmts = _statements(body)
+        stmts = statements(body)
         found = next(((k, d) for k, s in enumerate(stmts) if (d := _index_decl(src, s)) is not None), None)
         if found is None:
             continue
@@ -530,10 +530,10 @@ def elementwise_kernels(src: CudaSource) -> list[ElementwiseKernel]:
             if _is_return(then) and op in (">", ">="):
                 lane_body = stmts[k + 1 :]
             elif op in ("<", "<=") and k == len(stmts) - 1 and not _is_return(then):
-                lane_body = _statements(then)
+                lane_body = statements(then)
             else:
                 continue
-            if _dispatched(src, s, fn, after=True):
+            if dispatched(src, s, fn, after=True):
                 break
             refusals = []
             if any(index in X.identifiers(b) or b.type != "declaration" for b in stmts[at + 1 : k]):
@@ -641,7 +641,7 @@ def _branch_extremum(src: CudaSource, n: ts.Node, v: str) -> ts.Node | None:
         return None
     stmt = n.parent
     p = stmt.parent if stmt is not None else None
-    if p is not None and p.type == "compound_statement" and len(_statements(p)) == 1:
+    if p is not None and p.type == "compound_statement" and len(statements(p)) == 1:
         p = p.parent
     if p is None or p.type != "if_statement" or p.child_by_field_name("alternative") is not None:
         return None
@@ -692,10 +692,10 @@ def row_loops(src: CudaSource) -> list[RowLoop]:
         for loop in (n for n in X.walk(fn) if n.type == "for_statement"):
             head = _loop_header(src, loop)
             body_node = loop.child_by_field_name("body")
-            if head is None or body_node is None or _dispatched(src, loop, fn):
+            if head is None or body_node is None or dispatched(src, loop, fn):
                 continue
             j, jt, start, bound, step = head
-            body = _statements(body_node)
+            body = statements(body_node)
             refusals = []
             if not _partitions(src, fn, src.text_of(start), step):
                 refusals.append(

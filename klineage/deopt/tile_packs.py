@@ -27,12 +27,11 @@ from dataclasses import dataclass
 import tree_sitter as ts
 
 from klineage.deopt import _cexpr as X
+from klineage.deopt import packs as pack
 from klineage.source import edit
 from klineage.source.model import CudaSource
 from klineage.source.syntax import squash, unparenthesized
 
-#: the element types read as four lanes of a float4
-_FLOAT = {"float"}
 _ZERO = re.compile(
     r"^(?:static_cast<\w+>\(0(?:\.0*f?)?\)|\(\w+\)\s*0(?:\.0*f?)?|0(?:\.0*)?f?|\w+\(0(?:\.0*f?)?\))$"
 )
@@ -59,16 +58,11 @@ class TileLoad:
     col_type: str
     decls: tuple[str, ...]  # the body's declarations after r and c (text)
     store: str  # the tile element written, as text (reads r and c only)
-    store_node: ts.Node
     guard: str | None  # the condition under which the element is loaded
     zero: str  # the value stored otherwise
     pointer: str  # the global array read
     address: str  # `&P[index]` as text
     convert: tuple[str, str]  # text before and after the loaded value in the stored expression
-
-
-def _statements(body: ts.Node) -> list[ts.Node]:
-    return [c for c in body.named_children if c.type != "comment"]
 
 
 def _shared_names(fn: ts.Node) -> set[str]:
@@ -121,7 +115,7 @@ def _global_read(src: CudaSource, expr: ts.Node, pointers: dict[str, str]) -> tu
         return None
     base = subs[0].child_by_field_name("argument")
     name = src.text_of(base) if base is not None else ""
-    if pointers.get(name) not in _FLOAT:
+    if pointers.get(name) != "float":  # four to a float4
         return None
     return subs[0], name
 
@@ -141,7 +135,11 @@ def _pointer_params(src: CudaSource, fn: ts.Node) -> dict[str, str]:
     return out
 
 
-def _analyze(src: CudaSource, fn: ts.Node, loop: ts.Node) -> TileLoad | None:
+def _analyze(
+    src: CudaSource, fn: ts.Node, loop: ts.Node, shared: set[str], pointers: dict[str, str]
+) -> TileLoad | None:
+    """The staging loop `loop` of `fn` read as a TileLoad (`shared`: fn's shared arrays,
+    `pointers`: its pointer parameters, both read once per function), None when it is not one."""
     init = loop.child_by_field_name("initializer")
     cond = loop.child_by_field_name("condition")
     update = loop.child_by_field_name("update")
@@ -166,7 +164,7 @@ def _analyze(src: CudaSource, fn: ts.Node, loop: ts.Node) -> TileLoad | None:
     ):
         return None
     step = src.text_of(update.child_by_field_name("right"))
-    stmts = _statements(body)
+    stmts = pack.statements(body)
     rc, used = _row_col(src, stmts, flat)
     divs = {op: (name, div, typ) for name, (op, div, typ) in rc.items()}
     if set(divs) != {"/", "%"} or divs["/"][1] != divs["%"][1]:
@@ -192,7 +190,7 @@ def _analyze(src: CudaSource, fn: ts.Node, loop: ts.Node) -> TileLoad | None:
     if any(d.type != "declaration" or X.has_side_effects(d) for d in decls):
         return None
     asg = last.named_children[0] if last.named_children else None
-    if asg is None or asg.type != "assignment_expression" or src.text_of(asg).split("=")[1:2] == [""]:
+    if asg is None or asg.type != "assignment_expression":
         return None
     op = next((ch for ch in asg.children if not ch.is_named), None)
     left, right = asg.child_by_field_name("left"), asg.child_by_field_name("right")
@@ -205,7 +203,7 @@ def _analyze(src: CudaSource, fn: ts.Node, loop: ts.Node) -> TileLoad | None:
     if (
         left.type != "subscript_expression"
         or base is None
-        or src.text_of(base) not in _shared_names(fn)
+        or src.text_of(base) not in shared
         or (X.identifiers(left) & local) - {row_var, col_var}
         or col_var not in X.identifiers(left)
     ):
@@ -220,7 +218,7 @@ def _analyze(src: CudaSource, fn: ts.Node, loop: ts.Node) -> TileLoad | None:
             return None  # a guard that reads memory or calls is not re-evaluated per lane
     if X.has_side_effects(right):
         return None
-    read = _global_read(src, value, _pointer_params(src, fn))
+    read = _global_read(src, value, pointers)
     if read is None:
         return None
     sub, pointer = read
@@ -247,7 +245,6 @@ def _analyze(src: CudaSource, fn: ts.Node, loop: ts.Node) -> TileLoad | None:
         col_type=divs["%"][2],
         decls=tuple(src.text_of(d) for d in decls),
         store=src.text_of(left),
-        store_node=left,
         guard=guard,
         zero=zero,
         pointer=pointer,
@@ -262,28 +259,14 @@ def tile_loads(src: CudaSource) -> tuple[TileLoad, ...]:
     same text again (a memo would hand it another tree's nodes)."""
     out = []
     for fn in X.code_functions(src):
+        shared, pointers = _shared_names(fn), _pointer_params(src, fn)
         for loop in X.walk(fn):
-            if (
-                loop.type != "for_statement"
-                or X.enclosing(loop, "if_statement") is not None
-                and _in_dispatch(src, loop)
-            ):
+            if loop.type != "for_statement" or pack.dispatched(src, loop, fn):
                 continue
-            t = _analyze(src, fn, loop)
+            t = _analyze(src, fn, loop, shared, pointers)
             if t is not None:
                 out.append(t)
     return tuple(out)
-
-
-def _in_dispatch(src: CudaSource, node: ts.Node) -> bool:
-    p = node.parent
-    while p is not None:
-        if p.type == "if_statement" and "reinterpret_cast<unsigned long long>" in src.text_of(
-            p.child_by_field_name("condition") or p
-        ):
-            return True
-        p = p.parent
-    return False
 
 
 def _substitute(text: str, names: dict[str, str]) -> str:
