@@ -6,10 +6,13 @@ packs fall back lane by lane), and removed back to the exact kernel by the dispa
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from deopt_parallel_checks import assert_passes, ptx_of
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from klineage.deopt import tile_packs as TP
 from klineage.deopt.registry import get_operator
@@ -93,9 +96,10 @@ def _tiled_sgemm() -> CudaSource:
 def test_the_tiled_sgemm_stages_both_tiles_in_float4_packs(tmp_path: Path) -> None:
     src = _tiled_sgemm()
     loads = TP.tile_loads(src)
-    assert [t.pointer for t in loads] == ["A", "B"]
+    assert [(t.pointer, t.whole_tile) for t in loads] == [("A", True), ("B", True)]
     out = _packed(src)
     assert out.text.count("*reinterpret_cast<const float4*>") == 2
+    assert "kl_lane_at" not in out.text  # the once-a-tile form
     assert _unpacked(out).text == src.text  # the dispatch's removal restores the kernel exactly
     assert_passes(out.text, SGEMM, tmp_path, "sgemm_packed.cu")
     assert "ld.global.v4.f32" in ptx_of(out.text, tmp_path)
@@ -108,10 +112,12 @@ def test_another_authors_tiles_take_packs_and_stay_correct_on_odd_shapes(tmp_pat
         ("A", "TILE", "TILE", "r", "c"),
         ("B", "TILE", "TILE", "r", "c"),
     ]
+    assert [t.whole_tile for t in loads] == [True, True]
     out = _packed(src)
     assert _unpacked(out).text == src.text
     # B's tile is stored transposed: its packs are consecutive in global memory all the same
-    assert "Bt[(c4 + 0)][r4]" not in out.text and "Bt[(kl_c4_2 + 0)][kl_r4_2]" in out.text
+    assert "Bt[(c + 0)][r] = kl_v_2.x;" in out.text and "As[r][(c + 3)] = kl_v.w;" in out.text
+    assert len(re.findall(r"kl_tile_in\w*\(0, 0\)", out.text)) == 2  # one test a tile, none a pack
     assert_passes(src.text, SGEMM, tmp_path, "other.cu")
     assert_passes(out.text, SGEMM, tmp_path, "other_packed.cu")
 
@@ -157,3 +163,86 @@ def test_a_text_parsed_again_is_packed_again() -> None:
         after, done, refused = apply_everywhere(OP, CudaSource.from_text(text, "current.cu"))
         assert len(done) == 2 and not refused, refused
         assert after.text.count("*reinterpret_cast<const float4*>") == 2
+
+
+#: loops whose structure does not prove the once-a-tile test: each keeps the per-pack form (sound
+#: for any layout) and the emu gate still accepts the kernel on odd shapes
+_PER_PACK = [
+    # A read column-major: the index steps by K along the column, not by one
+    ("A[(size_t)gr * K + k0 + c]", "A[(size_t)(k0 + c) * M + gr]", "column stride not one"),
+    # a comparison that is not monotone along the column (here always true: c < TILE)
+    ("(gr < M && k0 + c < K)", "(gr < M && k0 + c < K && c != TILE)", "guard not monotone"),
+    # a guard whose comparison mixes the row and the column
+    ("(gr < M && k0 + c < K)", "(gr < M && k0 + c < K && r * c < M * K)", "guard mixes row and column"),
+    # a division in the index (not affine)
+    ("A[(size_t)gr * K + k0 + c]", "A[(size_t)gr * K + (k0 + c) / 1]", "division in the index"),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "why"), _PER_PACK)
+def test_structure_that_does_not_prove_a_whole_tile_keeps_the_per_pack_test(
+    old: str, new: str, why: str
+) -> None:
+    assert old in OTHER, why
+    src = CudaSource.from_text(OTHER.replace(old, new, 1), "other.cu")
+    assert [(t.pointer, t.whole_tile) for t in TP.tile_loads(src)] == [("A", False), ("B", True)], why
+    out = _packed(src)
+    assert out.text.count("kl_lane_at(") >= 4 and len(re.findall(r"kl_tile_in\w*\(0, 0\)", out.text)) == 1, (
+        why
+    )
+    assert _unpacked(out).text == src.text, why
+
+
+@pytest.mark.parametrize("case", [1, 3])
+def test_the_per_pack_form_is_correct_where_the_whole_tile_is_not_provable(case: int, tmp_path: Path) -> None:
+    old, new, why = _PER_PACK[case]  # both edits keep the GEMM: the packed kernel must pass its check
+    out = _packed(CudaSource.from_text(OTHER.replace(old, new, 1), "other.cu"))
+    assert "kl_lane_at" in out.text, why
+    assert_passes(out.text, SGEMM, tmp_path, f"per_pack_{case}.cu")
+
+
+_OPS = {
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+}
+
+
+@st.composite
+def _guards(draw: st.DrawFn) -> list[tuple[int, int, int, str, bool]]:
+    """Conjunctions of `!?(a*r + b*c + k0 OP M)` with small coefficients (some in both, some in none)."""
+    atoms = st.tuples(
+        st.integers(-3, 3),
+        st.integers(-3, 3),
+        st.integers(-2, 2),
+        st.sampled_from(sorted(_OPS)),
+        st.booleans(),
+    )
+    return draw(st.lists(atoms, min_size=1, max_size=4))
+
+
+@settings(max_examples=60, deadline=None)
+@given(guard=_guards(), k0=st.integers(-40, 40), m=st.integers(-40, 40), rows=st.integers(1, 9))
+def test_a_whole_tile_test_is_only_taken_where_the_corners_prove_the_whole_tile(
+    guard: list[tuple[int, int, int, str, bool]], k0: int, m: int, rows: int
+) -> None:
+    """Whenever the analysis takes the once-a-tile test, a guard true at the two corners it
+    tests is true on every element of the tile (checked by brute force on random values)."""
+    text = " && ".join(
+        f"{'!' if neg else ''}({a} * r + {b} * c + {s} * k0 {op} M)" for a, b, s, op, neg in guard
+    )
+    kernel = OTHER.replace("(gr < M && k0 + c < K)", f"({text})", 1).replace(
+        "TILE * TILE; i", f"{rows} * TILE; i", 1
+    )
+    (load, *_) = TP.tile_loads(CudaSource.from_text(kernel, "g.cu"))
+    assert load.pointer == "A"
+
+    def holds(r: int, c: int) -> bool:
+        return all(_OPS[op](a * r + b * c + s * k0, m) != neg for a, b, s, op, neg in guard)
+
+    cols = 32
+    if load.whole_tile and holds(0, 0) and holds(rows - 1, cols - 1):
+        assert all(holds(r, c) for r in range(rows) for c in range(cols)), text
+    if any(a and b for a, b, *_ in guard):
+        assert not load.whole_tile  # a comparison moving with both the row and the column

@@ -24,13 +24,10 @@ from dataclasses import dataclass
 import tree_sitter as ts
 
 from klineage.deopt import _cexpr as X
+from klineage.deopt import poly as P
 from klineage.source.constructs import Function
 from klineage.source.model import CudaSource
 from klineage.source.syntax import file_constants, fresh_name, paren, subst_idents, unparenthesized
-
-#: a monomial's factors (sorted identifier names); a polynomial maps factors -> integer coefficient
-Factors = tuple[str, ...]
-Poly = dict[Factors, int]
 
 TILE = 32
 ROWS = 8  # block = TILE x ROWS threads; each thread moves TILE / ROWS elements each way
@@ -40,68 +37,8 @@ class NotACopy(Exception):
     """The kernel is not a naive element copy this analysis models; the message says where."""
 
 
-# ---- polynomials over parameters and coordinates --------------------------------------------------
-
-
-def _const(v: int) -> Poly:
-    return {(): v} if v else {}
-
-
-def _add(a: Poly, b: Poly, sign: int = 1) -> Poly:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = out.get(k, 0) + sign * v
-        if out[k] == 0:
-            del out[k]
-    return out
-
-
-def _mul(a: Poly, b: Poly) -> Poly:
-    out: Poly = {}
-    for ka, va in a.items():
-        for kb, vb in b.items():
-            k = tuple(sorted(ka + kb))
-            out[k] = out.get(k, 0) + va * vb
-            if out[k] == 0:
-                del out[k]
-    return out
-
-
-def _mono(p: Poly) -> tuple[int, Factors] | None:
-    """(coefficient, factors) when `p` is a single monomial."""
-    if len(p) != 1:
-        return None
-    (k, v), *_ = p.items()
-    return v, k
-
-
-def _div(a: Poly, b: Poly) -> Poly | None:
-    """a / b when both are monomials and b divides a exactly, else None."""
-    ma, mb = _mono(a), _mono(b)
-    if ma is None or mb is None or mb[0] == 0 or ma[0] % mb[0]:
-        return None
-    rest = list(ma[1])
-    for f in mb[1]:
-        if f not in rest:
-            return None
-        rest.remove(f)
-    return {tuple(rest): ma[0] // mb[0]}
-
-
-def c_text(p: Poly, names: dict[str, str] | None = None) -> str:
-    """A polynomial as C text over size_t (every product widened before it can overflow int)."""
-    if not p:
-        return "0"
-    names = names or {}
-    terms = []
-    for k, v in sorted(p.items()):
-        fs = [paren(names.get(f, f)) for f in k]
-        if not fs:
-            terms.append(f"(size_t){v}" if v >= 0 else f"-(size_t){-v}")
-            continue
-        body = " * ".join([f"(size_t){fs[0]}", *fs[1:]])
-        terms.append(body if v == 1 else f"{v} * {body}" if v > 0 else f"-{-v} * {body}")
-    return " + ".join(terms).replace("+ -", "- ")
+#: a polynomial as C text (kept here too: the copy analysis's callers read it from this module)
+c_text = P.c_text
 
 
 # ---- values the kernel computes ------------------------------------------------------------------
@@ -112,19 +49,19 @@ class Digit:
     """`(index % hi) / lo` of a thread's index along one grid dimension (`hi` None: unbounded)."""
 
     base: str  # the grid dimension: x, y or z
-    lo: tuple[tuple[Factors, int], ...]
-    hi: tuple[tuple[Factors, int], ...] | None
+    lo: tuple[tuple[P.Factors, int], ...]
+    hi: tuple[tuple[P.Factors, int], ...] | None
 
     @staticmethod
-    def of(base: str, lo: Poly, hi: Poly | None) -> Digit:
+    def of(base: str, lo: P.Poly, hi: P.Poly | None) -> Digit:
         return Digit(base, tuple(sorted(lo.items())), None if hi is None else tuple(sorted(hi.items())))
 
     @property
-    def lo_poly(self) -> Poly:
+    def lo_poly(self) -> P.Poly:
         return dict(self.lo)
 
     @property
-    def hi_poly(self) -> Poly | None:
+    def hi_poly(self) -> P.Poly | None:
         return None if self.hi is None else dict(self.hi)
 
     @property
@@ -134,7 +71,7 @@ class Digit:
         return f"@{self.base}[{c_text(dict(self.lo))}:{hi}]"
 
 
-Value = Poly | Digit
+Value = P.Poly | Digit
 
 
 @dataclass(frozen=True)
@@ -143,9 +80,9 @@ class Coord:
 
     symbol: str
     label: str  # the kernel's name for it (a local), or "the x index"
-    extent: Poly
-    read_stride: Poly
-    write_stride: Poly
+    extent: P.Poly
+    read_stride: P.Poly
+    write_stride: P.Poly
 
 
 @dataclass(frozen=True)
@@ -157,8 +94,8 @@ class StridedCopy:
     dst: str  # the pointer written
     elem: str  # element type
     coords: tuple[Coord, ...]
-    read_offset: Poly
-    write_offset: Poly
+    read_offset: P.Poly
+    write_offset: P.Poly
     store_start: int  # the store statement (the site)
     store_end: int
 
@@ -189,7 +126,7 @@ class _Reader:
         self.params = {p.name for p in kernel.params if not p.is_pointer}
         self.consts = file_constants(src)
         self.env: dict[str, Value] = {}
-        self.bounds: dict[str, Poly] = {}  # grid dimension -> exclusive bound of its whole index
+        self.bounds: dict[str, P.Poly] = {}  # grid dimension -> exclusive bound of its whole index
         self.written = X.assigned_names(fn)
         self.digits: dict[str, Digit] = {}  # every digit an index or product used, by symbol
 
@@ -205,7 +142,7 @@ class _Reader:
         t = n.type
         if t == "number_literal":
             try:
-                return _const(int(re.sub(r"[uUlL]+$", "", self.text(n)), 0))
+                return P.const(int(re.sub(r"[uUlL]+$", "", self.text(n)), 0))
             except ValueError:
                 raise self.fail(n, "not an integer literal") from None
         if t == "identifier":
@@ -215,7 +152,7 @@ class _Reader:
             if name in self.params or name in self.consts:
                 if name in self.written:
                     raise self.fail(n, f"{name} is reassigned")
-                return {(name,): 1} if name not in self.consts else _const(self.consts[name])
+                return {(name,): 1} if name not in self.consts else P.const(self.consts[name])
             raise self.fail(n, f"{name} is not a parameter, constant or single-assignment local")
         if t == "cast_expression":
             return self.value(n.child_by_field_name("value"))  # type: ignore[arg-type]
@@ -225,7 +162,7 @@ class _Reader:
                 return self.value(args.named_children[0])
         thread = self._thread_index(n)
         if thread is not None:
-            return Digit.of(thread, _const(1), None)
+            return Digit.of(thread, P.const(1), None)
         if t == "binary_expression":
             op = self.text(n.children[1])
             a = self.value(n.child_by_field_name("left"))  # type: ignore[arg-type]
@@ -234,11 +171,11 @@ class _Reader:
                 return self._digit(n, a, b, op)
             a, b = self.poly(a), self.poly(b)
             if op == "+":
-                return _add(a, b)
+                return P.add(a, b)
             if op == "-":
-                return _add(a, b, -1)
+                return P.add(a, b, -1)
             if op == "*":
-                return _mul(a, b)
+                return P.mul(a, b)
             raise self.fail(n, f"operator {op} in an index")
         if t == "field_expression":
             m = _THREAD.match(re.sub(r"\s+", "", self.text(n)))
@@ -284,19 +221,19 @@ class _Reader:
             else:
                 return n
 
-    def poly(self, v: Value) -> Poly:
+    def poly(self, v: Value) -> P.Poly:
         if isinstance(v, Digit):
             self.digits[v.symbol] = v
             return {(v.symbol,): 1}
         return v
 
     def _digit(self, n: ts.Node, a: Value, b: Value, op: str) -> Digit:
-        if not isinstance(a, Digit) or isinstance(b, Digit) or _mono(b) is None:
+        if not isinstance(a, Digit) or isinstance(b, Digit) or P.mono(b) is None:
             raise self.fail(n, f"`{op}` other than a thread index split by a product of sizes")
         if op == "/":
-            return Digit.of(a.base, _mul(a.lo_poly, b), a.hi_poly)
-        hi = _mul(a.lo_poly, b)
-        if a.hi is not None and _div(a.hi_poly, hi) is None:  # type: ignore[arg-type]
+            return Digit.of(a.base, P.mul(a.lo_poly, b), a.hi_poly)
+        hi = P.mul(a.lo_poly, b)
+        if a.hi is not None and P.div(a.hi_poly, hi) is None:  # type: ignore[arg-type]
             raise self.fail(n, "a `%` whose modulus does not divide the enclosing one")
         return Digit.of(a.base, a.lo_poly, hi)
 
@@ -365,7 +302,7 @@ class _Reader:
         return s
 
 
-def _access(r: _Reader, n: ts.Node) -> tuple[str, Poly]:
+def _access(r: _Reader, n: ts.Node) -> tuple[str, P.Poly]:
     """(pointer, index) of `p[i]` or `__ldg(&p[i])`."""
     n = unparenthesized(n, clause=True)
     if n.type == "call_expression" and X.callee_name(n) == "__ldg":
@@ -386,15 +323,15 @@ def _access(r: _Reader, n: ts.Node) -> tuple[str, Poly]:
     return r.text(base), r.poly(r.value(lst.named_children[0]))
 
 
-def _ladder(r: _Reader, digits: list[Digit], base: str) -> list[tuple[Digit, Poly]]:
+def _ladder(r: _Reader, digits: list[Digit], base: str) -> list[tuple[Digit, P.Poly]]:
     """The digits used along one grid dimension, lowest first, with their extents; they must tile
     the whole index exactly (`[1, a) [a, b) ... [z, bound)`)."""
     bound = r.bounds.get(base)
     if bound is None:
         raise NotACopy(f"no bound on the thread index along {base} (the grid covers what?)")
     left = set(digits)
-    out: list[tuple[Digit, Poly]] = []
-    lo: Poly = _const(1)
+    out: list[tuple[Digit, P.Poly]] = []
+    lo: P.Poly = P.const(1)
     while left:
         d = next((d for d in left if d.lo_poly == lo), None)
         if d is None:
@@ -405,7 +342,7 @@ def _ladder(r: _Reader, digits: list[Digit], base: str) -> list[tuple[Digit, Pol
         top = d.hi_poly if d.hi is not None else bound
         if top is None or (d.hi is None and left) or (not left and top != bound):
             raise NotACopy(f"the parts of the index along {base} do not end at its bound {c_text(bound)}")
-        ext = _div(top, lo)
+        ext = P.div(top, lo)
         if ext is None:
             raise NotACopy(f"extent {c_text(top)} / {c_text(lo)} along {base} is not a product of sizes")
         out.append((d, ext))
@@ -431,20 +368,20 @@ def analyze(src: CudaSource, kernel: Function) -> StridedCopy:
     if dst not in pointers or srcp not in pointers or dst == srcp:
         raise r.fail(assign, "not a copy from one pointer parameter to another")
     # coordinates: the digits the indices use; a whole index used beside its parts is their sum
-    syms = {**r.digits, **{d.symbol: d for d in (Digit.of(b, _const(1), None) for b in "xyz")}}
+    syms = {**r.digits, **{d.symbol: d for d in (Digit.of(b, P.const(1), None) for b in "xyz")}}
     used = {f for p in (w, rd) for k in p for f in k if f.startswith("@")}
-    coords: list[tuple[Digit, Poly]] = []
+    coords: list[tuple[Digit, P.Poly]] = []
     for base in sorted({syms[s].base for s in used}):
-        whole = Digit.of(base, _const(1), None)
+        whole = Digit.of(base, P.const(1), None)
         parts = [syms[s] for s in used if syms[s].base == base and s != whole.symbol]
         if whole.symbol in used and not parts:
             parts = [whole]
         ladder = _ladder(r, parts, base)
         coords += ladder
         if whole.symbol in used and parts != [whole]:
-            expansion: Poly = {}
+            expansion: P.Poly = {}
             for d, _ in ladder:
-                expansion = _add(expansion, _mul({(d.symbol,): 1}, d.lo_poly))
+                expansion = P.add(expansion, P.mul({(d.symbol,): 1}, d.lo_poly))
             w, rd = (_expand(p, whole.symbol, expansion) for p in (w, rd))
     read_strides, read_off = _strides(r, rd, [d.symbol for d, _ in coords], assign)
     write_strides, write_off = _strides(r, w, [d.symbol for d, _ in coords], assign)
@@ -476,22 +413,22 @@ def analyze(src: CudaSource, kernel: Function) -> StridedCopy:
     )
 
 
-def _expand(p: Poly, sym: str, by: Poly) -> Poly:
-    out: Poly = {}
+def _expand(p: P.Poly, sym: str, by: P.Poly) -> P.Poly:
+    out: P.Poly = {}
     for k, v in p.items():
         if sym in k:
             rest = list(k)
             rest.remove(sym)
-            out = _add(out, _mul({tuple(rest): v}, by))
+            out = P.add(out, P.mul({tuple(rest): v}, by))
         else:
-            out = _add(out, {k: v})
+            out = P.add(out, {k: v})
     return out
 
 
-def _strides(r: _Reader, p: Poly, coords: list[str], at: ts.Node) -> tuple[dict[str, Poly], Poly]:
+def _strides(r: _Reader, p: P.Poly, coords: list[str], at: ts.Node) -> tuple[dict[str, P.Poly], P.Poly]:
     """Each coordinate's coefficient in an index that must be affine in them, and the rest."""
-    strides: dict[str, Poly] = {c: {} for c in coords}
-    rest: Poly = {}
+    strides: dict[str, P.Poly] = {c: {} for c in coords}
+    rest: P.Poly = {}
     for k, v in p.items():
         cs = [f for f in k if f.startswith("@")]
         if len(cs) > 1 or any(f.startswith("blockDim") for f in k):
@@ -501,9 +438,9 @@ def _strides(r: _Reader, p: Poly, coords: list[str], at: ts.Node) -> tuple[dict[
                 raise r.fail(at, "an index that uses a coordinate outside the tiling")
             k2 = list(k)
             k2.remove(cs[0])
-            strides[cs[0]] = _add(strides[cs[0]], {tuple(k2): v})
+            strides[cs[0]] = P.add(strides[cs[0]], {tuple(k2): v})
         else:
-            rest = _add(rest, {k: v})
+            rest = P.add(rest, {k: v})
     return strides, rest
 
 
@@ -543,10 +480,10 @@ def tiled_body(copy: StridedCopy, kernel: Function) -> str:
         off = copy.read_offset if side == "read" else copy.write_offset
         poly = dict(off)
         for c in batch:
-            poly = _add(poly, _mul({(c.symbol,): 1}, c.read_stride if side == "read" else c.write_stride))
+            poly = P.add(poly, P.mul({(c.symbol,): 1}, c.read_stride if side == "read" else c.write_stride))
         return c_text(poly, names)
 
-    def at(stride: Poly, idx: str) -> str:
+    def at(stride: P.Poly, idx: str) -> str:
         return idx if stride == {(): 1} else f"({idx}) * ({c_text(stride)})"
 
     tx, ty, k, tile = n["tx"], n["ty"], n["k"], n["tile"]
@@ -587,14 +524,14 @@ def _element_path(copy: StridedCopy, n: dict[str, str], bnames: list[str]) -> li
     order = [q, p, *batch]
     names = [f"{n['q0']}_e", f"{n['p0']}_e", *bnames]
     by = {c.symbol: nm for c, nm in zip(order, names, strict=True)}
-    total: Poly = _const(1)
+    total: P.Poly = P.const(1)
     for c in copy.coords:
-        total = _mul(total, c.extent)
+        total = P.mul(total, c.extent)
 
     def addr(side: str) -> str:
         poly = dict(copy.read_offset if side == "read" else copy.write_offset)
         for c in copy.coords:
-            poly = _add(poly, _mul({(c.symbol,): 1}, c.read_stride if side == "read" else c.write_stride))
+            poly = P.add(poly, P.mul({(c.symbol,): 1}, c.read_stride if side == "read" else c.write_stride))
         return c_text(poly, by)
 
     t = n["t"]
@@ -618,9 +555,9 @@ def tiled_grid(copy: StridedCopy, args: dict[str, str]) -> str:
     names = {k: paren(v) for k, v in args.items()}
     parts = [f"(({c_text(c.extent, names)} + {TILE - 1}) / {TILE})" for c in (p, q)]
     parts += [paren(c_text(c.extent, names)) for c in copy.coords if c.symbol not in (p.symbol, q.symbol)]
-    total: Poly = _const(1)
+    total: P.Poly = P.const(1)
     for c in copy.coords:
-        total = _mul(total, c.extent)
+        total = P.mul(total, c.extent)
     small = f"{paren(c_text(p.extent, names))} < {TILE} || {paren(c_text(q.extent, names))} < {TILE}"
     per_element = f"({c_text(total, names)} + {TILE * ROWS - 1}) / {TILE * ROWS}"
     return f"(unsigned)({small} ? {per_element} : {' * '.join(parts)})"

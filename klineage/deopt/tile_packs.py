@@ -17,17 +17,29 @@ loop's own declarations, guard and address (a lambda over `c`), and the pack is 
 pack reads its lanes one by one exactly as the loop did. So the step is sound for any layout, and
 fast where the tile's columns are contiguous in memory (nvcc folds the contiguity test when the
 index is affine in `c`). Removal is vectorize's `aligned_dispatch` removal: the fallback stays.
+
+Where the loop's structure proves more, the test moves out of the loop (the whole-tile form): the
+declarations, guard and index read as polynomials in r and c (over names the loop does not write)
+show that the index steps by exactly one along c and is affine in r, and that the guard is a
+conjunction of comparisons each linear in one of r, c (so each holds over the whole tile when it
+holds at both ends). Then one test a tile (guard true at (0, 0), (1, 0) and (R-1, C-1), the
+first address 16-byte aligned, the row stride a multiple of four) picks a loop of plain float4
+loads; the per-pack lanes and their checks are gone. Measured on the H100 (hand-written, s17):
+the per-pack test costs more than the packs save on the sgemm leave-one-out kernel, the
+once-a-tile form is what pays.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import tree_sitter as ts
 
 from klineage.deopt import _cexpr as X
 from klineage.deopt import packs as pack
+from klineage.deopt import poly as P
 from klineage.source import edit
 from klineage.source.model import CudaSource
 from klineage.source.syntax import squash, unparenthesized
@@ -63,6 +75,12 @@ class TileLoad:
     pointer: str  # the global array read
     address: str  # `&P[index]` as text
     convert: tuple[str, str]  # text before and after the loaded value in the stored expression
+    row_stride: str | None = None  # elements between rows, as C text, where a once-a-tile test is sound
+
+    @property
+    def whole_tile(self) -> bool:
+        """Whether the structure proves the once-a-tile test sound (module doc)."""
+        return self.row_stride is not None
 
 
 def _shared_names(fn: ts.Node) -> set[str]:
@@ -208,9 +226,10 @@ def _analyze(
         or col_var not in X.identifiers(left)
     ):
         return None
-    guard, zero, value = None, "", right
+    guard, zero, value, guard_node = None, "", right, None
     if right.type == "conditional_expression":
         g, v, z = (right.child_by_field_name(f) for f in ("condition", "consequence", "alternative"))
+        guard_node = g
         if g is None or v is None or z is None or not _ZERO.match(squash(src.text_of(z))):
             return None
         guard, zero, value = src.text_of(g), src.text_of(z), v
@@ -250,7 +269,127 @@ def _analyze(
         pointer=pointer,
         address=f"&{pointer}[{idx_text}]",
         convert=(vb[:lo].decode(), vb[hi:].decode()),
+        row_stride=_whole_tile(src, decls, guard_node, index, row_var, col_var, local, flat),
     )
+
+
+_ROW, _COL = "@r", "@c"  # the tile's row and column in the polynomials (not C identifiers)
+_INT_TYPES = re.compile(
+    r"^(?:const\s+)?(?:unsigned\s+|signed\s+)?(?:int|long|long long|size_t|int64_t|uint64_t|int32_t|uint32_t|unsigned|ptrdiff_t)$"
+)
+_COMPARE = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}  # each comparison and its mirror
+_NEGATE = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
+class _Affine:
+    """Reads integer expressions of a staging loop's body into polynomials in the tile's row and
+    column (`_ROW`, `_COL`) and the names the loop does not write; None for anything else (a
+    division, a call other than a cast, memory, a name the loop writes)."""
+
+    def __init__(self, src: CudaSource, row_var: str, col_var: str, local: set[str], flat: str) -> None:
+        self.src = src
+        self.env: dict[str, P.Poly | None] = {row_var: P.var(_ROW), col_var: P.var(_COL)}
+        self.opaque = (local | {flat}) - {row_var, col_var}
+
+    def declare(self, decl: ts.Node) -> None:
+        t = decl.child_by_field_name("type")
+        integer = t is not None and _INT_TYPES.match(squash(self.src.text_of(t)).replace("const", "").strip())
+        for d in decl.children_by_field_name("declarator"):
+            value = d.child_by_field_name("value") if d.type == "init_declarator" else None
+            name = d.child_by_field_name("declarator") if value is not None else None
+            if name is not None and name.type == "identifier":
+                self.env[self.src.text_of(name)] = (
+                    self.value(value) if integer and value is not None else None
+                )
+
+    def value(self, n: ts.Node) -> P.Poly | None:
+        n = unparenthesized(n)
+        t, text = n.type, self.src.text_of(n)
+        if t == "number_literal":
+            m = re.fullmatch(r"(0[xX][0-9a-fA-F]+|\d+)[uUlL]*", text.strip())
+            return P.const(int(m.group(1), 0)) if m else None
+        if t == "identifier":
+            if text in self.env:
+                return self.env[text]
+            return None if text in self.opaque else P.var(text)
+        if t == "field_expression":
+            return P.var(squash(text))  # threadIdx.x and the like: fixed for the loop
+        if t == "cast_expression":
+            typ = n.child_by_field_name("type")
+            inner = n.child_by_field_name("value")
+            if typ is None or inner is None or not _INT_TYPES.match(squash(self.src.text_of(typ))):
+                return None
+            return self.value(inner)
+        if t == "call_expression" and X.callee_name(n) == "static_cast":
+            args = n.child_by_field_name("arguments")
+            return (
+                self.value(args.named_children[0])
+                if args is not None and len(args.named_children) == 1
+                else None
+            )
+        if t == "unary_expression" and self.src.text_of(n.children[0]) in ("-", "+"):
+            a = self.value(n.child_by_field_name("argument"))
+            sign = -1 if self.src.text_of(n.children[0]) == "-" else 1
+            return None if a is None else P.add({}, a, sign)
+        if t == "binary_expression":
+            op = self.src.text_of(n.children[1])
+            a, b = self.value(n.child_by_field_name("left")), self.value(n.child_by_field_name("right"))
+            if a is None or b is None or op not in ("+", "-", "*"):
+                return None
+            return P.add(a, b) if op == "+" else P.add(a, b, -1) if op == "-" else P.mul(a, b)
+        return None
+
+    def atoms(self, n: ts.Node, negated: bool = False) -> list[P.Poly] | None:
+        """`n` as a conjunction of comparisons, each as `left - right` (the sign is not needed:
+        a comparison linear in one variable holds on an interval's ends only if it holds on all
+        of it); None when `n` is not one."""
+        n = unparenthesized(n)
+        if n.type == "unary_expression" and self.src.text_of(n.children[0]) == "!":
+            return self.atoms(n.child_by_field_name("argument"), not negated)
+        if n.type != "binary_expression":
+            return None
+        op = self.src.text_of(n.children[1])
+        if op == ("||" if negated else "&&"):
+            a = self.atoms(n.child_by_field_name("left"), negated)
+            b = self.atoms(n.child_by_field_name("right"), negated)
+            return None if a is None or b is None else a + b
+        if op not in _COMPARE:
+            return None
+        a, b = self.value(n.child_by_field_name("left")), self.value(n.child_by_field_name("right"))
+        return None if a is None or b is None else [P.add(a, b, -1)]
+
+
+def _monotone(p: P.Poly) -> bool:
+    """Linear in at most one of the tile's row and column (so monotone along the tile)."""
+    used = {v for k in p for v in k if v in (_ROW, _COL)}
+    return len(used) <= 1 and all(P.degree_in(p, v) == 1 for v in used)
+
+
+def _whole_tile(
+    src: CudaSource,
+    decls: list[ts.Node],
+    guard: ts.Node | None,
+    index: ts.Node,
+    row_var: str,
+    col_var: str,
+    local: set[str],
+    flat: str,
+) -> str | None:
+    """The index's row stride (C text) when the once-a-tile test is sound for this loop (module
+    doc): the index steps by one along the column and is affine in the row, the guard a
+    conjunction of monotone comparisons; None otherwise."""
+    if index.type == "subscript_argument_list" and len(index.named_children) == 1:
+        index = index.named_children[0]
+    a = _Affine(src, row_var, col_var, local, flat)
+    for d in decls:
+        a.declare(d)
+    idx = a.value(index)
+    if idx is None or P.part_with(idx, _COL) != {(_COL,): 1} or P.degree_in(idx, _ROW) > 1:
+        return None
+    atoms = a.atoms(guard) if guard is not None else []
+    if atoms is None or not all(_monotone(p) for p in atoms):
+        return None
+    return P.c_text(P.coefficient(idx, _ROW))
 
 
 def tile_loads(src: CudaSource) -> tuple[TileLoad, ...]:
@@ -274,7 +413,12 @@ def _substitute(text: str, names: dict[str, str]) -> str:
 
 
 def apply(src: CudaSource, t: TileLoad) -> CudaSource:
-    """The staging loop behind an alignment dispatch, packed loads first (see the module doc)."""
+    """The staging loop behind an alignment dispatch, packed loads first (see the module doc): the
+    whole-tile form where the loop's structure proves it sound, else the per-pack form."""
+    return _apply_whole(src, t) if t.whole_tile else _apply_per_pack(src, t)
+
+
+def _fresh_names(t: TileLoad) -> Callable[[str], str]:
     taken = X.identifiers(X.enclosing_function(t.loop) or t.loop)
 
     def fresh(name: str) -> str:
@@ -284,17 +428,93 @@ def apply(src: CudaSource, t: TileLoad) -> CudaSource:
         taken.add(out)
         return out
 
-    r4, c4, at, v = fresh("kl_r4"), fresh("kl_c4"), fresh("kl_lane_at"), fresh("kl_v")
-    lanes = [fresh(f"kl_p{j}") for j in range(4)]
-    pre, post = t.convert
+    return fresh
+
+
+def _condition(head: str, test: list[str], tail: str) -> list[str]:
+    """`head`, the test's lines, `tail` as lines of code (a one-line test stays on one line)."""
+    if len(test) == 1:
+        return [head + test[0] + tail]
+    return [head + test[0], *test[1:-1], test[-1] + tail]
+
+
+def _dispatch(
+    src: CudaSource, t: TileLoad, comment: list[str], test: list[str], packed: list[str]
+) -> CudaSource:
+    """`if (C % 4 == 0 && test) { packed } else { the loop }` in place of the loop, its pragma kept
+    with each loop."""
     ind = edit.indent_of(src, t.loop)
     pragma = src.pragma_of(t.loop)
     unroll = [pragma.text.strip()] if pragma is not None else []
+    loop_lines = [ln[len(ind) :] if ln.startswith(ind) else ln for ln in src.text_of(t.loop).splitlines()]
+    lines = [
+        *comment,
+        *_condition(f"if ({X.wrap_text(t.cols)} % 4 == 0 && ", test, ") {"),
+        *[f"    {s}" for s in unroll + packed],
+        "} else {",
+        *[f"    {s}" for s in unroll + loop_lines],
+        "}",
+    ]
+    edits = [edit.replace(t.loop, f"\n{ind}".join(lines))]
+    if pragma is not None:
+        edits.append(edit.delete(src, pragma))
+    return edit.apply_edits(src, edits)
+
+
+def _bare_type(typ: str) -> str:
+    return typ.replace("const", "").strip()
+
+
+def _apply_whole(src: CudaSource, t: TileLoad) -> CudaSource:
+    fresh = _fresh_names(t)
+    inside, first, v = fresh("kl_tile_in"), fresh("kl_tile_first"), fresh("kl_v")
+    rows, cols = X.wrap_text(t.rows), X.wrap_text(t.cols)
+    pre, post = t.convert
+    ok = t.guard if t.guard is not None else "true"
+    params = f"const {_bare_type(t.row_type)} {t.row_var}, const {_bare_type(t.col_type)} {t.col_var}"
+    # the guard at the tile's two corners (each comparison is monotone along the tile), the first
+    # element's address 16-byte aligned, and a row stride of whole packs
+    test = [
+        "[&]() -> bool {",
+        f"        auto {inside} = [&]({params}) -> bool {{",
+        *[f"            {d}" for d in t.decls],
+        f"            return {ok};",
+        "        };",
+        f"        auto {first} = [&]({params}) -> const float* {{",
+        *[f"            {d}" for d in t.decls],
+        f"            return {t.address};",
+        "        };",
+        f"        return {inside}(0, 0) && {inside}({rows} - 1, {cols} - 1) &&",
+        f"               (reinterpret_cast<unsigned long long>({first}(0, 0)) % 16u) == 0 && ({t.row_stride}) % 4 == 0;",
+        "    }()",
+    ]
+    store = [_substitute(t.store, {t.col_var: f"({t.col_var} + {j})"}) for j in range(4)]
+    packed = [
+        f"for (int {t.flat} = {t.start}; {t.flat} < {rows} * ({cols} / 4); {t.flat} += {t.step}) {{",
+        f"    {t.row_type} {t.row_var} = {t.flat} / ({cols} / 4);",
+        f"    {t.col_type} {t.col_var} = {t.flat} % ({cols} / 4) * 4;",
+        *[f"    {d}" for d in t.decls],
+        f"    const float4 {v} = *reinterpret_cast<const float4*>({t.address});",
+        *[f"    {store[j]} = {pre}{v}.{'xyzw'[j]}{post};" for j in range(4)],
+        "}",
+    ]
+    comment = [
+        "// KLineage vectorize: the tile in 16-byte packs of four floats when all of it is in bounds and its",
+        "// rows are contiguous and 16-byte aligned (tested once a tile); other tiles and widths load as before.",
+    ]
+    return _dispatch(src, t, comment, test, packed)
+
+
+def _apply_per_pack(src: CudaSource, t: TileLoad) -> CudaSource:
+    fresh = _fresh_names(t)
+    r4, c4, at, v = fresh("kl_r4"), fresh("kl_c4"), fresh("kl_lane_at"), fresh("kl_v")
+    lanes = [fresh(f"kl_p{j}") for j in range(4)]
+    pre, post = t.convert
     store = [_substitute(t.store, {t.row_var: r4, t.col_var: f"({c4} + {j})"}) for j in range(4)]
     ok = t.guard if t.guard is not None else "true"
     lane_fn = [
-        f"auto {at} = [&](const {t.col_type.replace('const', '').strip()} {t.col_var}) -> const float* {{",
-        f"    const {t.row_type.replace('const', '').strip()} {t.row_var} = {r4};",
+        f"auto {at} = [&](const {_bare_type(t.col_type)} {t.col_var}) -> const float* {{",
+        f"    const {_bare_type(t.row_type)} {t.row_var} = {r4};",
         *[f"    {d}" for d in t.decls],
         f"    return ({ok}) ? {t.address} : nullptr;",
         "};",
@@ -312,7 +532,6 @@ def apply(src: CudaSource, t: TileLoad) -> CudaSource:
     ]
     scalar = [f"{store[j]} = {lanes[j]} != nullptr ? {pre}*{lanes[j]}{post} : {t.zero};" for j in range(4)]
     vec_loop = [
-        *unroll,
         f"for (int {t.flat} = {t.start}; {t.flat} < {X.wrap_text(t.rows)} * ({X.wrap_text(t.cols)} / 4); {t.flat} += {t.step}) {{",
         f"    const int {r4} = {t.flat} / ({X.wrap_text(t.cols)} / 4), {c4} = {t.flat} % ({X.wrap_text(t.cols)} / 4) * 4;",
         *[f"    {s}" for s in lane_fn],
@@ -324,17 +543,10 @@ def apply(src: CudaSource, t: TileLoad) -> CudaSource:
         "    }",
         "}",
     ]
-    loop_lines = [ln[len(ind) :] if ln.startswith(ind) else ln for ln in src.text_of(t.loop).splitlines()]
-    lines = [
+    comment = [
         "// KLineage vectorize: the tile's columns in 16-byte packs of four floats where a pack's four",
         "// addresses are in bounds, consecutive and aligned; other packs and other widths load as before.",
-        f"if ({X.wrap_text(t.cols)} % 4 == 0 && (reinterpret_cast<unsigned long long>({t.pointer}) % 16u) == 0) {{",
-        *[f"    {s}" for s in vec_loop],
-        "} else {",
-        *[f"    {s}" for s in unroll + loop_lines],
-        "}",
     ]
-    edits = [edit.replace(t.loop, f"\n{ind}".join(lines))]
-    if pragma is not None:
-        edits.append(edit.delete(src, pragma))
-    return edit.apply_edits(src, edits)
+    return _dispatch(
+        src, t, comment, [f"(reinterpret_cast<unsigned long long>({t.pointer}) % 16u) == 0"], vec_loop
+    )

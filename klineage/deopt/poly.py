@@ -1,0 +1,101 @@
+"""Integer polynomials over C identifiers: the algebra index analyses share.
+
+A monomial is the sorted tuple of its factors' names (a name may repeat); a polynomial maps each
+monomial to its nonzero integer coefficient, so equal polynomials compare equal as dicts. The
+strided-copy analysis reads thread-index arithmetic into them; the tile-load analysis reads a
+staging loop's addresses and guards into them to prove them affine in the tile's row and column.
+"""
+
+from __future__ import annotations
+
+from klineage.source.syntax import paren
+
+#: a monomial's factors (sorted identifier names); a polynomial maps factors -> integer coefficient
+Factors = tuple[str, ...]
+Poly = dict[Factors, int]
+
+
+def const(v: int) -> Poly:
+    return {(): v} if v else {}
+
+
+def var(name: str) -> Poly:
+    return {(name,): 1}
+
+
+def add(a: Poly, b: Poly, sign: int = 1) -> Poly:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) + sign * v
+        if out[k] == 0:
+            del out[k]
+    return out
+
+
+def mul(a: Poly, b: Poly) -> Poly:
+    out: Poly = {}
+    for ka, va in a.items():
+        for kb, vb in b.items():
+            k = tuple(sorted(ka + kb))
+            out[k] = out.get(k, 0) + va * vb
+            if out[k] == 0:
+                del out[k]
+    return out
+
+
+def mono(p: Poly) -> tuple[int, Factors] | None:
+    """(coefficient, factors) when `p` is a single monomial."""
+    if len(p) != 1:
+        return None
+    (k, v), *_ = p.items()
+    return v, k
+
+
+def div(a: Poly, b: Poly) -> Poly | None:
+    """a / b when both are monomials and b divides a exactly, else None."""
+    ma, mb = mono(a), mono(b)
+    if ma is None or mb is None or mb[0] == 0 or ma[0] % mb[0]:
+        return None
+    rest = list(ma[1])
+    for f in mb[1]:
+        if f not in rest:
+            return None
+        rest.remove(f)
+    return {tuple(rest): ma[0] // mb[0]}
+
+
+def degree_in(p: Poly, name: str) -> int:
+    """The highest power of `name` in any monomial of `p`."""
+    return max((k.count(name) for k in p), default=0)
+
+
+def part_with(p: Poly, name: str) -> Poly:
+    """The monomials of `p` that have `name` as a factor."""
+    return {k: v for k, v in p.items() if name in k}
+
+
+def coefficient(p: Poly, name: str) -> Poly:
+    """What multiplies `name` in `p` (one factor of it taken off each monomial that has it)."""
+    out: Poly = {}
+    for k, v in p.items():
+        if name in k:
+            rest = list(k)
+            rest.remove(name)
+            out = add(out, {tuple(rest): v})
+    return out
+
+
+def c_text(p: Poly, names: dict[str, str] | None = None) -> str:
+    """A polynomial as C text over size_t (every product widened before it can overflow int)."""
+    if not p:
+        return "0"
+    names = names or {}
+    terms = []
+    for k, v in sorted(p.items()):
+        fs = [paren(names.get(f, f)) for f in k]
+        if not fs:
+            terms.append(f"(size_t){v}" if v >= 0 else f"-(size_t){-v}")
+            continue
+        body = " * ".join([f"(size_t){fs[0]}", *fs[1:]])
+        terms.append(body if v == 1 else f"{v} * {body}" if v > 0 else f"-{-v} * {body}")
+    return " + ".join(terms).replace("+ -", "- ")
