@@ -1,13 +1,29 @@
 """`__launch_bounds__(threads[, minBlocks])`: tells the compiler the largest block it will run
-with, so it can budget registers for occupancy instead of for 1024 threads."""
+with, so it can budget registers for occupancy instead of for 1024 threads.
+
+Forward, two steps. A kernel without bounds gets `(threads)`. A kernel whose bounds give only the
+block size and that keeps a register tile (a local array of at least `MIN_TILE_WORDS` 4-byte
+words: a register-blocked GEMM's accumulators, an attention kernel's fragments) also gets a
+`minBlocks` that caps its registers at `REGISTER_CAP` a thread, where the tile still fits with
+room for its operands: nvcc's unconstrained allocation for such kernels leaves one block an SM
+(measured on the H100: the sgemm leave-one-out kernel with 16-byte tile loads took 163 registers,
+6.46 ms; capped at 128 by `(256, 2)`, 4.09 ms). Whether the cap pays is the GPU's to say (a cap
+can spill); the CPU judge sees the minBlocks argument appear. Removal takes the whole attribute
+off, as the experts' lineages record it.
+"""
 
 from __future__ import annotations
 
 import re
 
+import tree_sitter as ts
+
+from klineage.deopt import _cexpr as X
 from klineage.deopt.base import Operator, Precondition, Site
+from klineage.deopt.gemm_loop import block_threads
 from klineage.source import edit
 from klineage.source.model import CudaSource
+from klineage.source.syntax import eval_int, file_constants
 
 
 def _int(text: str, src: CudaSource) -> int | None:
@@ -19,6 +35,50 @@ def _int(text: str, src: CudaSource) -> int | None:
         return int(m.group(1))
     m = re.search(rf"#define\s+{re.escape(text)}\s+\(?(\d+)\)?", src.text)
     return int(m.group(1)) if m else None
+
+
+#: registers a thread may keep under the cap the minBlocks step sets (half the 255 nvcc allows)
+REGISTER_CAP = 128
+#: the smallest register tile (4-byte words a thread) that marks a kernel nvcc gives many registers
+MIN_TILE_WORDS = 32
+_WORDS = {
+    "double": 2,
+    "float4": 4,
+    "int4": 4,
+    "uint4": 4,
+    "float2": 2,
+    "__half": 0.5,
+    "__nv_bfloat16": 0.5,
+    "half": 0.5,
+}
+_SLOT = re.compile(r"\[([^\[\]]+)\]")
+
+
+def register_tile_words(src: CudaSource, fn: ts.Node) -> float:
+    """4-byte words of the largest local (not shared) array of `fn` whose sizes are compile-time
+    constants: the register tile a thread keeps (0 when there is none)."""
+    best, consts = 0.0, file_constants(src)
+    for d in X.walk(fn):
+        if (
+            d.type != "declaration"
+            or "__shared__" in src.text_of(d)
+            or "static" in src.text_of(d).split("[")[0]
+        ):
+            continue
+        t = d.child_by_field_name("type")
+        typ = src.text_of(t).strip() if t is not None else ""
+        for dec in d.children_by_field_name("declarator"):
+            target = dec.child_by_field_name("declarator") if dec.type == "init_declarator" else dec
+            if target is None or target.type != "array_declarator":
+                continue
+            sizes = [eval_int(m.group(1), consts) for m in _SLOT.finditer(src.text_of(target))]
+            if not sizes or any(n is None or n <= 0 for n in sizes):
+                continue
+            count = 1
+            for n in sizes:
+                count *= n  # type: ignore[operator]
+            best = max(best, count * _WORDS.get(typ, 1))
+    return best
 
 
 class LaunchBounds(Operator):
@@ -67,10 +127,60 @@ class LaunchBounds(Operator):
                         kernel=k.name,
                     )
                 )
+            elif len(k.launch_bounds) == 1 and register_tile_words(src, src.node_for(k)) >= MIN_TILE_WORDS:
+                sites.append(
+                    self.site(
+                        src,
+                        src.node_for(k),
+                        f"kernel {k.name} keeps a register tile: a minBlocks could cap its registers",
+                        kernel=k.name,
+                        kind="min_blocks",
+                    )
+                )
         return sites
+
+    def _min_blocks(self, src: CudaSource, kernel: str) -> tuple[int | None, list[Precondition]]:
+        """The minBlocks that caps `kernel` at REGISTER_CAP registers, and why it may (not) be set."""
+        k = next(k for k in src.kernels if k.name == kernel)
+        threads = _int(k.launch_bounds[0], src) if k.launch_bounds else None
+        if threads is None or not 0 < threads <= 1024:
+            return None, [
+                Precondition("fixed_block_size", False, f"bounds {k.launch_bounds} not a constant block size")
+            ]
+        blocks = 65536 // (REGISTER_CAP * threads)
+        words = register_tile_words(src, src.node_for(k))
+        return blocks, [
+            Precondition("fixed_block_size", True, f"{kernel} runs blocks of {threads} threads"),
+            Precondition(
+                "cap_binds",
+                blocks >= 2 and blocks * threads <= 2048,
+                f"{blocks} blocks of {threads} threads an SM cap registers at {REGISTER_CAP} a thread",
+            ),
+            Precondition(
+                "tile_fits_under_cap",
+                MIN_TILE_WORDS <= words <= REGISTER_CAP - 32,
+                f"a register tile of {words:g} words, {REGISTER_CAP - 32} fit beside its operands under the cap",
+            ),
+        ]
+
+    def _threads(self, src: CudaSource, kernel: str) -> int | None:
+        """Threads per block of every launch of `kernel` (a `dim3` of constant expressions read
+        through), when they agree."""
+        return block_threads(src, [ls for ls in src.launch_sites if ls.name == kernel])
 
     def preconditions(self, src: CudaSource, site: Site) -> list[Precondition]:
         kernel = site.details["kernel"]
+        if site.details.get("kind") == "min_blocks":
+            return self._min_blocks(src, kernel)[1]
+        threads = self._threads(src, kernel)
+        if threads is not None:
+            return [
+                Precondition(
+                    "fixed_block_size",
+                    0 < threads <= 1024,
+                    f"every launch uses {threads} threads per block",
+                )
+            ]
         sizes = self._block_sizes(src, kernel)
         values = {_int(b, src) for _, b in sizes}
         if not sizes:
@@ -98,7 +208,16 @@ class LaunchBounds(Operator):
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
         node = src.node_at(site.anchor)
         assert node is not None
-        (threads,) = {_int(b, src) for _, b in self._block_sizes(src, site.details["kernel"])}
+        if site.details.get("kind") == "min_blocks":
+            k = next(k for k in src.kernels if k.name == site.details["kernel"])
+            attr = next(a for a in k.attributes if a.name == "__launch_bounds__")
+            blocks, _ = self._min_blocks(src, k.name)
+            return edit.apply_edits(
+                src, [edit.Edit(attr.start, attr.end, f"__launch_bounds__({attr.args[0]}, {blocks})")]
+            )
+        threads = self._threads(src, site.details["kernel"])
+        if threads is None:
+            (threads,) = {_int(b, src) for _, b in self._block_sizes(src, site.details["kernel"])}
         decl = next(c for c in node.children if c.type == "function_declarator")
         return edit.apply_edits(
             src, [edit.Edit(decl.start_byte, decl.start_byte, f"__launch_bounds__({threads}) ")]

@@ -80,10 +80,31 @@ def file_constants(src: CudaSource) -> dict[str, int]:
     return dict(_file_constants(src))
 
 
+def _declarators(m: re.Match[str]) -> list[tuple[str, str]]:
+    """(name, value text) of each declarator of a constant declaration: `constexpr int A = 8, B = 4;`
+    declares two (a comma inside parentheses belongs to its value)."""
+    parts, depth, cur = [], 0, ""
+    for ch in m.group(2):
+        depth += 1 if ch in "([" else -1 if ch in ")]" else 0
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    out = [(m.group(1), parts[0])]
+    for part in parts[1:]:
+        d = re.fullmatch(r"\s*(\w+)\s*=\s*(.+)", part, re.S)
+        if d is None:
+            break
+        out.append((d.group(1), d.group(2)))
+    return out
+
+
 @memo.per_text(maxsize=64)
 def _file_constants(src: CudaSource) -> Mapping[str, int]:
     out: dict[str, int] = {"warpSize": 32}
-    items = [(m.start(), m.group(1), m.group(2)) for m in _CONSTEXPR.finditer(src.text)]
+    items = [(m.start(), name, expr) for m in _CONSTEXPR.finditer(src.text) for name, expr in _declarators(m)]
     items += [(m.start(), m.group(1), m.group(2)) for m in _DEFINE.finditer(src.text)]
     for _, name, expr in sorted(items):
         v = eval_int(expr, out)
