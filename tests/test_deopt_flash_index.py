@@ -128,3 +128,49 @@ def test_attention_keys_and_terms_address_rows_without_a_per_key_division() -> N
     out = OP.apply(*_site(ROOT / "expert_kernels" / "attention_fwd" / "naive.cu")).text
     kark = out[out.index("auto kl_kark") : out.index("};", out.index("auto kl_kark"))]
     assert "(kl_ar / S)" in kark and "idx / ((long long)S * S);" not in kark
+
+
+def _lambda(text: str, name: str) -> str:
+    i = text.index(f"auto {name}")
+    return text[i : text.index("};", i)]
+
+
+def test_a_flat_bound_the_row_guard_implies_is_dropped_from_the_coordinate_lambdas() -> None:
+    """attention_fwd's producer tests `idx >= BH * S * S` per score; its row kernel's guard is
+    `row >= BH * S` and the key stays under S, so in coordinates the test is dead and goes."""
+    out = OP.apply(*_site(ROOT / "expert_kernels" / "attention_fwd" / "naive.cu")).text
+    for name in ("kl_vrk", "kl_kark", "kl_vark"):
+        body = _lambda(out, name)
+        assert "return -INFINITY;" not in body and "return nullptr;" not in body, name
+    assert "if (idx >= total) return 0.0f;" in _lambda(out, "kl_qry")  # flat-index lambdas keep theirs
+
+
+def test_a_bound_that_is_not_rows_times_keys_stays() -> None:
+    """fp16_heads passes its row count as a parameter of its own (`rows`): rows * n is not the
+    producer's bh * m * n as a polynomial, so its test stays."""
+    from deopt_parallel_checks import DATA, apply_forward
+
+    out = apply_forward(OP, CudaSource.from_file(DATA / "flash_fusion" / "fp16_heads" / "naive.cu")).text
+    assert "if (t >= (size_t)bh * m * n) return -INFINITY;" in _lambda(out, "kl_vrk")
+
+
+def test_without_the_bound_tests_odd_heads_and_keys_pass_the_emu_gate(tmp_path: Path) -> None:
+    """Rows per head and keys not multiples of the 64-row and 64-key tiles (tiles span heads, the
+    last key tile is partial), both masks and head sizes: the calls stay inside the guards."""
+    from deopt_parallel_checks import assert_passes
+
+    attn = ROOT / "expert_kernels" / "attention_fwd"
+    text = (attn / "workload.py").read_text()
+    start = text.index('"emu": [')
+    end = text.index("],", start) + 2
+    odd = (
+        '"emu": [{"B": 1, "H": 3, "S": 37, "D": 64, "causal": 0}, {"B": 2, "H": 1, "S": 100, "D": 128, '
+        '"causal": 1}, {"B": 1, "H": 2, "S": 65, "D": 64, "causal": 1}],'
+    )
+    (tmp_path / "odd").mkdir()
+    text = text[:start] + odd + text[end:]
+    assert 'divisible_by={"S": 128},' in text  # the expert's query tile; the fused kernel has none
+    (tmp_path / "odd" / "workload.py").write_text(text.replace('divisible_by={"S": 128},', ""))
+    out = OP.apply(*_site(attn / "naive.cu")).text
+    assert "return -INFINITY;" not in _lambda(out, "kl_vrk")
+    assert_passes(out, tmp_path / "odd", tmp_path, "attn_odd.cu")

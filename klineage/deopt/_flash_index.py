@@ -21,8 +21,9 @@ import re
 from dataclasses import dataclass
 
 from klineage.deopt import _threads as T
+from klineage.deopt import poly as P
 from klineage.deopt._flash_emit import lam
-from klineage.deopt._three_phase import ThreePhase
+from klineage.deopt._three_phase import ThreePhase, row_bound
 
 _BEFORE = set("(=,+?:<>[{;|&")  # a preceding character after which `idx op L` is its own operand
 
@@ -88,6 +89,34 @@ def _written(name: str, text: str) -> bool:
     return bool(re.search(rf"\b{name}\s*(?:[-+*/%&|^]?=(?!=)|\+\+|--)|(?:\+\+|--|&)\s*{name}\b", text))
 
 
+_DECL = re.compile(
+    r"(?:const\s+)?(?:long\s+long|long|int|unsigned|size_t|int64_t)\s+([A-Za-z_]\w*)\s*=\s*([^;]+);"
+)
+
+
+def _implied_bounds(stmts: tuple[str, ...], idx: str, bound: P.Poly) -> tuple[str, ...]:
+    """`stmts` without each `if (idx >= E) return ...;` whose E is `bound` (rows x length) as a
+    polynomial (E's locals read through their declarations in `stmts`): the fused kernel calls the
+    coordinate lambdas only with a row under the row guard's bound and a key (column) under the
+    length, so the flat index `row * length + key` is under E at every call and the test is dead.
+    The test is per score in the naive producer; the block-uniform hand form without it ran 1.28x
+    faster on the H100 (RESULTS, eighteenth session)."""
+    body = "\n".join(stmts)
+    env: dict[str, P.Poly | None] = {}
+    out = []
+    for st in stmts:
+        d = _DECL.fullmatch(st.strip())
+        if d is not None and not _written(d.group(1), body.replace(st, "", 1)):
+            env[d.group(1)] = P.from_c(d.group(2), env)
+        m = re.fullmatch(
+            rf"if\s*\(\s*\(?\s*{re.escape(idx)}\s*>=\s*(.+?)\)?\s*\)\s*return\b[^;]*;", st.strip(), re.S
+        )
+        if m is not None and P.from_c(m.group(1), env) == bound:
+            continue
+        out.append(st)
+    return tuple(out)
+
+
 def _in_coordinates(
     name: str,
     idx: str,
@@ -99,13 +128,15 @@ def _in_coordinates(
     sig: tuple[str, str, str],
     params: set[str] | None = None,
     names: set[str] | None = None,
+    rows: str | None = None,
 ) -> tuple[str | None, str | None]:
     """A lambda `name(kl_ar, kl_aj, *args)` running `stmts` then `last` at index `kl_ar * stride +
     kl_aj` (`stride`: the kernel's value of `length`), read in coordinates; None when nothing
     reads that way or the index or `length` is assigned. `sig`: (extra args, return type, default);
     with `params` (the kernel's parameter names) a row taken modulo one of them is an argument
     too (`kl_am`, after `kl_aj`): (the lambda, that parameter or None). `names`: the kernel's
-    parameters, for `idx / (L * X)` (see `_rewrite`)."""
+    parameters, for `idx / (L * X)` (see `_rewrite`). `rows`: the row guard's bound, when every
+    name in it and in `length` is a parameter nothing assigns (see `_implied_bounds`)."""
     length = T.strip_casts(length).strip("()")
     if not re.fullmatch(r"[A-Za-z_]\w*", length):
         return None, None
@@ -115,6 +146,9 @@ def _in_coordinates(
     fixed = frozenset(n for n in names or () if not _written(n, body))
     new = tuple(_rewrite(s, idx, length, fixed) for s in stmts)
     new_last = _rewrite(last, idx, length, fixed)
+    rows_poly = P.from_c(rows) if rows is not None else None
+    if rows_poly is not None and {f for k in rows_poly for f in k} <= fixed and length in fixed:
+        new = _implied_bounds(new, idx, P.mul(rows_poly, P.var(length)))
     if new == stmts and new_last == last:
         return None, None
     x, new, new_last = _row_mod(new, new_last, params) if params else (None, new, new_last)
@@ -161,6 +195,7 @@ class Coordinates:
 
 def coordinates(tp: ThreePhase) -> Coordinates:
     p, c = tp.producer, tp.consumer
+    rows = row_bound(tp.softmax)
     pi, ci = (p.k.tid, p.k.tid_type), (c.k.tid, c.k.tid_type)
     ptr = ("const void*", "nullptr")
     params = {q.name for q in p.k.fn.params}
@@ -174,12 +209,13 @@ def coordinates(tp: ThreePhase) -> Coordinates:
         (f"float {p.acc}", "float", "-INFINITY"),
         params,
         params,
+        rows,
     )
     return Coordinates(
         value,
         _in_coordinates("kl_kark", *pi, tp.length, "kl_len", p.prelude, f"return (const void*)&({p.key_read});",
-                        (f"{p.var_type} {p.var}", *ptr), names=params)[0],
+                        (f"{p.var_type} {p.var}", *ptr), names=params, rows=rows)[0],
         _in_coordinates("kl_vark", *ci, c.columns, "kl_dv", c.prelude, f"return (const void*)&({c.term_read});",
-                        (f"{c.var_type} {c.var}", *ptr), names={q.name for q in c.k.fn.params})[0],
+                        (f"{c.var_type} {c.var}", *ptr), names={q.name for q in c.k.fn.params}, rows=rows)[0],
         x,
     )  # fmt: skip

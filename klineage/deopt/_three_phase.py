@@ -341,8 +341,14 @@ def _read(
     if host[0] is None or T.squash(host[0]) != T.squash(host[1] or ""):
         raise Refused("the row kernel and the weighted sum do not read rows of one length")
     prod = producer(src, kp, host[0])
-    rows = re.fullmatch(rf"\(?{ks.tid}\)?>=(.+)", unparen_text(T.strip_casts(unparen_text(sm.guard))))
-    rows_host = T.kernel_expr_in_launcher(src, ks.fn, ks.launch, rows.group(1), ks.node) if rows else None
+    rows = row_bound(sm)
+    rows_host = T.kernel_expr_in_launcher(src, ks.fn, ks.launch, rows, ks.node) if rows else None
     if rows_host is None:
         raise Refused(f"{ks.fn.name}: the row guard is not `row >= rows` over parameters")
     return ThreePhase(launcher, prod, sm, cons, len_c, rows_host, arg)
+
+
+def row_bound(sm: RowSoftmax) -> str | None:
+    """`rows` in the row kernel's guard `row >= rows` (casts dropped), in its parameter names."""
+    m = re.fullmatch(rf"\(?{sm.k.tid}\)?>=(.+)", unparen_text(T.strip_casts(unparen_text(sm.guard))))
+    return m.group(1) if m else None

@@ -8,6 +8,10 @@ staging loop's addresses and guards into them to prove them affine in the tile's
 
 from __future__ import annotations
 
+import ast
+import re
+from collections.abc import Mapping
+
 from klineage.source.syntax import paren
 
 #: a monomial's factors (sorted identifier names); a polynomial maps factors -> integer coefficient
@@ -99,3 +103,46 @@ def c_text(p: Poly, names: dict[str, str] | None = None) -> str:
         body = " * ".join([f"(size_t){fs[0]}", *fs[1:]])
         terms.append(body if v == 1 else f"{v} * {body}" if v > 0 else f"-{-v} * {body}")
     return " + ".join(terms).replace("+ -", "- ")
+
+
+_C_CAST = re.compile(
+    r"\(\s*(?:const\s+)?(?:unsigned\s+|signed\s+)?(?:long\s+long|long|int|short|size_t|ptrdiff_t|u?int(?:32|64)_t)\s*\)"
+)
+
+
+def from_c(text: str, env: Mapping[str, Poly | None] | None = None) -> Poly | None:
+    """The polynomial of C integer text: names, integer literals, `+ - *`, parentheses and integer
+    casts (`static_cast<T>(x)` too); a name in `env` stands for its polynomial there (None: not a
+    polynomial), any other name for itself. None for anything else (division, calls, memory)."""
+    t = re.sub(r"static_cast<[^<>]*>", "", _C_CAST.sub(" ", text))
+    t = re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\b", lambda m: str(int(m.group(1), 0)), t)
+    try:
+        tree = ast.parse(t.strip(), mode="eval")
+    except SyntaxError:
+        return None
+    env = env or {}
+
+    def walk(n: ast.AST) -> Poly | None:
+        if isinstance(n, ast.Expression):
+            return walk(n.body)
+        if isinstance(n, ast.Constant) and type(n.value) is int:
+            return const(n.value)
+        if isinstance(n, ast.Name):
+            return env[n.id] if n.id in env else var(n.id)
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, (ast.USub, ast.UAdd)):
+            a = walk(n.operand)
+            return None if a is None else add({}, a, -1 if isinstance(n.op, ast.USub) else 1)
+        if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Sub, ast.Mult)):
+            a, b = walk(n.left), walk(n.right)
+            if a is None or b is None:
+                return None
+            return (
+                add(a, b)
+                if isinstance(n.op, ast.Add)
+                else add(a, b, -1)
+                if isinstance(n.op, ast.Sub)
+                else mul(a, b)
+            )
+        return None
+
+    return walk(tree)
