@@ -174,3 +174,49 @@ def test_without_the_bound_tests_odd_heads_and_keys_pass_the_emu_gate(tmp_path: 
     out = OP.apply(*_site(attn / "naive.cu")).text
     assert "return -INFINITY;" not in _lambda(out, "kl_vrk")
     assert_passes(out, tmp_path / "odd", tmp_path, "attn_odd.cu")
+
+
+@pytest.mark.parametrize(
+    ("stmts", "kept"),
+    [
+        (("long long total = (long long)BH * S * S;", "if (idx >= total) return -INFINITY;"), 0),
+        (("if (idx >= (long long)S * (BH * S)) return nullptr;",), 0),  # the same product, reordered
+        (("long long n = BH * S;", "long long total = n * S;", "if ((idx >= total)) return 0.0f;"), 0),
+        (("if (idx >= (long long)BH * S * S + 1) return nullptr;",), 1),  # not rows x keys
+        (("if (idx > (long long)BH * S * S) return nullptr;",), 1),  # another comparison: kept as written
+        (("long long total = (long long)BH * S * S;", "total += 1;", "if (idx >= total) return 0.0f;"), 1),
+        (("if (idx >= (long long)BH * S * S / 2) return nullptr;",), 1),  # a division: not read
+    ],
+)
+def test_only_a_bound_equal_to_rows_times_keys_is_dropped(stmts: tuple[str, ...], kept: int) -> None:
+    from klineage.deopt import poly as P
+    from klineage.deopt._flash_index import _implied_bounds
+
+    out = _implied_bounds(stmts, "idx", P.mul(P.from_c("BH * S"), P.var("S")))
+    assert sum(s.lstrip().startswith("if") for s in out) == kept
+    assert [s for s in out if not s.lstrip().startswith("if")] == [
+        s for s in stmts if not s.lstrip().startswith("if")
+    ]
+
+
+@given(
+    st.recursive(
+        st.one_of(st.sampled_from(["a", "b", "c"]), st.integers(-9, 9).map(str)),
+        lambda inner: st.tuples(inner, st.sampled_from(["+", "-", "*"]), inner).map(
+            lambda t: f"({t[0]} {t[1]} {t[2]})"
+        ),
+        max_leaves=8,
+    ),
+    st.integers(-50, 50),
+    st.integers(-50, 50),
+    st.integers(-50, 50),
+)
+def test_a_c_integer_expression_reads_as_the_polynomial_it_computes(
+    expr: str, a: int, b: int, c: int
+) -> None:
+    from klineage.deopt import poly as P
+
+    p = P.from_c(f"(long long){expr}")
+    assert p is not None
+    value = sum(coef * eval("*".join(k) or "1", {}, {"a": a, "b": b, "c": c}) for k, coef in p.items())  # noqa: S307
+    assert value == eval(expr, {}, {"a": a, "b": b, "c": c})  # noqa: S307

@@ -108,13 +108,35 @@ def _implied_bounds(stmts: tuple[str, ...], idx: str, bound: P.Poly) -> tuple[st
         d = _DECL.fullmatch(st.strip())
         if d is not None and not _written(d.group(1), body.replace(st, "", 1)):
             env[d.group(1)] = P.from_c(d.group(2), env)
-        m = re.fullmatch(
-            rf"if\s*\(\s*\(?\s*{re.escape(idx)}\s*>=\s*(.+?)\)?\s*\)\s*return\b[^;]*;", st.strip(), re.S
-        )
-        if m is not None and P.from_c(m.group(1), env) == bound:
+        bound_text = _flat_bound(st, idx)
+        if bound_text is not None and P.from_c(bound_text, env) == bound:
             continue
         out.append(st)
     return tuple(out)
+
+
+def _flat_bound(stmt: str, idx: str) -> str | None:
+    """E when `stmt` is `if (idx >= E) return ...;` (any parentheses around the condition)."""
+    m = re.fullmatch(r"if\s*(\(.*\))\s*return\b[^;]*;", stmt.strip(), re.S)
+    if m is None:
+        return None
+    cond = m.group(1)
+    while _wrapped(cond):
+        cond = cond[1:-1].strip()
+    t = re.fullmatch(rf"{re.escape(idx)}\s*>=\s*(.+)", cond, re.S)
+    return t.group(1) if t is not None else None
+
+
+def _wrapped(text: str) -> bool:
+    """Whether `text` is one parenthesized group: its first `(` closes at its last character."""
+    if not text.startswith("("):
+        return False
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += 1 if ch == "(" else -1 if ch == ")" else 0
+        if depth == 0:
+            return i == len(text) - 1
+    return False
 
 
 def _in_coordinates(
