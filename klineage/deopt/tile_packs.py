@@ -22,11 +22,14 @@ Where the loop's structure proves more, the test moves out of the loop (the whol
 declarations, guard and index read as polynomials in r and c (over names the loop does not write)
 show that the index steps by exactly one along c and is affine in r, and that the guard is a
 conjunction of comparisons each linear in one of r, c (so each holds over the whole tile when it
-holds at both ends). Then one test a tile (guard true at (0, 0), (1, 0) and (R-1, C-1), the
-first address 16-byte aligned, the row stride a multiple of four) picks a loop of plain float4
-loads; the per-pack lanes and their checks are gone. Measured on the H100 (hand-written, s17):
-the per-pack test costs more than the packs save on the sgemm leave-one-out kernel, the
-once-a-tile form is what pays.
+holds at both ends). Then one test a tile (the guard at (0, 0) and (R-1, C-1), the first address
+16-byte aligned, the row stride read off the index's polynomial a multiple of four) picks a loop
+of plain float4 loads; the per-pack lanes and their checks are gone. The reading assumes the
+loop's integer arithmetic does not wrap inside one tile (a kernel whose index wraps reads wrong
+elements as written already). Measured on the H100 (RESULTS, eighteenth and nineteenth sessions):
+on the sgemm leave-one-out kernel the per-pack test costs more than the packs save; the whole-tile
+form pays only under a register cap (launch_bounds' minBlocks step), and there no more than the
+cap alone yet.
 """
 
 from __future__ import annotations
