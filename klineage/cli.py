@@ -617,15 +617,23 @@ def timings_import(
 def timings_coverage(
     db: DbOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
+    only: Annotated[
+        str | None, typer.Option(help="Comma-separated workloads (default: every one with a lineage).")
+    ] = None,
 ) -> None:
-    """Per workload, from imported times: naive, root, expert and torch, and the lineage coverage."""
+    """Per workload, from imported times: naive, root, expert and torch, and the lineage coverage;
+    then the mean coverage over the workloads shown (uncapped and capped at 1.0)."""
     from klineage import lineage as lin
     from klineage.store.db import Store
     from klineage.store.lineage import state_workloads
 
     with Store(db, read_only=True) as store:
         names = state_workloads(store)
-        rows = [{"workload": n, **lin.build(store, n).graph.get("timing", {})} for n in names]
+        wanted = [w.strip() for w in only.split(",") if w.strip()] if only else names
+        unknown = sorted(set(wanted) - set(names))
+        if unknown:
+            raise KLineageError(f"--only: no lineage for {', '.join(unknown)} in this store")
+        rows = [{"workload": n, **lin.build(store, n).graph.get("timing", {})} for n in wanted]
     if as_json:
         emit_json(rows)
         return
@@ -658,6 +666,15 @@ def timings_coverage(
             r.get("device", "untimed"),
         )
     out.print(table)
+    means = lin.mean_coverage([r.get("coverage") for r in rows])
+    undefined = [r["workload"] for r in rows if r.get("coverage") is None]
+    if means is not None:
+        out.print(
+            f"mean coverage over {len(rows) - len(undefined)} workloads: {means[0]:.3f} "
+            f"({means[1]:.3f} with each capped at 1.0)"
+            + (f"; undefined for {', '.join(undefined)}" if undefined else ""),
+            highlight=False,
+        )
 
 
 @timings_app.command("bench")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,16 @@ def coverage(t_root: float, t_expert: float, t_naive: float) -> float | None:
     if min(t_root, t_expert, t_naive) <= 0 or t_naive <= t_expert:
         return None
     return math.log(t_root / t_expert) / math.log(t_naive / t_expert)
+
+
+def mean_coverage(values: Sequence[float | None]) -> tuple[float, float] | None:
+    """(mean, mean with each capped at 1.0) of the coverages that are defined; None when none is.
+    Uncapped is the corpus figure's definition (a root slower than its naive kernel counts past
+    1.0); capped keeps such a root from covering another workload's shortfall."""
+    defined = [v for v in values if v is not None]
+    if not defined:
+        return None
+    return sum(defined) / len(defined), sum(min(v, 1.0) for v in defined) / len(defined)
 
 
 def timing_summary(

@@ -198,3 +198,26 @@ def test_bad_timings_files_change_nothing(
     with Store(db, read_only=True) as s:
         assert s.scalar("SELECT count(*) FROM kernel_timings") == 0
         assert all(sk.effects["per_workload"][WL]["time_ratio"] == "unmeasured" for sk in load_skills(s))
+
+
+def test_mean_coverage_is_over_the_defined_ones_uncapped_and_capped() -> None:
+    assert lineage.mean_coverage([0.5, None, 2.0]) == pytest.approx((1.25, 0.75))
+    assert lineage.mean_coverage([None]) is None
+
+
+def test_coverage_prints_the_mean_and_refuses_an_unknown_workload(
+    mined: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    db = _fresh_copy(mined, tmp_path)
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps(_bench_doc(db, lambda d: 2.0 + d)))
+    assert run_cli(["timings", "import", str(bench), "--db", str(db)], monkeypatch, capsys)[0] == 0
+    code, out, _ = run_cli(["timings", "coverage", "--db", str(db), "--only", WL], monkeypatch, capsys)
+    with Store(db, read_only=True) as s:
+        cov = lineage.build(s, WL).graph["timing"]["coverage"]
+    assert (
+        code == 0
+        and f"mean coverage over 1 workloads: {cov:.3f} ({min(cov, 1.0):.3f} with each capped" in out
+    )
+    code, _, err = run_cli(["timings", "coverage", "--db", str(db), "--only", "nope"], monkeypatch, capsys)
+    assert code == 2 and "--only: no lineage for nope" in err
