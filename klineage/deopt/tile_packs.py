@@ -280,8 +280,7 @@ _ROW, _COL = "@r", "@c"  # the tile's row and column in the polynomials (not C i
 _INT_TYPES = re.compile(
     r"^(?:const\s+)?(?:unsigned\s+|signed\s+)?(?:int|long|long long|size_t|int64_t|uint64_t|int32_t|uint32_t|unsigned|ptrdiff_t)$"
 )
-_COMPARE = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}  # each comparison and its mirror
-_NEGATE = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+_COMPARISONS = frozenset({"<", "<=", ">", ">="})  # the ordered ones: monotone when linear
 
 
 class _Affine:
@@ -356,7 +355,7 @@ class _Affine:
             a = self.atoms(n.child_by_field_name("left"), negated)
             b = self.atoms(n.child_by_field_name("right"), negated)
             return None if a is None or b is None else a + b
-        if op not in _COMPARE:
+        if op not in _COMPARISONS:
             return None
         a, b = self.value(n.child_by_field_name("left")), self.value(n.child_by_field_name("right"))
         return None if a is None or b is None else [P.add(a, b, -1)]
