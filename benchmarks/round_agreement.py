@@ -6,7 +6,8 @@ the loop on the GPU (`materialize_bench.py --backend cuda`) judges every candida
 cuda gate; the CPU round (`--backend emu --measured J`) judges by the times a GPU judge process
 `J` (`klineage timings bench`) measured for the candidates of an earlier emu round. This script
 sets them side by side through the judge's own times, which measured both best kernels in one
-process (the loop's bests passed to that judge as `--run LABEL=.../{name}/best.cu` columns):
+process (the loop's bests passed to that judge as `--run loop_MODE=.../{name}/best.cu` columns; a
+column named MODE alone is read too):
 
 - the same kernel text: agree;
 - two kernels whose judge times differ by no more than the larger of their two spreads: agree, the
@@ -71,7 +72,7 @@ def compare(
             continue
         best = cpu_dir / w / mode / "best.cu"
         cpu_digest = source_hash(best.read_text()) if best.is_file() else None
-        column = judged[w].get(mode)
+        column = judged[w].get(f"loop_{mode}", judged[w].get(mode))
         loop_digest = column.get("digest") if isinstance(column, dict) else None
         cpu_t, loop_t = (measured.times.get((w, d)) if d else None for d in (cpu_digest, loop_digest))
         spread = None

@@ -97,3 +97,15 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: Any) -> None:
     assert mod.main(["--loop", str(tmp_path / "loop.json"), "--cpu", str(tmp_path), "--judge", "nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("round_agreement:")
+
+
+def test_the_call_scripts_loop_column_is_read(tmp_path: Path) -> None:
+    """The device scripts label the loop's bests `loop_MODE` (beside `cpu_MODE`): the same verdicts."""
+    mod = _module()
+    loop, cpu, judge = _setup(tmp_path)
+    for r in judge["rows"]:
+        r["loop_curriculum"] = r.pop("curriculum")
+    (tmp_path / "judge.json").write_text(json.dumps(judge))
+    measured = read_measured([tmp_path / "judge.json"])
+    got = {a.workload: a.verdict for a in mod.compare(loop, cpu, tmp_path, judge["rows"], measured)}
+    assert got == {"a": "same kernel", "b": "within spread", "c": "loop faster", "d": "unmeasured"}
