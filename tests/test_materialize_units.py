@@ -180,6 +180,22 @@ def test_judge_gpu_needs_more_than_the_spread() -> None:
     assert not v.kept and v.verdict == "not_faster" and v.detail["spread_ms"] == pytest.approx(0.04)
 
 
+def test_a_time_of_one_launch_is_not_decided_by_noise() -> None:
+    """A kernel timed once (a second or more a launch) has no measured spread: a 0.01% difference
+    (two processes' times of one kernel differ by more) is not a gain, a 1% one is."""
+
+    def once(ms: float) -> GateResult:
+        return GateResult(
+            True, "done", "ok", timing=Timing(ms, ms, ms, 1, 1, extra={"trial_medians_ms": [ms]})
+        )
+
+    v = judge("a", "b", once(7415.08), once(7414.37), None)
+    assert not v.kept and v.detail["spread_ms"] == pytest.approx(0.005 * 7415.08)
+    assert judge("a", "b", once(7415.08), once(7340.0), None).kept
+    # a measured spread stays the measured one
+    assert judge("a", "b", _ok(1.0, [1.0, 1.0002]), _ok(0.999, [0.999, 0.9991]), None).kept
+
+
 # ---- prompts and extraction ---------------------------------------------------------------------
 def test_prompt_static_parts_first_and_cached() -> None:
     wl = load_workload(SCALE)
