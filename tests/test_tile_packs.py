@@ -100,6 +100,7 @@ def test_the_tiled_sgemm_stages_both_tiles_in_float4_packs(tmp_path: Path) -> No
     out = _packed(src)
     assert out.text.count("*reinterpret_cast<const float4*>") == 2
     assert "kl_lane_at" not in out.text  # the once-a-tile form
+    assert out.text.count("// KLineage vectorize:") == 1  # both tiles under one dispatch
     assert _unpacked(out).text == src.text  # the dispatch's removal restores the kernel exactly
     assert_passes(out.text, SGEMM, tmp_path, "sgemm_packed.cu")
     assert "ld.global.v4.f32" in ptx_of(out.text, tmp_path)
@@ -153,6 +154,38 @@ def test_half_precision_tiles_are_not_float4_packs() -> None:
     assert [t.pointer for t in TP.tile_loads(src)] == ["B"]
 
 
+def _staging_loop_lines(text: str) -> list[int]:
+    lines = text.splitlines()
+    return [i for i, ln in enumerate(lines) if re.match(r"\s*for \(int kl_e = kl_tid;", ln)]
+
+
+def test_the_tiles_pragmas_go_with_their_loops_in_one_dispatch(tmp_path: Path) -> None:
+    """Each staging loop under `#pragma unroll`: still one dispatch for both, each pragma kept on
+    both sides, and the removal writes the two loops back exactly."""
+    lines = _tiled_sgemm().text.splitlines()
+    for i in reversed(_staging_loop_lines("\n".join(lines))):
+        lines.insert(i, lines[i][: len(lines[i]) - len(lines[i].lstrip())] + "#pragma unroll")
+    src = CudaSource.from_text("\n".join(lines) + "\n", "sgemm_unrolled.cu")
+    assert [len(g) for g in TP.tile_groups(src)] == [2]
+    out = _packed(src)
+    assert out.text.count("// KLineage vectorize:") == 1 and out.text.count("#pragma unroll") == 4
+    assert _unpacked(out).text == src.text
+    assert_passes(out.text, SGEMM, tmp_path, "sgemm_unrolled_packed.cu")
+
+
+@pytest.mark.parametrize("between", ["", "        __syncwarp();"])
+def test_loops_apart_take_a_dispatch_each(between: str) -> None:
+    """A blank line or a statement between the two loops: one dispatch a loop (the removal could
+    not write back what lay between them), and the kernel comes back exactly."""
+    lines = _tiled_sgemm().text.splitlines()
+    lines.insert(_staging_loop_lines("\n".join(lines))[1], between)
+    src = CudaSource.from_text("\n".join(lines) + "\n", "sgemm_apart.cu")
+    assert [len(g) for g in TP.tile_groups(src)] == [1, 1]
+    out = _packed(src)
+    assert out.text.count("// KLineage vectorize:") == 2
+    assert _unpacked(out).text == src.text
+
+
 def test_a_text_parsed_again_is_packed_again() -> None:
     """The materializer parses the same text many times: the sites found on one parse must be
     those of that parse (a per-text memo holding nodes once handed over another tree's)."""
@@ -161,7 +194,7 @@ def test_a_text_parsed_again_is_packed_again() -> None:
     text = _tiled_sgemm().text
     for _ in range(2):
         after, done, refused = apply_everywhere(OP, CudaSource.from_text(text, "current.cu"))
-        assert len(done) == 2 and not refused, refused
+        assert len(done) == 1 and not refused, refused  # both tiles: one site, one dispatch
         assert after.text.count("*reinterpret_cast<const float4*>") == 2
 
 

@@ -399,7 +399,15 @@ def remove_dispatch(src: CudaSource, node: ts.Node) -> CudaSource:
     inner = statements(fallback)
     if fallback.type == "compound_statement" and len(inner) == 1:
         fallback = inner[0]
-    ind_from, ind_to = edit.indent_of(src, fallback), edit.indent_of(src, node)
+    ind_to = edit.indent_of(src, node)
+    if fallback.type == "compound_statement" and len(inner) > 1:
+        # several loops under one dispatch (tile_packs' groups): the block's lines, braces gone
+        body = src.text_bytes[fallback.start_byte + 1 : fallback.end_byte - 1].decode()
+        lines = body.strip("\n").rstrip().splitlines()
+        ind_from = lines[0][: len(lines[0]) - len(lines[0].lstrip())]
+        text = "\n".join(ind_to + ln[len(ind_from) :] if ln.startswith(ind_from) else ln for ln in lines)
+        return edit.apply_edits(src, [*edits, edit.replace(node, text[len(ind_to) :])])
+    ind_from = edit.indent_of(src, fallback)
     lines = src.text_of(fallback).splitlines()
     pragma = (
         src.pragma_of(fallback)

@@ -579,14 +579,16 @@ class Vectorize(Operator):
         sites += [
             self.site(
                 src,
-                t.loop,
-                f"tile staging loop at line {t.loop.start_point.row + 1} in {t.function}: "
-                f"{t.rows} x {t.cols} of {t.pointer} in packs of four columns",
+                g[0].loop,
+                f"tile staging loop{'s' if len(g) > 1 else ''} at line "
+                f"{', '.join(str(t.loop.start_point.row + 1) for t in g)} in {g[0].function}: "
+                f"{', '.join(f'{t.rows} x {t.cols} of {t.pointer}' for t in g)} in packs of four columns"
+                + (" (one test for all)" if len(g) > 1 else ""),
                 kind="tile_load_pack",
-                function=t.function,
-                pointer=t.pointer,
+                function=g[0].function,
+                pointer=",".join(t.pointer for t in g),
             )
-            for t in TP.tile_loads(src)
+            for g in TP.tile_groups(src)
         ]
         for fn in X.code_functions(src):
             for loop, i, n, arrays, y in _elementwise_loops(src, fn):
@@ -627,14 +629,18 @@ class Vectorize(Operator):
             grid = [pack.grid_fact(src, found)] if isinstance(found, pack.ElementwiseKernel) else []
             return pack.facts(found.lanes, shape) + grid
         if site.details.get("kind") == "tile_load_pack":
-            t = _tile_load(src, site)
+            g = _tile_group(src, site)
+            t = g[0] if g else None
             return [
                 Precondition(
                     "tile_staging_loop",
                     t is not None,
-                    f"a block stages {t.rows} x {t.cols} elements of {t.pointer} into {t.store.split('[')[0]}, "
-                    "one per trip, the flat index split into row and column"
-                    if t is not None
+                    "a block stages "
+                    + " and ".join(
+                        f"{u.rows} x {u.cols} elements of {u.pointer} into {u.store.split('[')[0]}" for u in g
+                    )
+                    + ", one per trip, the flat index split into row and column"
+                    if g is not None
                     else "the staging loop is gone",
                     "Layout",
                 ),
@@ -716,10 +722,10 @@ class Vectorize(Operator):
 
     def _apply(self, src: CudaSource, site: Site) -> CudaSource:
         if site.details.get("kind") == "tile_load_pack":
-            t = _tile_load(src, site)
-            if t is None:
+            g = _tile_group(src, site)
+            if g is None:
                 raise Refused(f"{self.name}: the tile staging loop is gone")
-            return TP.apply(src, t)
+            return TP.apply_group(src, g)
         if site.details.get("kind") in ("pack_per_thread", "row_loop_pack"):
             packed = self._packable(src, site)
             if packed is None:
@@ -768,9 +774,9 @@ class Vectorize(Operator):
         )
 
 
-def _tile_load(src: CudaSource, site: Site) -> TP.TileLoad | None:
+def _tile_group(src: CudaSource, site: Site) -> tuple[TP.TileLoad, ...] | None:
     node = src.node_at(site.anchor)
-    return next((t for t in TP.tile_loads(src) if t.loop == node), None)
+    return next((g for g in TP.tile_groups(src) if g[0].loop == node), None)
 
 
 def _lane_rewriter(src: CudaSource, arrays: list[str], lane: str):  # noqa: ANN202 - a render callback
