@@ -220,3 +220,43 @@ def test_a_c_integer_expression_reads_as_the_polynomial_it_computes(
     assert p is not None
     value = sum(coef * eval("*".join(k) or "1", {}, {"a": a, "b": b, "c": c}) for k, coef in p.items())  # noqa: S307
     assert value == eval(expr, {}, {"a": a, "b": b, "c": c})  # noqa: S307
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("threadIdx.x + 4 * blockDim.x", {("threadIdx.x",): 1, ("blockDim.x",): 4}),
+        ("static_cast<unsigned int>(a) * 2", {("a",): 2}),
+        ("(const long long)a - (unsigned)b", {("a",): 1, ("b",): -1}),
+        ("010 + 0x10 + 3u", {(): 27}),  # octal, hexadecimal, a suffix
+        ("from * in", {("from", "in"): 1}),  # C names that are Python keywords
+        ("static_cast<float>(a)", None),
+        ("p->n + 1", None),
+        ("a / 2", None),
+        ("a % 4", None),
+        ("f(a)", None),
+        ("a[1]", None),
+        ("1.5 * a", None),
+    ],
+)
+def test_c_text_reads_as_integer_arithmetic_or_not_at_all(text: str, expected: object) -> None:
+    from klineage.deopt import poly as P
+
+    assert P.from_c(text) == expected
+
+
+def test_integer_types_whatever_their_spelling() -> None:
+    from klineage.deopt import poly as P
+
+    for t in (
+        "int",
+        "unsigned int",
+        "unsigned",
+        "const long long",
+        "long long int",
+        "size_t const",
+        "uint32_t",
+    ):
+        assert P.is_int_type(t), t
+    for t in ("float", "double", "constexpr int", "int*", "__half"):
+        assert not P.is_int_type(t), t

@@ -66,3 +66,16 @@ def test_file_constants_are_remembered_per_text_and_each_caller_gets_its_own_cop
     assert S.file_constants(CudaSource.from_text(src.text))["kRows"] == 64
     other = CudaSource.from_text(src.text.replace("32", "16"))
     assert S.file_constants(other)["kRows"] == 32
+
+
+@given(
+    st.sets(st.sampled_from(["kl_v", "kl_v_2", "kl_v_3", "kl_v_5", "kl_v2", "x"])),
+    st.sampled_from(["", "_"]),
+    st.integers(1, 3),
+)
+def test_a_numbered_fresh_name_is_new_and_taken_once_given(taken: set[str], sep: str, first: int) -> None:
+    before = set(taken)
+    a = S.fresh_numbered(taken, "kl_v", sep, first)
+    b = S.fresh_numbered(taken, "kl_v", sep, first)
+    assert a not in before and b not in before and a != b and {a, b} <= taken
+    assert a == "kl_v" or a.startswith(f"kl_v{sep}")

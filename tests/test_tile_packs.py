@@ -226,6 +226,24 @@ def test_structure_that_does_not_prove_a_whole_tile_keeps_the_per_pack_test(
     assert _unpacked(out).text == src.text, why
 
 
+#: spellings of the same structure: each still proves the whole tile (the type of a local, an
+#: integer cast of any width); a local of a float type is not integer arithmetic
+_SPELLINGS = [
+    ("int gr = row0 + r;", "unsigned int gr = row0 + r;", True),
+    ("int gr = row0 + r;", "const long long gr = row0 + r;", True),
+    ("A[(size_t)gr * K + k0 + c]", "A[(long long)gr * K + static_cast<unsigned>(k0) + c]", True),
+    ("(gr < M && k0 + c < K)", "((int)gr < M && (unsigned long long)(k0 + c) < K)", True),
+    ("int gr = row0 + r;", "float gr = row0 + r;", False),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "whole"), _SPELLINGS)
+def test_integer_spellings_read_the_same(old: str, new: str, whole: bool) -> None:
+    assert old in OTHER
+    src = CudaSource.from_text(OTHER.replace(old, new, 1), "other.cu")
+    assert [(t.pointer, t.whole_tile) for t in TP.tile_loads(src)] == [("A", whole), ("B", True)]
+
+
 @pytest.mark.parametrize("case", [1, 3])
 def test_the_per_pack_form_is_correct_where_the_whole_tile_is_not_provable(case: int, tmp_path: Path) -> None:
     old, new, why = _PER_PACK[case]  # both edits keep the GEMM: the packed kernel must pass its check

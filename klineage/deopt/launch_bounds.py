@@ -31,14 +31,9 @@ from klineage.source.syntax import eval_int, file_constants
 
 
 def _int(text: str, src: CudaSource) -> int | None:
-    text = text.strip()
-    if re.fullmatch(r"\d+[uU]?", text):
-        return int(text.rstrip("uU"))
-    m = re.search(rf"constexpr\s+(?:int|unsigned|auto)\s+{re.escape(text)}\s*=\s*(\d+)", src.text)
-    if m:
-        return int(m.group(1))
-    m = re.search(rf"#define\s+{re.escape(text)}\s+\(?(\d+)\)?", src.text)
-    return int(m.group(1)) if m else None
+    """A block size's value: a literal or arithmetic over the file's constants (`constexpr`,
+    `const`, `#define`, wherever declared)."""
+    return eval_int(text, file_constants(src))
 
 
 #: registers a thread may keep under the cap the minBlocks step sets (half the 255 nvcc allows)

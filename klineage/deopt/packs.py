@@ -44,6 +44,7 @@ from klineage.source.model import CudaSource
 from klineage.source.syntax import (
     eval_int,
     file_constants,
+    fresh_numbered,
     squash,
     unparenthesized,
     writes_to,
@@ -763,11 +764,7 @@ def grid_fact(src: CudaSource, kern: ElementwiseKernel) -> Precondition:
 
 
 def _fresh(taken: set[str], name: str) -> str:
-    out, k = name, 1
-    while out in taken:
-        out, k = f"{name}{k}", k + 1
-    taken.add(out)
-    return out
+    return fresh_numbered(taken, name, first=1)
 
 
 class _Writer:

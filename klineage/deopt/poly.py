@@ -9,6 +9,7 @@ staging loop's addresses and guards into them to prove them affine in the tile's
 from __future__ import annotations
 
 import ast
+import keyword
 import re
 from collections.abc import Mapping
 
@@ -105,30 +106,67 @@ def c_text(p: Poly, names: dict[str, str] | None = None) -> str:
     return " + ".join(terms).replace("+ -", "- ")
 
 
-_C_CAST = re.compile(
-    r"\(\s*(?:const\s+)?(?:unsigned\s+|signed\s+)?(?:long\s+long|long|int|short|size_t|ptrdiff_t|u?int(?:32|64)_t)\s*\)"
+#: a C integer type (words separated by single spaces; `const` taken off first)
+_INT_TYPE = (
+    r"(?:(?:unsigned|signed)\s+)?(?:long\s+long(?:\s+int)?|long(?:\s+int)?|short(?:\s+int)?|int|char"
+    r"|size_t|ptrdiff_t|u?int(?:8|16|32|64)_t)|unsigned|signed"
 )
+_C_CAST = re.compile(rf"\(\s*(?:const\s+)?(?:{_INT_TYPE})\s*\)")
+_STATIC_CAST = re.compile(rf"static_cast<\s*(?:const\s+)?(?:{_INT_TYPE})\s*>")
+_LITERAL = re.compile(r"\b(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9]\d*)[uUlL]*\b")
+
+
+def is_int_type(text: str) -> bool:
+    """Whether C type text names an integer type (`unsigned int`, `const long long`, `size_t`)."""
+    return re.fullmatch(_INT_TYPE, " ".join(re.sub(r"\bconst\b", " ", text).split())) is not None
+
+
+def _int_literal(digits: str) -> str:
+    """A C integer literal's value as decimal text (hexadecimal, octal `017`, decimal)."""
+    if digits[:2] in ("0x", "0X"):
+        return str(int(digits, 16))
+    return str(int(digits, 8) if digits.startswith("0") else int(digits))
 
 
 def from_c(text: str, env: Mapping[str, Poly | None] | None = None) -> Poly | None:
-    """The polynomial of C integer text: names, integer literals, `+ - *`, parentheses and integer
-    casts (`static_cast<T>(x)` too); a name in `env` stands for its polynomial there (None: not a
-    polynomial), any other name for itself. None for anything else (division, calls, memory)."""
-    t = re.sub(r"static_cast<[^<>]*>", "", _C_CAST.sub(" ", text))
-    t = re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\b", lambda m: str(int(m.group(1), 0)), t)
+    """The polynomial of C integer text: names, fields of names (`threadIdx.x`, a by-value struct's
+    member: fixed while the expression runs), integer literals, `+ - *`, parentheses and integer
+    casts (`static_cast<int>(x)` too); a name in `env` stands for its polynomial there (None: not
+    a polynomial), any other name for itself. None for anything else (division, other casts,
+    calls, memory, `->`)."""
+    t = _STATIC_CAST.sub("", _C_CAST.sub(" ", text))
+    t = _LITERAL.sub(lambda m: _int_literal(m.group(1)), t)
+    spelled: dict[str, str] = {}  # C names that are Python keywords, under another name
+
+    def rename(m: re.Match[str]) -> str:
+        if not keyword.iskeyword(m.group(0)):
+            return m.group(0)
+        spelled[f"_kl_c_{m.group(0)}"] = m.group(0)
+        return f"_kl_c_{m.group(0)}"
+
+    t = re.sub(r"\b[A-Za-z_]\w*\b", rename, t)
     try:
         tree = ast.parse(t.strip(), mode="eval")
     except SyntaxError:
         return None
     env = env or {}
 
+    def name_of(n: ast.AST) -> str | None:
+        if isinstance(n, ast.Name):
+            return spelled.get(n.id, n.id)
+        if isinstance(n, ast.Attribute):
+            base = name_of(n.value)
+            return None if base is None else f"{base}.{spelled.get(n.attr, n.attr)}"
+        return None
+
     def walk(n: ast.AST) -> Poly | None:
         if isinstance(n, ast.Expression):
             return walk(n.body)
         if isinstance(n, ast.Constant) and type(n.value) is int:
             return const(n.value)
-        if isinstance(n, ast.Name):
-            return env[n.id] if n.id in env else var(n.id)
+        if isinstance(n, ast.Name | ast.Attribute):
+            name = name_of(n)
+            return None if name is None else env[name] if name in env else var(name)
         if isinstance(n, ast.UnaryOp) and isinstance(n.op, (ast.USub, ast.UAdd)):
             a = walk(n.operand)
             return None if a is None else add({}, a, -1 if isinstance(n.op, ast.USub) else 1)

@@ -35,7 +35,7 @@ from klineage.deopt.rows import BLOCK_COOP, COLLECTIVE, base_name, fact, fn_text
 from klineage.source import edit
 from klineage.source.constructs import Function
 from klineage.source.model import CudaSource
-from klineage.source.syntax import bound_loop, named
+from klineage.source.syntax import bound_loop, fresh_numbered, named
 
 _INDEX = re.compile(r"(threadIdx|blockIdx|blockDim)\.\w")
 
@@ -62,8 +62,7 @@ class _Shape:
 
 def _fresh(src: CudaSource, fn: ts.Node, base: str) -> str:
     """`base`, or `base` with the first number that makes it a name `fn` does not use."""
-    used = set(re.findall(r"\w+", src.text_of(fn)))
-    return next(n for n in (base, *(f"{base}{i}" for i in range(2, 99))) if n not in used)
+    return fresh_numbered(set(re.findall(r"\w+", src.text_of(fn))), base)
 
 
 def _bare(n: ts.Node | None) -> ts.Node | None:

@@ -48,7 +48,7 @@ from klineage.deopt import packs as pack
 from klineage.deopt import poly as P
 from klineage.source import edit
 from klineage.source.model import CudaSource
-from klineage.source.syntax import squash, unparenthesized
+from klineage.source.syntax import fresh_numbered, squash, unparenthesized
 
 _ZERO = re.compile(
     r"^(?:static_cast<\w+>\(0(?:\.0*f?)?\)|\(\w+\)\s*0(?:\.0*f?)?|0(?:\.0*)?f?|\w+\(0(?:\.0*f?)?\))$"
@@ -280,9 +280,6 @@ def _analyze(
 
 
 _ROW, _COL = "@r", "@c"  # the tile's row and column in the polynomials (not C identifiers)
-_INT_TYPES = re.compile(
-    r"^(?:const\s+)?(?:unsigned\s+|signed\s+)?(?:int|long|long long|size_t|int64_t|uint64_t|int32_t|uint32_t|unsigned|ptrdiff_t)$"
-)
 _COMPARISONS = frozenset({"<", "<=", ">", ">="})  # the ordered ones: monotone when linear
 
 
@@ -298,7 +295,7 @@ class _Affine:
 
     def declare(self, decl: ts.Node) -> None:
         t = decl.child_by_field_name("type")
-        integer = t is not None and _INT_TYPES.match(squash(self.src.text_of(t)).replace("const", "").strip())
+        integer = t is not None and P.is_int_type(self.src.text_of(t))
         for d in decl.children_by_field_name("declarator"):
             value = d.child_by_field_name("value") if d.type == "init_declarator" else None
             name = d.child_by_field_name("declarator") if value is not None else None
@@ -308,41 +305,9 @@ class _Affine:
                 )
 
     def value(self, n: ts.Node) -> P.Poly | None:
-        n = unparenthesized(n)
-        t, text = n.type, self.src.text_of(n)
-        if t == "number_literal":
-            m = re.fullmatch(r"(0[xX][0-9a-fA-F]+|\d+)[uUlL]*", text.strip())
-            return P.const(int(m.group(1), 0)) if m else None
-        if t == "identifier":
-            if text in self.env:
-                return self.env[text]
-            return None if text in self.opaque else P.var(text)
-        if t == "field_expression":
-            return P.var(squash(text))  # threadIdx.x and the like: fixed for the loop
-        if t == "cast_expression":
-            typ = n.child_by_field_name("type")
-            inner = n.child_by_field_name("value")
-            if typ is None or inner is None or not _INT_TYPES.match(squash(self.src.text_of(typ))):
-                return None
-            return self.value(inner)
-        if t == "call_expression" and X.callee_name(n) == "static_cast":
-            args = n.child_by_field_name("arguments")
-            return (
-                self.value(args.named_children[0])
-                if args is not None and len(args.named_children) == 1
-                else None
-            )
-        if t == "unary_expression" and self.src.text_of(n.children[0]) in ("-", "+"):
-            a = self.value(n.child_by_field_name("argument"))
-            sign = -1 if self.src.text_of(n.children[0]) == "-" else 1
-            return None if a is None else P.add({}, a, sign)
-        if t == "binary_expression":
-            op = self.src.text_of(n.children[1])
-            a, b = self.value(n.child_by_field_name("left")), self.value(n.child_by_field_name("right"))
-            if a is None or b is None or op not in ("+", "-", "*"):
-                return None
-            return P.add(a, b) if op == "+" else P.add(a, b, -1) if op == "-" else P.mul(a, b)
-        return None
+        """`n`'s polynomial (`poly.from_c` of its text; the names the loop writes are not read)."""
+        scope: dict[str, P.Poly | None] = {name: None for name in self.opaque}
+        return P.from_c(self.src.text_of(n), {**scope, **self.env})
 
     def atoms(self, n: ts.Node, negated: bool = False) -> list[P.Poly] | None:
         """`n` as a conjunction of comparisons, each as `left - right` (the sign is not needed:
@@ -474,16 +439,9 @@ def apply_group(src: CudaSource, group: tuple[TileLoad, ...]) -> CudaSource:
 
 
 def _fresh_names(t: TileLoad) -> Callable[[str], str]:
+    """Names the loop's function does not use yet (`kl_v`, `kl_v_2`, ...), each taken once given."""
     taken = X.identifiers(X.enclosing_function(t.loop) or t.loop)
-
-    def fresh(name: str) -> str:
-        n, out = 1, name
-        while out in taken:
-            n, out = n + 1, f"{name}_{n + 1}"
-        taken.add(out)
-        return out
-
-    return fresh
+    return lambda name: fresh_numbered(taken, name, "_")
 
 
 def _condition(head: str, test: list[str], tail: str) -> list[str]:

@@ -282,6 +282,17 @@ def fresh_name(taken: set[str], name: str) -> str:
     return name
 
 
+def fresh_numbered(taken: set[str], name: str, sep: str = "", first: int = 2) -> str:
+    """`name`, or `name{sep}{k}` for the first k from `first` that no name in `taken` holds; the
+    result joins `taken` (the numbered spelling of `fresh_name`, for rewrites whose names read
+    better numbered: `kl_v`, `kl_v_2`)."""
+    out, k = name, first
+    while out in taken:
+        out, k = f"{name}{sep}{k}", k + 1
+    taken.add(out)
+    return out
+
+
 def unparenthesized(node: ts.Node, *, clause: bool = False) -> ts.Node:
     """The expression `node` stands for, its parentheses taken off (`((x))` is `x`); with `clause`,
     an `if`/`while` condition clause too (its condition: the last part, after any initializer).
