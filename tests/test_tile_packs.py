@@ -186,6 +186,27 @@ def test_loops_apart_take_a_dispatch_each(between: str) -> None:
     assert _unpacked(out).text == src.text
 
 
+def test_a_fallback_block_with_its_own_declarations_keeps_its_braces() -> None:
+    """Another author's dispatch whose scalar path declares a name: the removal keeps the block,
+    so the name cannot shadow one of the enclosing scope after it."""
+    text = """__global__ void k(const float* x, float* y, int n) {
+    int i = 3;
+    if ((reinterpret_cast<unsigned long long>(x) % 16u) == 0) {
+        const float4 v = *reinterpret_cast<const float4*>(x);
+        y[0] = v.x;
+    } else {
+        int i = 0;
+        for (; i < 1; ++i) y[i] = x[i];
+    }
+    y[1] = (float)i;
+}
+"""
+    src = CudaSource.from_text(text, "k.cu")
+    out = _unpacked(src)
+    assert "{\n        int i = 0;" in out.text and "float4" not in out.text
+    assert "y[1] = (float)i;" in out.text
+
+
 def test_a_text_parsed_again_is_packed_again() -> None:
     """The materializer parses the same text many times: the sites found on one parse must be
     those of that parse (a per-text memo holding nodes once handed over another tree's)."""

@@ -401,8 +401,10 @@ def remove_dispatch(src: CudaSource, node: ts.Node) -> CudaSource:
     if fallback.type == "compound_statement" and len(inner) == 1:
         fallback = inner[0]
     ind_to = edit.indent_of(src, node)
-    if fallback.type == "compound_statement" and len(inner) > 1:
-        # several loops under one dispatch (tile_packs' groups): the block's lines, braces gone
+    loops = ("for_statement", "while_statement", "do_statement")
+    if fallback.type == "compound_statement" and len(inner) > 1 and all(s.type in loops for s in inner):
+        # several loops under one dispatch (tile_packs' groups): the block's lines, braces gone (a
+        # loop's names live in the loop; a block with declarations of its own keeps its braces)
         body = src.text_bytes[fallback.start_byte + 1 : fallback.end_byte - 1].decode()
         lines = body.strip("\n").rstrip().splitlines()
         ind_from = lines[0][: len(lines[0]) - len(lines[0].lstrip())]
