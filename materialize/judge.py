@@ -1,7 +1,8 @@
 """Is a gated candidate better than the current kernel?
 
 GPU (timing on both): faster by more than the timing spread (the larger run-to-run spread of the
-two: max minus min of the trial medians; a time of one sample is given a spread of 0.5% of itself). CPU (no timing): correct and the optimization's static
+two: max minus min of the trial medians; a time whose samples show no spread at all, one launch of
+a slow kernel, is given 0.5% of itself). CPU (no timing): correct and the optimization's static
 effect present: the operator's `find` sees more sites than before (for a free LLM move, any
 operator's), or, for a step whose effect is a changed value, the operator's `shape_effect` at the
 workload's bench sizes (tile_size: a block grown where threads walked long rows). Text that did
@@ -29,22 +30,18 @@ class Verdict:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-#: the spread assumed for a time of one launch (a kernel of a second or more is timed once): it has
-#: no measured spread, and a zero would let noise decide. The same H100 timed reduce_sum's naive
-#: kernel once in each of five processes at 7384-7433 ms; inside one process a difference under
-#: this fraction is not taken for a gain (the multi-trial spreads of the same judges: 0.1-0.6%).
+#: the spread assumed for a time whose samples do not vary (a kernel of a second or more is
+#: launched once): a zero would let noise decide. The same H100 timed reduce_sum's naive kernel once
+#: in each of five processes at 7385-7483 ms; the multi-trial spreads of the same judges: 0.1-0.6%.
 SINGLE_SAMPLE_SPREAD = 0.005
 
 
 def spread_ms(t: Timing) -> float:
     """The run-to-run spread of a time: max minus min of its trial medians (or of its repetitions);
-    `SINGLE_SAMPLE_SPREAD` of the median for a time that is one sample."""
+    `SINGLE_SAMPLE_SPREAD` of the median where they show none (one sample)."""
     medians = (t.extra or {}).get("trial_medians_ms") or []
-    if len(medians) >= 2:
-        return max(medians) - min(medians)
-    if t.max_ms > t.min_ms:
-        return t.max_ms - t.min_ms
-    return SINGLE_SAMPLE_SPREAD * t.median_ms
+    spread = max(medians) - min(medians) if len(medians) >= 2 else max(0.0, t.max_ms - t.min_ms)
+    return spread if spread > 0 else SINGLE_SAMPLE_SPREAD * t.median_ms
 
 
 def gain_and_spread(cur: Timing, cand: Timing) -> tuple[float, float]:

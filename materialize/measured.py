@@ -13,6 +13,7 @@ numbers would; a candidate without one is judged by the CPU rule and listed in t
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,18 +57,16 @@ def _timing(k: dict[str, Any], row: dict[str, Any], device: str, stamp: str, pat
 
 
 def _pooled(ts: list[Timing]) -> Timing:
-    """One kernel timed by several judge processes: the median of their medians, and a spread
-    that covers them all (their medians as the trials), so that the judge does not decide on the
-    difference between two processes (the same kernel of a second a launch: 7385-7483 ms over five
-    processes of one H100)."""
+    """One kernel timed by several judge processes: the median of their medians, and as its trials
+    every process's trials together, so that its spread covers the spread inside each process and
+    the difference between them (the same kernel of a second a launch: 7385-7483 ms over five
+    processes of one H100); the judge does not decide on either."""
     if len(ts) == 1:
         return ts[0]
-    medians = sorted(t.median_ms for t in ts)
-    mid = len(medians) // 2
-    median = medians[mid] if len(medians) % 2 else (medians[mid - 1] + medians[mid]) / 2
+    trials = [x for t in ts for x in (t.extra.get("trial_medians_ms") or [t.median_ms])]
     first = ts[0]
     return Timing(
-        median,
+        statistics.median(t.median_ms for t in ts),
         min(t.min_ms for t in ts),
         max(t.max_ms for t in ts),
         sum(t.trials for t in ts),
@@ -75,7 +74,7 @@ def _pooled(ts: list[Timing]) -> Timing:
         reference_median_ms=first.reference_median_ms,
         shape=first.shape,
         extra={
-            "trial_medians_ms": medians,
+            "trial_medians_ms": sorted(trials),
             "device": first.extra.get("device"),
             "measured": "; ".join(str(t.extra.get("measured")) for t in ts),
         },
