@@ -24,6 +24,7 @@ from klineage.deopt import _threads as T
 from klineage.deopt import poly as P
 from klineage.deopt._flash_emit import lam
 from klineage.deopt._three_phase import ThreePhase, row_bound
+from klineage.source.syntax import unparen_text
 
 _BEFORE = set("(=,+?:<>[{;|&")  # a preceding character after which `idx op L` is its own operand
 
@@ -120,23 +121,8 @@ def _flat_bound(stmt: str, idx: str) -> str | None:
     m = re.fullmatch(r"if\s*(\(.*\))\s*return\b[^;]*;", stmt.strip(), re.S)
     if m is None:
         return None
-    cond = m.group(1)
-    while _wrapped(cond):
-        cond = cond[1:-1].strip()
-    t = re.fullmatch(rf"{re.escape(idx)}\s*>=\s*(.+)", cond, re.S)
+    t = re.fullmatch(rf"{re.escape(idx)}\s*>=\s*(.+)", unparen_text(m.group(1)), re.S)
     return t.group(1) if t is not None else None
-
-
-def _wrapped(text: str) -> bool:
-    """Whether `text` is one parenthesized group: its first `(` closes at its last character."""
-    if not text.startswith("("):
-        return False
-    depth = 0
-    for i, ch in enumerate(text):
-        depth += 1 if ch == "(" else -1 if ch == ")" else 0
-        if depth == 0:
-            return i == len(text) - 1
-    return False
 
 
 def _in_coordinates(
