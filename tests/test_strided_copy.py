@@ -135,3 +135,31 @@ def test_any_axis_permutation(out_order: tuple[int, ...], div_first: bool) -> No
         c = by_extent[f"(size_t){sizes[axis]}"]
         assert SC.c_text(c.read_stride) == in_strides[axis]
     assert (copy.transposed is None) == (out_order[2] == 2)
+
+
+@pytest.mark.parametrize("eight", ["8", "010", "0x8", "8u", "010UL"])
+def test_integer_literals_of_any_spelling_are_read(eight: str) -> None:
+    """A fixed row width written in octal, hexadecimal or with a suffix is the same stride (the
+    old reader took `int(text, 0)`, which refuses C's octal `010`)."""
+    copy = _analyze(
+        KERNEL.format(
+            body="  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= M * "
+            + eight
+            + ") return;\n  y[(i % "
+            + eight
+            + ") * M + i / "
+            + eight
+            + "] = x[i];"
+        )
+    )
+    assert copy.transposed is not None
+    assert sorted(SC.c_text(c.extent) for c in copy.coords) == ["(size_t)8", "(size_t)M"]
+
+
+def test_a_float_literal_is_not_an_index() -> None:
+    with pytest.raises(SC.NotACopy, match="integer literal"):
+        _analyze(
+            KERNEL.format(
+                body="  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= M) return;\n  y[i] = x[i + 1.0];"
+            )
+        )

@@ -128,6 +128,13 @@ def _int_literal(digits: str) -> str:
     return str(int(digits, 8) if digits.startswith("0") else int(digits))
 
 
+def int_literal(text: str) -> int | None:
+    """The value of one whole C integer literal (`42`, `0x2A`, octal `052`, any `u`/`l` suffix);
+    None for anything else (a float, a name, `09`)."""
+    m = _LITERAL.fullmatch(text.strip())
+    return None if m is None else int(_int_literal(m.group(1)))
+
+
 def from_c(text: str, env: Mapping[str, Poly | None] | None = None) -> Poly | None:
     """The polynomial of C integer text: names, fields of names (`threadIdx.x`, a by-value struct's
     member: fixed while the expression runs), integer literals, `+ - *`, parentheses and integer

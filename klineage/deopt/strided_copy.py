@@ -141,10 +141,10 @@ class _Reader:
         n = unparenthesized(n, clause=True)
         t = n.type
         if t == "number_literal":
-            try:
-                return P.const(int(re.sub(r"[uUlL]+$", "", self.text(n)), 0))
-            except ValueError:
-                raise self.fail(n, "not an integer literal") from None
+            value = P.int_literal(self.text(n))
+            if value is None:
+                raise self.fail(n, "not an integer literal")
+            return P.const(value)
         if t == "identifier":
             name = self.text(n)
             if name in self.env:
