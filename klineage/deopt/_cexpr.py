@@ -375,3 +375,59 @@ def pointer_base(node: ts.Node) -> ts.Node | None:
         else:
             return None
     return None
+
+
+# ---- inline PTX and file layout ---------------------------------------------------------------
+
+
+def after_includes(src: CudaSource) -> int:
+    """The byte offset just past the file's last `#include` line (0 without one): where an
+    operator inserts a helper it needs once per file."""
+    last = 0
+    for m in re.finditer(r"^[ \t]*#[ \t]*include[^\n]*\n", src.text, re.M):
+        last = m.end()
+    return len(src.text[:last].encode("utf-8"))
+
+
+def asm_template(src: CudaSource, asm: ts.Node) -> str:
+    """The PTX text of an inline-asm expression, its string pieces joined, `\\n` and `\\t`
+    unescaped ("" when the template is not a literal)."""
+    lit = next((c for c in asm.children if c.type in ("string_literal", "concatenated_string")), None)
+    if lit is None:
+        return ""
+    parts = re.findall(r'"((?:\\.|[^"\\])*)"', src.text_of(lit))
+    return "".join(parts).replace("\\n", "\n").replace("\\t", " ")
+
+
+@dataclass(frozen=True)
+class AsmOperand:
+    """One operand of an inline-asm expression: its constraint (`+f`, `r`, `n`) and C expression."""
+
+    constraint: str
+    expr: str
+
+
+def asm_operands(src: CudaSource, asm: ts.Node) -> list[AsmOperand]:
+    """The outputs then the inputs of an inline-asm expression, in `%N` order."""
+    out: list[AsmOperand] = []
+    for kind in ("gnu_asm_output_operand", "gnu_asm_input_operand"):
+        lst = next((c for c in asm.children if c.type == kind + "_list"), None)
+        for op in lst.named_children if lst is not None else []:
+            if op.type != kind:
+                continue
+            con = next((c for c in op.named_children if c.type == "string_literal"), None)
+            value = op.child_by_field_name("value") or op.named_children[-1]
+            constraint = src.text_of(con).strip('"') if con is not None else ""
+            out.append(AsmOperand(constraint, src.text_of(value)))
+    return out
+
+
+def asm_operand(ops: list[AsmOperand], token: str) -> AsmOperand | None:
+    """The operand a template token `%N` names (None for anything else or a number out of range)."""
+    m = re.fullmatch(r"\s*%(\d+)\s*", token)
+    return ops[int(m.group(1))] if m is not None and int(m.group(1)) < len(ops) else None
+
+
+def asm_statement(asm: ts.Node) -> ts.Node:
+    """The statement an inline-asm expression stands in (itself when it is not a statement)."""
+    return asm.parent if asm.parent is not None and asm.parent.type == "expression_statement" else asm

@@ -87,23 +87,14 @@ def _ptx_approx(src: CudaSource, fn: ts.Node) -> list[tuple[ts.Node, str, str]]:
     """(asm statement, replacement statement, op) for single-instruction PTX approximate math."""
     out = []
     for asm in (n for n in X.walk(fn) if n.type == "gnu_asm_expression"):
-        lit = next((c for c in asm.children if c.type in ("string_literal", "concatenated_string")), None)
-        body = (
-            "".join(re.findall(r'"((?:\\.|[^"\\])*)"', src.text_of(lit))).replace("\\n", "")
-            if lit is not None
-            else ""
-        )
-        m = _PTX_RE.match(body)
-        outs = next((c for c in asm.children if c.type == "gnu_asm_output_operand_list"), None)
-        ins = next((c for c in asm.children if c.type == "gnu_asm_input_operand_list"), None)
-        o = [c for c in outs.named_children if c.type == "gnu_asm_output_operand"] if outs is not None else []
-        i = [c for c in ins.named_children if c.type == "gnu_asm_input_operand"] if ins is not None else []
-        stmt = asm.parent
-        if m is None or len(o) != 1 or len(i) != 1 or stmt is None or stmt.type != "expression_statement":
+        m = _PTX_RE.match(X.asm_template(src, asm))
+        ops = X.asm_operands(src, asm)
+        stmt = X.asm_statement(asm)
+        if m is None or len(ops) != 2 or stmt is asm:
             continue
-        if not src.text_of(o[0]).startswith('"=f"') or not src.text_of(i[0]).startswith('"f"'):
+        if (ops[0].constraint, ops[1].constraint) != ("=f", "f"):
             continue
-        y, x = src.text_of(o[0].named_children[-1]), src.text_of(i[0].named_children[-1])
+        y, x = ops[0].expr, ops[1].expr
         out.append((stmt, f"{y} = {PTX_APPROX[m.group('op')].format(X.wrap_text(x))};", m.group("op")))
     return out
 

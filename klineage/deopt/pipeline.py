@@ -53,31 +53,16 @@ __device__ __forceinline__ void kl_copy_sync(void* dst, const void* src, unsigne
 """
 
 
-def _after_includes(src: CudaSource) -> int:
-    last = 0
-    for m in re.finditer(r"^[ \t]*#[ \t]*include[^\n]*\n", src.text, re.M):
-        last = m.end()
-    return len(src.text[:last].encode("utf-8"))
-
-
 def _async_calls(fn: ts.Node) -> list[ts.Node]:
     return X.calls_in(fn, ASYNC)
-
-
-def _asm_template(src: CudaSource, asm: ts.Node) -> str:
-    lit = next((c for c in asm.children if c.type in ("string_literal", "concatenated_string")), None)
-    if lit is None:
-        return ""
-    parts = re.findall(r'"((?:\\.|[^"\\])*)"', src.text_of(lit))
-    return "".join(parts).replace("\\n", "\n").replace("\\t", " ")
 
 
 def _ptx_async(src: CudaSource, fn: ts.Node) -> list[tuple[ts.Node, str]]:
     """(asm statement, replacement) for the inline-PTX cp.async forms this operator rewrites."""
     out = []
     for asm in (n for n in X.walk(fn) if n.type == "gnu_asm_expression"):
-        body = _asm_template(src, asm).strip()
-        stmt = asm.parent if asm.parent is not None and asm.parent.type == "expression_statement" else asm
+        body = X.asm_template(src, asm).strip()
+        stmt = X.asm_statement(asm)
         if PTX_SYNC.match(body):
             out.append((stmt, ""))
             continue
@@ -411,7 +396,7 @@ class Pipeline(Operator):
                 edit.Edit(len(src.text[: m.start()].encode()), len(src.text[: m.end()].encode()), "")
             )
         if "kl_copy_sync" not in src.text:
-            pos = _after_includes(src)
+            pos = X.after_includes(src)
             edits.append(edit.Edit(pos, pos, HELPER))
         return edit.apply_edits(src, edits)
 

@@ -133,13 +133,6 @@ __device__ __forceinline__ void mma_sync(fragment<accumulator, M, N, K, TD>& d,
 """
 
 
-def _after_includes(src: CudaSource) -> int:
-    last = 0
-    for m in re.finditer(r"^[ \t]*#[ \t]*include[^\n]*\n", src.text, re.M):
-        last = m.end()
-    return len(src.text[:last].encode("utf-8"))
-
-
 def _wmma_calls(fn: ts.Node) -> list[ts.Node]:
     return X.calls_in(fn, lambda n: bool(_CALL_RE.match(n)))
 
@@ -428,7 +421,7 @@ class TensorCore(Operator):
         rest = src.text_bytes[: fn.start_byte].decode() + src.text_bytes[fn.end_byte :].decode()
         edits += _unused_wmma_headers(src, rest)
         if "namespace kl_wmma" not in src.text:
-            pos = _after_includes(src)
+            pos = X.after_includes(src)
             extra = "" if "<type_traits>" in src.text else "#include <type_traits>\n"
             edits.append(edit.Edit(pos, pos, extra + HELPERS))
         return edit.apply_edits(src, edits)

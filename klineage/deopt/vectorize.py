@@ -250,13 +250,6 @@ def _index(sub: ts.Node) -> ts.Node | None:
     return named[0] if named else None
 
 
-def _after_includes(src: CudaSource) -> int:
-    last = 0
-    for m in re.finditer(r"^[ \t]*#[ \t]*include[^\n]*\n", src.text, re.M):
-        last = m.end()
-    return len(src.text[:last].encode("utf-8"))
-
-
 # ---- the elementwise idiom: vector loop + scalar tail ---------------------------------------------
 
 _TAIL_START = re.compile(
@@ -539,7 +532,7 @@ class Vectorize(Operator):
         acc, _ = _accesses(src, fn)
         edits = [edit.replace(a.node, a.text) for a in acc]
         if "kl_scalar_load" not in src.text:
-            pos = _after_includes(src)
+            pos = X.after_includes(src)
             edits.append(edit.Edit(pos, pos, HELPERS))
         return edit.apply_edits(src, edits)
 
