@@ -30,6 +30,7 @@ from klineage.deopt.reciprocal_hoist import ReciprocalHoist
 from klineage.deopt.register_blocking import RegisterBlocking
 from klineage.deopt.restrict import Restrict
 from klineage.deopt.row_stats import RowStats
+from klineage.deopt.setmaxnreg import SetMaxNReg
 from klineage.deopt.size_dispatch import SizeDispatch
 from klineage.deopt.smem_padding import SmemPadding
 from klineage.deopt.smem_staging import SmemStaging
@@ -37,6 +38,7 @@ from klineage.deopt.smem_transpose import SmemTranspose
 from klineage.deopt.tensor_core import TensorCore
 from klineage.deopt.tile_size import TileSize
 from klineage.deopt.tiled_online_softmax import TiledOnlineSoftmax
+from klineage.deopt.tma import Tma
 from klineage.deopt.tree_addressing import TreeAddressing
 from klineage.deopt.tree_compaction import TreeCompaction
 from klineage.deopt.two_level_reduce import TwoLevelReduce
@@ -44,18 +46,22 @@ from klineage.deopt.unrolled_tree import UnrolledTree
 from klineage.deopt.vectorize import Vectorize
 from klineage.deopt.warp_per_row import WarpPerRow
 from klineage.deopt.warp_shuffle_reduce import WarpShuffleReduce
+from klineage.deopt.wgmma import Wgmma
 from klineage.errors import KLineageError
 
 #: Every rule operator, one instance each. Add new operators here (and nowhere else).
 _OPERATORS: list[Operator] = [
     LaunchBounds(),
+    SetMaxNReg(),
     PragmaUnroll(),
     Restrict(),
     TileSize(),
     BlockSwizzle(),
     UnrolledTree(),  # template
     Pipeline(),  # pipeline
+    Tma(),  # async_copy
     Ldg(),  # specialized_instruction
+    Wgmma(),
     FastMath(),
     ReciprocalHoist(),
     WarpShuffleReduce(),
