@@ -21,7 +21,7 @@ from klineage.deopt.wgmma import Wgmma
 from klineage.gates.backend import GateOptions
 from klineage.gates.gate import gate
 from klineage.source.model import CudaSource
-from tests.conftest import REPO, with_emu_shapes
+from tests.conftest import REPO, define_lines, with_emu_shapes
 from tests.hopper_models import SYNC_MODELS, copy_models, sm90a_ptxas
 from tests.test_hopper_attention import ATTN, ATTN_MODELS
 from tests.test_hopper_attention import HOST_MODEL as ATTN_HOST_MODEL
@@ -222,3 +222,43 @@ def test_rewritten_attention_variant_on_the_emulator(
     assert r.accepted == passes, f"{r.category}: {r.message}"
     if not passes:
         assert r.category in ("mismatch", "nan", "nondeterministic"), f"{r.category}: {r.message}"
+
+
+# ---- a Hopper GEMM written here in another idiom: threads copy the tiles, every layout mode ----------
+
+PLAIN = REPO / "tests" / "data" / "deopt" / "wgmma" / "plain_loads"
+LAYOUTS = [
+    "KL_SWIZZLE=128",
+    "KL_SWIZZLE=64",
+    "KL_SWIZZLE=32",
+    "KL_SWIZZLE=0,KL_B_MN=0",
+    "KL_SWIZZLE=64,KL_B_MN=0",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("defines", LAYOUTS)
+def test_plain_loads_gemm_rewritten_runs_on_the_emulator_in_every_layout(
+    tmp_path: Path, defines: str
+) -> None:
+    """The original is refused (`unsupported`: wgmma); rewritten, its fence.proxy.async gone with the
+    last async-proxy reader, it computes A B in each swizzle mode with B MN- or K-major."""
+    original = define_lines(defines) + (PLAIN / "expert.cu").read_text()
+    (tmp_path / "orig.cu").write_text(original)
+    r = gate(tmp_path / "orig.cu", PLAIN, GateOptions(backend="emu"), use_cache=False)
+    assert r.category == "unsupported" and "wgmma" in r.message, f"{r.category}: {r.message}"
+    rewritten = _remove(original)
+    assert "fence.proxy.async" not in rewritten
+    (tmp_path / "k.cu").write_text(rewritten)
+    r = gate(tmp_path / "k.cu", PLAIN, GateOptions(backend="emu"), use_cache=False)
+    assert r.accepted, f"{r.category}: {r.message}"
+
+
+@pytest.mark.slow
+def test_plain_loads_with_the_wrong_majorness_is_caught(tmp_path: Path) -> None:
+    rewritten = _remove(define_lines("KL_SWIZZLE=64") + (PLAIN / "expert.cu").read_text())
+    old = "(1) != 0, 1, 1, 0, (KL_B_MN));"
+    assert rewritten.count(old) == 1, rewritten[rewritten.index("kl_wgmma_sync<64") :][:200]
+    (tmp_path / "k.cu").write_text(rewritten.replace(old, "(1) != 0, 1, 1, 0, 0);"))
+    r = gate(tmp_path / "k.cu", PLAIN, GateOptions(backend="emu"), use_cache=False)
+    assert not r.accepted and r.category in ("mismatch", "nan"), f"{r.category}: {r.message}"

@@ -431,3 +431,18 @@ def asm_operand(ops: list[AsmOperand], token: str) -> AsmOperand | None:
 def asm_statement(asm: ts.Node) -> ts.Node:
     """The statement an inline-asm expression stands in (itself when it is not a statement)."""
     return asm.parent if asm.parent is not None and asm.parent.type == "expression_statement" else asm
+
+
+#: a fence between the generic proxy's shared-memory writes and the async proxy's reads (a wgmma's
+#: operands, a TMA store's source): needed only while the file has an async-proxy reader
+ASYNC_PROXY_FENCE = re.compile(r"^\s*fence\.proxy\.async(?:\.shared::(?:cta|cluster)|\.global)?\s*;?\s*$")
+
+
+def async_proxy_fences(src: CudaSource) -> list[ts.Node]:
+    """The statements of device code that hold only an async-proxy fence."""
+    return [
+        asm_statement(n)
+        for fn in code_functions(src)
+        for n in walk(fn)
+        if n.type == "gnu_asm_expression" and ASYNC_PROXY_FENCE.match(asm_template(src, n))
+    ]

@@ -14,7 +14,8 @@ only mean something together) makes every copy synchronous, done at issue by the
   the bytes on the barrier with `mbarrier.complete_tx`; with `.multicast::cluster` it does so in
   every block of the mask (`mapa`). A shared-to-global tensor store becomes `kl_tma_store` (writes
   past the tensor dropped), a non-tensor bulk load a byte copy; tensor prefetches go; bulk
-  commit/wait groups go.
+  commit/wait groups go; `fence.proxy.async` statements go when no wgmma (the other async-proxy
+  reader) is left in the file.
 That keeps the function: an asynchronous copy may land any time between issue and the barrier's
 phase, so a kernel correct with it is correct when it lands at issue (the argument of the cp.async
 pipeline step, `pipeline.py`).
@@ -336,6 +337,8 @@ class Tma(Operator):
         p = _parts(src)
         edits = [edit.replace(c.stmt, c.text) if c.text else edit.delete(src, c.stmt) for c in p.copies]
         edits += [edit.replace(n, ENTRY_POINTS[src.text_of(n)]) for n in p.host]
+        if "wgmma.mma_async" not in src.text:  # no async-proxy reader is left: its fences go too
+            edits += [edit.delete(src, s) for s in X.async_proxy_fences(src)]
         if "kl_tma_load" not in src.text:
             pos = X.after_includes(src)
             edits.append(edit.Edit(pos, pos, HELPER))

@@ -12,7 +12,8 @@ Removal (one site per file, since fences, commits and waits only mean something 
 MMA) rewrites each `wgmma.mma_async` asm statement into a call of `kl_wgmma_sync`, inserted once
 after the includes: each warp does its 16 rows now with N / 8 mma.sync m16n8k16, gathering the
 operands from shared memory through the same descriptors (any of the four swizzle modes, K-major
-operands; MN-major operands with a swizzle). `wgmma.fence`, `commit_group` and `wait_group` go.
+operands; MN-major operands with a swizzle). `wgmma.fence`, `commit_group` and `wait_group` go, and so do `fence.proxy.async` statements when no bulk copy
+(the other async-proxy reader) is left in the file.
 That keeps the function for the reason an async copy made synchronous does: an asynchronous MMA may
 read its operands and write its accumulators any time between issue and wait, so code that is
 correct with it is correct when it happens at issue. The scale-d predicate (`setp.ne.b32 p, %k, 0`
@@ -74,7 +75,8 @@ __device__ __forceinline__ uint32_t kl_wgmma_elem(uint64_t desc, int mn, int k, 
         a = start + (outer / 8) * stride + (outer % 8) * row + (inner * 2) % row + (inner * 2) / row * lead;
         a ^= ((a >> 7) & (row / 16 - 1)) << 4;
     }
-#ifdef KLEMU  // the emulator numbers shared regions above bit 24; a descriptor keeps 18 bits
+#ifdef KLEMU  // the emulator numbers shared regions above bit 24 and a descriptor keeps 18 bits:
+              // there the operands must lie in dynamic shared memory (as a Hopper kernel's do)
     const size_t window = __cvta_generic_to_shared(kl_wgmma_dynamic) & ~(size_t)0x3FFFF;
 #else
     const size_t window = 0;
@@ -283,6 +285,8 @@ class Wgmma(Operator):
         mmas, syncs, _ = _sites(src)
         edits = [edit.replace(m.stmt, m.call) for m in mmas]
         edits += [edit.delete(src, s) for s in syncs]
+        if "cp.async.bulk" not in src.text:  # no async-proxy reader is left: its fences go too
+            edits += [edit.delete(src, s) for s in X.async_proxy_fences(src)]
         if "kl_wgmma_sync" not in src.text:
             pos = X.after_includes(src)
             edits.append(edit.Edit(pos, pos, HELPER))
