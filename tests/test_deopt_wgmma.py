@@ -71,7 +71,9 @@ def test_ss_form_becomes_a_call_and_the_fences_go() -> None:
     assert "wgmma." not in out.split("// KLineage wgmma")[0] + out.split("mma_n16", 1)[1]
     assert "kl_wgmma_sync<16, true>(&(acc)[0], (da), nullptr, (db), (accumulate) != 0, 1, 1, 0, 1);" in out
     assert "fence() { }" in out.replace("\n", " ").replace("  ", " ") or "fence() {}" in out.replace("\n", "")
-    assert out.count("mma.sync.aligned.m16n8k16") == 2  # the helper's two element types, once
+    assert (
+        out.count("mma.sync.aligned.m16n8k16") == 3
+    )  # the helper's three forms (bf16, f16; f16 accumulators), once
     assert get_operator("wgmma").name == "wgmma"
 
 
@@ -233,7 +235,21 @@ LAYOUTS = [
     "KL_SWIZZLE=32",
     "KL_SWIZZLE=0,KL_B_MN=0",
     "KL_SWIZZLE=64,KL_B_MN=0",
+    "KL_ACC_F16=1",
+    "KL_ACC_F16=1,KL_SWIZZLE=32,KL_B_MN=0",
 ]
+
+
+def _plain_workload(tmp_path: Path, defines: str) -> Path:
+    """The fixture's workload; with f16 accumulators a copy whose tolerance allows their rounding."""
+    if "KL_ACC_F16=1" not in defines:
+        return PLAIN
+    folder = tmp_path / "wl"
+    shutil.copytree(PLAIN, folder)
+    text = (folder / "workload.py").read_text()
+    assert text.count("Tolerance(1e-3, 1e-3)") == 1
+    (folder / "workload.py").write_text(text.replace("Tolerance(1e-3, 1e-3)", "Tolerance(3e-2, 3e-2)"))
+    return folder
 
 
 @pytest.mark.slow
@@ -243,22 +259,23 @@ def test_plain_loads_gemm_rewritten_runs_on_the_emulator_in_every_layout(
 ) -> None:
     """The original is refused (`unsupported`: wgmma); rewritten, its fence.proxy.async gone with the
     last async-proxy reader, it computes A B in each swizzle mode with B MN- or K-major."""
+    workload = _plain_workload(tmp_path, defines)
     original = define_lines(defines) + (PLAIN / "expert.cu").read_text()
     (tmp_path / "orig.cu").write_text(original)
-    r = gate(tmp_path / "orig.cu", PLAIN, GateOptions(backend="emu"), use_cache=False)
+    r = gate(tmp_path / "orig.cu", workload, GateOptions(backend="emu"), use_cache=False)
     assert r.category == "unsupported" and "wgmma" in r.message, f"{r.category}: {r.message}"
     rewritten = _remove(original)
     assert "fence.proxy.async" not in rewritten
     (tmp_path / "k.cu").write_text(rewritten)
-    r = gate(tmp_path / "k.cu", PLAIN, GateOptions(backend="emu"), use_cache=False)
+    r = gate(tmp_path / "k.cu", workload, GateOptions(backend="emu"), use_cache=False)
     assert r.accepted, f"{r.category}: {r.message}"
 
 
 @pytest.mark.slow
 def test_plain_loads_with_the_wrong_majorness_is_caught(tmp_path: Path) -> None:
     rewritten = _remove(define_lines("KL_SWIZZLE=64") + (PLAIN / "expert.cu").read_text())
-    old = "(1) != 0, 1, 1, 0, (KL_B_MN));"
+    old = "kl_wgmma_sync<64, false>(&(d)[0], (da), nullptr, (db), (1) != 0, 1, 1, 0, (KL_B_MN));"
     assert rewritten.count(old) == 1, rewritten[rewritten.index("kl_wgmma_sync<64") :][:200]
-    (tmp_path / "k.cu").write_text(rewritten.replace(old, "(1) != 0, 1, 1, 0, 0);"))
+    (tmp_path / "k.cu").write_text(rewritten.replace(old, old.replace("(KL_B_MN));", "0);")))
     r = gate(tmp_path / "k.cu", PLAIN, GateOptions(backend="emu"), use_cache=False)
     assert not r.accepted and r.category in ("mismatch", "nan"), f"{r.category}: {r.message}"

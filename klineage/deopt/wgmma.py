@@ -19,8 +19,10 @@ read its operands and write its accumulators any time between issue and wait, so
 correct with it is correct when it happens at issue. The scale-d predicate (`setp.ne.b32 p, %k, 0`
 in the same asm, the common idiom), the operand negations and the transposes are carried over.
 
-Refused, with the reason: f16 accumulators, an asm block with other instructions beside the
-wgmma, a wgmma form this reading does not know. At run time the helper traps on a descriptor with
+f16 accumulators (f16 inputs) go to mma.sync's f16-accumulator form, two registers of two halves
+per 8 columns. Refused, with the reason: an asm block with other instructions beside the wgmma,
+input types other than f16/bf16 (tf32, fp8: k8/k32 shapes this reading does not know), a wgmma
+form it does not know. At run time the helper traps on a descriptor with
 a base offset or an MN-major operand without swizzle (layouts not modelled), so a gate fails the
 step rather than computing something else.
 
@@ -83,32 +85,42 @@ __device__ __forceinline__ uint32_t kl_wgmma_elem(uint64_t desc, int mn, int k, 
 #endif
     return *reinterpret_cast<const uint16_t*>(__cvta_shared_to_generic(window | a));
 }
-template <int kN, bool kBf16>
-__device__ __forceinline__ void kl_wgmma_sync(float* d, uint64_t desc_a, const uint32_t* regs_a, uint64_t desc_b,
-                                              bool scale_d, int scale_a, int scale_b, int trans_a, int trans_b) {
-    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int rows = ((threadIdx.x / 32) % 4) * 16;  // this warp's 16 of the 64 rows
-    const uint32_t neg_a = scale_a < 0 ? 0x80008000u : 0u, neg_b = scale_b < 0 ? 0x80008000u : 0u;
-    if (!scale_d) {
-#pragma unroll
-        for (int i = 0; i < kN / 2; ++i) d[i] = 0.f;
-    }
-    uint32_t a[4];
+// This warp's A fragment (mma.sync m16n8k16's, rows 16 w .. 16 w + 15) and B fragment of columns
+// 8 j .. 8 j + 7: from the registers (RS form) or through the descriptors; negated on request.
+__device__ __forceinline__ void kl_wgmma_frag_a(uint32_t (&a)[4], uint64_t desc_a, const uint32_t* regs_a,
+                                               int trans_a, int scale_a) {
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, rows = ((threadIdx.x / 32) % 4) * 16;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
         const int m = rows + g + (i % 2) * 8, k = 2 * t + (i / 2) * 8;
         a[i] = (regs_a ? regs_a[i]
                        : kl_wgmma_elem(desc_a, m, k, trans_a) | (kl_wgmma_elem(desc_a, m, k + 1, trans_a) << 16)) ^
-               neg_a;
+               (scale_a < 0 ? 0x80008000u : 0u);
     }
+}
+__device__ __forceinline__ void kl_wgmma_frag_b(uint32_t (&b)[2], uint64_t desc_b, int j, int trans_b, int scale_b) {
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const int n = 8 * j + g, k = 2 * t + i * 8;
+        b[i] = (kl_wgmma_elem(desc_b, n, k, trans_b) | (kl_wgmma_elem(desc_b, n, k + 1, trans_b) << 16)) ^
+               (scale_b < 0 ? 0x80008000u : 0u);
+    }
+}
+// f32 accumulators: kN / 2 floats a thread, four per 8 columns.
+template <int kN, bool kBf16>
+__device__ __forceinline__ void kl_wgmma_sync(float* d, uint64_t desc_a, const uint32_t* regs_a, uint64_t desc_b,
+                                              bool scale_d, int scale_a, int scale_b, int trans_a, int trans_b) {
+    if (!scale_d) {
+#pragma unroll
+        for (int i = 0; i < kN / 2; ++i) d[i] = 0.f;
+    }
+    uint32_t a[4];
+    kl_wgmma_frag_a(a, desc_a, regs_a, trans_a, scale_a);
 #pragma unroll
     for (int j = 0; j < kN / 8; ++j) {
         uint32_t b[2];
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            const int n = 8 * j + g, k = 2 * t + i * 8;
-            b[i] = (kl_wgmma_elem(desc_b, n, k, trans_b) | (kl_wgmma_elem(desc_b, n, k + 1, trans_b) << 16)) ^ neg_b;
-        }
+        kl_wgmma_frag_b(b, desc_b, j, trans_b, scale_b);
         float* c = d + 4 * j;
         if (kBf16)
             asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
@@ -120,6 +132,28 @@ __device__ __forceinline__ void kl_wgmma_sync(float* d, uint64_t desc_a, const u
                          "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
                          : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+}
+// f16 accumulators (f16 inputs): kN / 4 registers a thread of two halves, two per 8 columns.
+template <int kN>
+__device__ __forceinline__ void kl_wgmma_sync_f16(uint32_t* d, uint64_t desc_a, const uint32_t* regs_a,
+                                                  uint64_t desc_b, bool scale_d, int scale_a, int scale_b,
+                                                  int trans_a, int trans_b) {
+    if (!scale_d) {
+#pragma unroll
+        for (int i = 0; i < kN / 4; ++i) d[i] = 0u;
+    }
+    uint32_t a[4];
+    kl_wgmma_frag_a(a, desc_a, regs_a, trans_a, scale_a);
+#pragma unroll
+    for (int j = 0; j < kN / 8; ++j) {
+        uint32_t b[2];
+        kl_wgmma_frag_b(b, desc_b, j, trans_b, scale_b);
+        uint32_t* c = d + 2 * j;
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0, %1}, {%2, %3, %4, %5}, {%6, %7}, "
+                     "{%0, %1};\n"
+                     : "+r"(c[0]), "+r"(c[1])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
     }
 }
 """
@@ -143,7 +177,7 @@ def _value(ops: list[X.AsmOperand], token: str) -> str | None:
     return f"({op.expr})" if op is not None and op.constraint == "n" else None
 
 
-def _accumulators(exprs: list[str]) -> tuple[str, str, str]:
+def _accumulators(exprs: list[str], ctype: str) -> tuple[str, str, str]:
     """(pointer to pass, copy-in, copy-out) for the accumulator expressions: `&d[0]` when they are
     d[0], d[1], ... of one array, else a local copy."""
     m = [re.fullmatch(r"(.+?)\s*\[\s*(\d+)\s*\]", e.strip()) for e in exprs]
@@ -151,7 +185,7 @@ def _accumulators(exprs: list[str]) -> tuple[str, str, str]:
         if [int(x.group(2)) for x in m if x] == list(range(len(exprs))):
             return f"&({m[0].group(1)})[0]", "", ""  # type: ignore[union-attr]
     n = len(exprs)
-    copy_in = f"float kl_wg_d[{n}] = {{{', '.join(exprs)}}};\n"
+    copy_in = f"{ctype} kl_wg_d[{n}] = {{{', '.join(exprs)}}};\n"
     copy_out = "".join(f"{e} = kl_wg_d[{i}]; " for i, e in enumerate(exprs))
     return "kl_wg_d", copy_in, copy_out
 
@@ -167,15 +201,17 @@ def _mma(src: CudaSource, asm: ts.Node, body: str) -> _Mma:
     ]
     if others:
         return _Mma(stmt, "", f"other instructions beside the wgmma: `{others[0].strip()[:40]}`")
-    if m.group("acc") != "f32":
-        return _Mma(stmt, "", "f16 accumulators (only f32 is rewritten)")
     if m.group("ta") != m.group("tb"):
         return _Mma(stmt, "", "mixed input types")
+    half_acc = m.group("acc") == "f16"
+    if half_acc and m.group("ta") != "f16":
+        return _Mma(stmt, "", "f16 accumulators with bf16 inputs")
     n = int(m.group("n"))
+    regs = n // 4 if half_acc else n // 2  # accumulator registers a thread
     ops = X.asm_operands(src, asm)
     d = [X.asm_operand(ops, t) for t in m.group("d").split(",")]
-    if len(d) != n // 2 or any(o is None or not o.constraint.startswith("+") for o in d):
-        return _Mma(stmt, "", f"the accumulator list is not {n // 2} read-write operands")
+    if len(d) != regs or any(o is None or not o.constraint.startswith("+") for o in d):
+        return _Mma(stmt, "", f"the accumulator list is not {regs} read-write operands")
     rest = [t.strip() for t in m.group("rest").split(",")]
     regs_form = m.group("a").startswith("{")
     if len(rest) != (4 if regs_form else 5):
@@ -212,10 +248,11 @@ def _mma(src: CudaSource, asm: ts.Node, body: str) -> _Mma:
         if a_op is None:
             return _Mma(stmt, "", "descriptor A is not an operand")
         a_desc, a_regs, pre = f"({a_op.expr})", "nullptr", ""
-    ptr, copy_in, copy_out = _accumulators([o.expr for o in d if o])
+    ptr, copy_in, copy_out = _accumulators([o.expr for o in d if o], "uint32_t" if half_acc else "float")
     bf16 = "true" if m.group("ta") == "bf16" else "false"
+    fn = f"kl_wgmma_sync_f16<{n}>" if half_acc else f"kl_wgmma_sync<{n}, {bf16}>"
     call = (
-        f"{{ {pre}{copy_in}kl_wgmma_sync<{n}, {bf16}>({ptr}, {a_desc}, {a_regs}, ({b.expr}), {scale_d}, "
+        f"{{ {pre}{copy_in}{fn}({ptr}, {a_desc}, {a_regs}, ({b.expr}), {scale_d}, "
         f"{scale_a}, {scale_b}, {trans_a}, {trans_b}); {copy_out}}}"
     )
     return _Mma(stmt, call)

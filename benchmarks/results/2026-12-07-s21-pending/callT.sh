@@ -42,8 +42,9 @@ else
       --kernel hopper=expert_kernels/$w/variants/expert_wgmma.cu --kernel s1=.gpu/wg/${w}_s1.cu --kernel s2=.gpu/wg/${w}_s2.cu \
       --kernel expert=expert_kernels/$w/expert.cu --kernel s3=.gpu/wg/${w}_s3.cu --budget-s 0.3 --deadline-s 45 --out $OUT/wg_$w > $OUT/wg_$w.log 2>&1
     echo "wg $w rc=$? at $((SECONDS - t0)) s"; grep -E "ms \(|: [a-z_]+ \(" $OUT/wg_$w.log | tail -12
+    [ $((T_S - (SECONDS - t0))) -gt 80 ] || break
   done
-  KLINEAGE_HOME=/tmp/klh-t timeout 80 python3 -m klineage timings bench --workload expert_kernels/sgemm \
+  [ $((T_S - (SECONDS - t0))) -gt 110 ] && KLINEAGE_HOME=/tmp/klh-t timeout 80 python3 -m klineage timings bench --workload expert_kernels/sgemm \
     --kernel expert=expert_kernels/sgemm/expert.cu --kernel merged=$R/2026-12-07-s19-pending/sgemm_loo_wt2_lb_merged.cu \
     --kernel groups=$R/2026-12-07-s20-gpu/sgemm_loo_emu_groups.cu --kernel hand=$R/2026-12-07-s17-pending/s17-exp/sgemm_loo_vec_lb.cu --kernel raster=.gpu/sg/sgemm_raster.cu --kernel big=.gpu/sg/sgemm_big.cu --kernel lb1=.gpu/sg/sgemm_lb1.cu \
     --budget-s 0.3 --deadline-s 60 --out $OUT/sgemm > $OUT/sgemm.log 2>&1; echo "sgemm rc=$? at $((SECONDS - t0)) s"

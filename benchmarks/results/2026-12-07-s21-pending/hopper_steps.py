@@ -14,7 +14,14 @@ from klineage.deopt.registry import get_operator
 from klineage.source.model import CudaSource
 
 PLAIN = Path("tests/data/deopt/wgmma/plain_loads/expert.cu")
-LAYOUTS = {"sw128": "128 1", "sw64": "64 1", "sw32": "32 1", "none_k": "0 0", "sw64_k": "64 0"}
+LAYOUTS = {
+    "sw128": "128 1 0",
+    "sw64": "64 1 0",
+    "sw32": "32 1 0",
+    "none_k": "0 0 0",
+    "sw64_k": "64 0 0",
+    "h_sw128": "128 1 1",
+}
 ORDERS = {"gemm_bf16": ["setmaxnreg", "wgmma", "tma"], "attention_fwd": ["wgmma", "setmaxnreg", "tma"]}
 
 
@@ -31,8 +38,11 @@ def main(out: Path) -> None:
             (out / f"{workload}_s{k}.cu").write_text(src.text)
             print(f"{workload}_s{k}.cu: {name} ({site.summary})")
     for name, knobs in LAYOUTS.items():
-        swizzle, b_mn = knobs.split()
-        text = f"#define KL_SWIZZLE {swizzle}\n#define KL_B_MN {b_mn}\n" + PLAIN.read_text()
+        swizzle, b_mn, acc_f16 = knobs.split()
+        text = (
+            f"#define KL_SWIZZLE {swizzle}\n#define KL_B_MN {b_mn}\n#define KL_ACC_F16 {acc_f16}\n"
+            + PLAIN.read_text()
+        )
         (out / f"plain_{name}.cu").write_text(text)
         src = CudaSource.from_text(text)
         op = get_operator("wgmma")

@@ -4,6 +4,7 @@
 // matrices, then the warpgroup issues four m64n64k16 wgmmas. Compile-time knobs:
 //   KL_SWIZZLE   128, 64, 32 (that many bytes a swizzle row) or 0 (8 x 16-byte core matrices)
 //   KL_B_MN      1: B kept N-contiguous (MN-major, imm-trans-b 1; needs a swizzle), 0: K-contiguous
+//   KL_ACC_F16   1: f16 accumulators (two halves a register), widened to fp32 at the store
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -13,6 +14,9 @@
 #endif
 #ifndef KL_B_MN
 #define KL_B_MN 1
+#endif
+#ifndef KL_ACC_F16
+#define KL_ACC_F16 0
 #endif
 
 namespace {
@@ -50,6 +54,9 @@ __device__ __forceinline__ uint64_t mn_major(uint32_t base, int kk) {
     return describe(base + kk * 16 * kRow, 64 * kRow, 8 * kRow);
 }
 
+// Accumulator i of this thread as a float: fp32 (4 per 8 columns) or a half of register i / 2.
+#if !KL_ACC_F16
+__device__ __forceinline__ float value(const float (&d)[32], int i) { return d[i]; }
 __device__ __forceinline__ void mma(float (&d)[32], uint64_t da, uint64_t db) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
@@ -63,6 +70,22 @@ __device__ __forceinline__ void mma(float (&d)[32], uint64_t da, uint64_t db) {
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
         : "l"(da), "l"(db), "r"(1), "n"(KL_B_MN));
 }
+#else
+__device__ __forceinline__ void mma(uint32_t (&d)[16], uint64_t da, uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f16.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, %19;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+          "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15])
+        : "l"(da), "l"(db), "r"(1), "n"(KL_B_MN));
+}
+
+__device__ __forceinline__ float value(const uint32_t (&d)[16], int i) {
+    const __half2 h = *reinterpret_cast<const __half2*>(&d[i / 2]);
+    return i % 2 ? __high2float(h) : __low2float(h);
+}
+#endif
 
 __global__ void __launch_bounds__(128) gemm_wgmma(const __half* __restrict__ A, const __half* __restrict__ B,
                                                   float* __restrict__ C, int M, int N, int K) {
@@ -73,8 +96,13 @@ __global__ void __launch_bounds__(128) gemm_wgmma(const __half* __restrict__ A, 
     __half* sb = sa + kTile * kTile;
     const int m0 = blockIdx.y * kTile, n0 = blockIdx.x * kTile;
     const uint32_t a_base = raw + pad, b_base = a_base + kTile * kTile * 2;
+#if KL_ACC_F16
+    uint32_t d[16];
+    for (int i = 0; i < 16; ++i) d[i] = 0u;
+#else
     float d[32];
     for (int i = 0; i < 32; ++i) d[i] = 0.f;
+#endif
     for (int k0 = 0; k0 < K; k0 += kTile) {
         for (int i = threadIdx.x; i < kTile * kTile; i += 128) {
             const int r = i / kTile, c = i % kTile;  // A: row r, column c of the slice
@@ -99,8 +127,8 @@ __global__ void __launch_bounds__(128) gemm_wgmma(const __half* __restrict__ A, 
         for (int h = 0; h < 2; ++h) {
             const int r = row + 8 * h;
             if (r >= M) continue;
-            if (col < N) C[(size_t)r * N + col] = d[4 * j + 2 * h];
-            if (col + 1 < N) C[(size_t)r * N + col + 1] = d[4 * j + 2 * h + 1];
+            if (col < N) C[(size_t)r * N + col] = value(d, 4 * j + 2 * h);
+            if (col + 1 < N) C[(size_t)r * N + col + 1] = value(d, 4 * j + 2 * h + 1);
         }
     }
 }
