@@ -21,7 +21,7 @@ judge() {  # out-folder deadline-s args...: one materialized_bench.py process
     "$(grep -oE '\(([0-9]+) not ok\)' "$o/log.txt" | grep -oE '[0-9]+' | awk '{s += $1} END {print s + 0}') not ok"
 }
 [ "${KL_J8:-1}" = 1 ] && judge $OUT/J8 90 --only reduce_sum,softmax_fp16 --extra .gpu/r8/candidates.json
-if [[ "$gpu" == *H200* ]]; then  # issue 24's line first (the emu round's 375 kernels), then issue 25's 87
+if [[ "$gpu" == *H200* ]] && [ $T_S -gt 400 ]; then  # issue 24's line first (the emu round's 375 kernels), then issue 25's 87
   left=$((T_S - (SECONDS - t0)))
   judge $OUT/r1 $((left - 150)) --extra .gpu/r1/candidates.json
   grep -E "distinct kernels" $OUT/r1/log.txt | tail -14
@@ -38,11 +38,11 @@ else
   # issue 25: the Hopper variants' lineage steps (deopt/setmaxnreg.py, wgmma.py, tma.py; gemm: setmaxnreg,
   # wgmma, tma; attention: wgmma, setmaxnreg, tma -- its setmaxnreg step alone does not compile) beside them
   for w in gemm_bf16 attention_fwd; do
+    [ $((T_S - (SECONDS - t0))) -gt 75 ] || break
     KLINEAGE_HOME=/tmp/klh-wg timeout 65 python3 -m klineage timings bench --workload expert_kernels/$w \
       --kernel hopper=expert_kernels/$w/variants/expert_wgmma.cu --kernel s1=.gpu/wg/${w}_s1.cu --kernel s2=.gpu/wg/${w}_s2.cu \
       --kernel expert=expert_kernels/$w/expert.cu --kernel s3=.gpu/wg/${w}_s3.cu --budget-s 0.3 --deadline-s 45 --out $OUT/wg_$w > $OUT/wg_$w.log 2>&1
     echo "wg $w rc=$? at $((SECONDS - t0)) s"; grep -E "ms \(|: [a-z_]+ \(" $OUT/wg_$w.log | tail -12
-    [ $((T_S - (SECONDS - t0))) -gt 80 ] || break
   done
   [ $((T_S - (SECONDS - t0))) -gt 110 ] && KLINEAGE_HOME=/tmp/klh-t timeout 80 python3 -m klineage timings bench --workload expert_kernels/sgemm \
     --kernel expert=expert_kernels/sgemm/expert.cu --kernel merged=$R/2026-12-07-s19-pending/sgemm_loo_wt2_lb_merged.cu \
