@@ -154,6 +154,27 @@ def test_the_hopper_variants_walked_down_compile_for_sm90a(tmp_path: Path, varia
     assert not re.search(r"\berror\b|warning", report.lower()), report
 
 
+KERNEL = r"""
+__global__ void k(const CUtensorMap* m, const void* g, uint32_t n) {
+    __shared__ __align__(1024) unsigned char buf[4096];
+    __shared__ __align__(8) unsigned long long bar;
+    const uint32_t s = (uint32_t)__cvta_generic_to_shared(buf), b = (uint32_t)__cvta_generic_to_shared(&bar);
+    load(s, m, 0, 0, b);
+    load_mc(s, m, 0, 0, b, 3);
+    store(m, 0, 0, 0, s);
+    bulk(s, g, n, b);
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_every_rewritten_form_compiles_for_sm90a(tmp_path: Path) -> None:
+    """The helper's load (with and without multicast), store and plain bulk load, and the encoder."""
+    (tmp_path / "k.cu").write_text(_remove("tma", COPIES + ENTRY + KERNEL))
+    report = sm90a_ptxas(tmp_path / "k.cu", tmp_path)
+    assert not re.search(r"\berror\b|warning", report.lower()), report
+
+
 # ---- the gemm_bf16 Hopper variant on the emulator: TMA rewritten, the rest modelled ----------------
 
 #: what the emulator lacks of cuda.h, for the rewritten host code (the map type renamed, since the
