@@ -422,6 +422,16 @@ def asm_operands(src: CudaSource, asm: ts.Node) -> list[AsmOperand]:
     return out
 
 
+@dataclass(frozen=True)
+class AsmRewrite:
+    """An inline-asm statement and the text that replaces it ("" deletes it); `why` set: the
+    statement is one the operator knows but will not rewrite, and says why."""
+
+    stmt: ts.Node
+    text: str
+    why: str = ""
+
+
 def asm_operand(ops: list[AsmOperand], token: str) -> AsmOperand | None:
     """The operand a template token `%N` names (None for anything else or a number out of range)."""
     m = re.fullmatch(r"\s*%(\d+)\s*", token)

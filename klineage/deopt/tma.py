@@ -189,13 +189,7 @@ __device__ __forceinline__ void kl_bulk_load(uint32_t dst, const void* src, uint
 """
 
 
-@dataclass(frozen=True)
-class _Copy:
-    """One bulk asm statement and what replaces it ("" deletes; `why` set: refused)."""
-
-    stmt: ts.Node
-    text: str
-    why: str = ""
+_Copy = X.AsmRewrite  # a bulk copy statement and what replaces it
 
 
 def _op(ops: list[X.AsmOperand], token: str) -> str | None:

@@ -34,7 +34,6 @@ write it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import tree_sitter as ts
 
@@ -159,13 +158,7 @@ __device__ __forceinline__ void kl_wgmma_sync_f16(uint32_t* d, uint64_t desc_a, 
 """
 
 
-@dataclass(frozen=True)
-class _Mma:
-    """One wgmma asm statement and its call of `kl_wgmma_sync` (empty `call`: refused, see `why`)."""
-
-    stmt: ts.Node
-    call: str
-    why: str = ""
+_Mma = X.AsmRewrite  # a wgmma statement and its call of the helper
 
 
 def _value(ops: list[X.AsmOperand], token: str) -> str | None:
@@ -320,7 +313,7 @@ class Wgmma(Operator):
 
     def _remove(self, src: CudaSource, site: Site) -> CudaSource:
         mmas, syncs, _ = _sites(src)
-        edits = [edit.replace(m.stmt, m.call) for m in mmas]
+        edits = [edit.replace(m.stmt, m.text) for m in mmas]
         edits += [edit.delete(src, s) for s in syncs]
         if "cp.async.bulk" not in src.text:  # no async-proxy reader is left: its fences go too
             edits += [edit.delete(src, s) for s in X.async_proxy_fences(src)]
