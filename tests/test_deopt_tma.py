@@ -26,6 +26,8 @@ from klineage.gates.gate import gate
 from klineage.source.model import CudaSource
 from tests.conftest import REPO, with_emu_shapes
 from tests.hopper_models import SYNC_MODELS, copy_models, sm90a_ptxas
+from tests.test_deopt_wgmma import ATTN_SHAPES
+from tests.test_hopper_attention import ATTN, ATTN_MODELS
 
 GEMM = REPO / "expert_kernels" / "gemm_bf16"
 HOPPER_GEMM = GEMM / "variants" / "expert_wgmma.cu"
@@ -241,13 +243,19 @@ def _function(text: str, head: str) -> str:
     return text[start : text.index("\n}\n", start) + 3]
 
 
-def _tma_rewritten_with_models(rewritten: str) -> str:
+def _tma_rewritten_with_models(
+    rewritten: str, models: str, host_start: str | None, host: str, elem: str
+) -> str:
+    """The TMA-rewritten variant with its other PTX helpers replaced by `models` (after the
+    rewritten copies and the descriptor model of `elem` tensors), the helper's barrier count by the
+    mbarrier model's, and its host launch code from `host_start` to the namespace's end by `host`."""
     start, end = rewritten.index("// ---- PTX helpers"), rewritten.index("// ---- end of the PTX helpers")
-    loads = _function(rewritten, "__device__ __forceinline__ void tma_load_2d_multicast(")
-    loads += _function(rewritten, "__device__ __forceinline__ void tma_load_2d(")
-    operand = copy_models("bf16")
+    loads = _function(rewritten, "__device__ __forceinline__ void tma_load_2d(")
+    if "void tma_load_2d_multicast(" in rewritten:
+        loads = _function(rewritten, "__device__ __forceinline__ void tma_load_2d_multicast(") + loads
+    operand = copy_models(elem)
     operand = operand[operand.index("__device__ __forceinline__ float kl_operand") :]
-    text = rewritten[:start] + CLUSTER_MODELS + loads + operand + WGMMA_MODELS + rewritten[end:]
+    text = rewritten[:start] + loads + operand + models + rewritten[end:]
     text = text.replace(_function(text, "__device__ __forceinline__ void kl_tma_complete("), COMPLETE)
     text = text.replace(
         'if (mask) asm("mapa.u64 %0, %1, %2;" : "=l"(to) : "l"(to), "r"(rank));', "if (mask) __trap();"
@@ -257,8 +265,9 @@ def _tma_rewritten_with_models(rewritten: str) -> str:
         "    g_window = dst & ~0x3FFFFu;\n    const KlTmaMap& m = *static_cast<const KlTmaMap*>(map);\n"
         "    const unsigned n = kl_tma_elements(m);\n    for (unsigned rank",
     )
-    host = text.index("// A launch of `blocks` blocks in clusters")
-    text = text[:host] + HOST + text[text.index("}  // namespace", host) :]
+    if host_start is not None:
+        i = text.index(host_start)
+        text = text[:i] + host + text[text.index("}  // namespace", i) :]
     text = re.sub(r"\bCUtensorMap\b", "KlShimTensorMap", text).replace("#include <cuda.h>", "")
     return SHIM + SYNC_MODELS + text
 
@@ -281,7 +290,9 @@ def test_rewritten_tma_feeds_the_wgmma_model_on_the_emulator(
     tmp_path: Path, old: str, new: str, passes: bool
 ) -> None:
     rewritten = _remove("tma", HOPPER_GEMM.read_text())
-    text = _tma_rewritten_with_models(rewritten)
+    text = _tma_rewritten_with_models(
+        rewritten, CLUSTER_MODELS + WGMMA_MODELS, "// A launch of `blocks` blocks in clusters", HOST, "bf16"
+    )
     if old:
         assert text.count(old) == 1
         text = text.replace(old, new)
@@ -293,3 +304,14 @@ def test_rewritten_tma_feeds_the_wgmma_model_on_the_emulator(
         assert r.category in ("mismatch", "nan", "nondeterministic", "out_of_bounds", "crash"), (
             f"{r.category}: {r.message}"
         )
+
+
+@pytest.mark.slow
+def test_rewritten_tma_feeds_the_attention_models_on_the_emulator(tmp_path: Path) -> None:
+    """Q, K and V boxes (f16, 128-byte swizzle) copied at issue into the ring the attention's
+    modelled wgmmas read, both masks."""
+    text = _tma_rewritten_with_models(_remove("tma", HOPPER_ATTN.read_text()), ATTN_MODELS, None, "", "f16")
+    (tmp_path / "k.cu").write_text(text)
+    wl = with_emu_shapes(ATTN, ATTN_SHAPES, tmp_path / "wl")
+    r = gate(tmp_path / "k.cu", wl, GateOptions(backend="emu", timeout_s=120), use_cache=False)
+    assert r.accepted, f"{r.category}: {r.message}"
