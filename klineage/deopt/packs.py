@@ -408,20 +408,14 @@ def remove_dispatch(src: CudaSource, node: ts.Node) -> CudaSource:
         body = src.text_bytes[fallback.start_byte + 1 : fallback.end_byte - 1].decode()
         lines = body.strip("\n").rstrip().splitlines()
         ind_from = lines[0][: len(lines[0]) - len(lines[0].lstrip())]
-        text = "\n".join(ind_to + ln[len(ind_from) :] if ln.startswith(ind_from) else ln for ln in lines)
+        text = "\n".join(edit.reindent(lines, ind_from, ind_to))
         return edit.apply_edits(src, [*edits, edit.replace(node, text[len(ind_to) :])])
     ind_from = edit.indent_of(src, fallback)
     lines = src.text_of(fallback).splitlines()
-    pragma = (
-        src.pragma_of(fallback)
-        if fallback.type in ("for_statement", "while_statement", "do_statement")
-        else None
-    )
+    pragma = src.pragma_of(fallback) if fallback.type in loops else None
     if pragma is not None:  # the loop's own pragma (`#pragma unroll`) goes out with it
         lines = [pragma.text.strip(), ind_from + lines[0], *lines[1:]]
-    text = "\n".join(
-        [lines[0]] + [ind_to + ln[len(ind_from) :] if ln.startswith(ind_from) else ln for ln in lines[1:]]
-    )
+    text = "\n".join([lines[0], *edit.reindent(lines[1:], ind_from, ind_to)])
     return edit.apply_edits(src, [*edits, edit.replace(node, text)])
 
 
@@ -833,7 +827,7 @@ class _Writer:
         for s in lanes.body:
             text = X.render(src, s, rw) if rewrite else src.text_of(s)
             ind = edit.indent_of(src, s)
-            out += [ln[len(ind) :] if ln.startswith(ind) else ln for ln in text.splitlines()]
+            out += edit.reindent(text.splitlines(), ind)
         return out
 
     def lane_loop(self) -> list[str]:
@@ -913,8 +907,8 @@ def apply_row_loop(src: CudaSource, row: RowLoop) -> CudaSource:
     tail_start = f"{bound} / {w} * {w}" + (f" + {start}" if row.start.strip() != "0" else "")
     tail = (raw[:a] + tail_start.encode() + raw[b:]).decode()
     ind = edit.indent_of(src, row.loop)
-    tail_lines = [ln[len(ind) :] if ln.startswith(ind) else ln for ln in tail.splitlines()]
-    orig_lines = [ln[len(ind) :] if ln.startswith(ind) else ln for ln in loop_text.splitlines()]
+    tail_lines = edit.reindent(tail.splitlines(), ind)
+    orig_lines = edit.reindent(loop_text.splitlines(), ind)
     lines = [
         f"// KLineage vectorize: the row in {PACK_BYTES}-byte packs of {w} when every packed pointer is aligned,",
         "// partitioned among the threads like the elements were; the elements after the last pack run scalar.",

@@ -474,7 +474,7 @@ def _dispatch(
         cond += part
         pragma = src.pragma_of(t.loop)
         unroll = [pragma.text.strip()] if pragma is not None else []
-        lines = [ln[len(ind) :] if ln.startswith(ind) else ln for ln in src.text_of(t.loop).splitlines()]
+        lines = edit.reindent(src.text_of(t.loop).splitlines(), ind)
         then += unroll + packed[i]
         other += unroll + lines
         if pragma is not None:

@@ -26,6 +26,7 @@ __all__ = [
     "delete",
     "lines_of",
     "indent_of",
+    "reindent",
     "normalize",
 ]
 
@@ -128,6 +129,12 @@ def lines_of(src: CudaSource, target: Target) -> tuple[int, int]:
     data = src.text_bytes
     nl = data.find(b"\n", end)
     return data.rfind(b"\n", 0, start) + 1, (len(data) if nl < 0 else nl + 1)
+
+
+def reindent(lines: Iterable[str], old: str, new: str = "") -> list[str]:
+    """The lines moved from indentation `old` to `new`: a line starting with `old` has it replaced
+    by `new`, any other line (less indented, a pragma at column 0) is kept as it is."""
+    return [new + ln[len(old) :] if ln.startswith(old) else ln for ln in lines]
 
 
 def indent_of(src: CudaSource, target: Target) -> str:
