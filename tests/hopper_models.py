@@ -83,6 +83,32 @@ __device__ __forceinline__ int kl_col(int i) { return (i >> 2) * 8 + (threadIdx.
 """
 
 
+#: the gemm_bf16 variant's cluster helpers for clusters of one block (the emulator has no clusters)
+GEMM_CLUSTER_MODELS = r"""
+__device__ __forceinline__ uint32_t cluster_rank() { return 0; }
+__device__ __forceinline__ void cluster_sync() { __syncthreads(); }
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar) { mbar_arrive(bar); }
+"""
+#: a multicast copy never issued by clusters of one block
+GEMM_NO_MULTICAST = r"""
+__device__ __forceinline__ void tma_load_2d_multicast(uint32_t, const KlTensorMap*, int, int, uint32_t) { __trap(); }
+"""
+#: the gemm_bf16 variant's wgmmas: A (K-major) and B (MN-major) read through their descriptors, each
+#: thread adding into its own fragment
+GEMM_WGMMA_MODELS = r"""
+template <int kN>
+__device__ __forceinline__ void kl_wgmma(float (&d)[kN / 2], uint64_t da, uint64_t db) {
+    for (int i = 0; i < kN / 2; ++i) {
+        float s = 0.f;
+        for (int k = 0; k < 16; ++k) s = fmaf(kl_operand(da, kl_row(i), k), kl_operand(db, k, kl_col(i)), s);  // A K-major, B MN-major
+        d[i] += s;
+    }
+}
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t a, uint64_t b) { kl_wgmma<128>(d, a, b); }
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t a, uint64_t b) { kl_wgmma<256>(d, a, b); }
+"""
+
+
 #: the 16-bit element types: name, conversion to float, conversion from float
 _ELEMS = {
     "bf16": ("__nv_bfloat16", "__bfloat162float", "__float2bfloat16"),

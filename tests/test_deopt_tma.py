@@ -25,7 +25,13 @@ from klineage.gates.backend import GateOptions
 from klineage.gates.gate import gate
 from klineage.source.model import CudaSource
 from tests.conftest import REPO, with_emu_shapes
-from tests.hopper_models import SYNC_MODELS, copy_models, sm90a_ptxas
+from tests.hopper_models import (
+    GEMM_CLUSTER_MODELS,
+    GEMM_WGMMA_MODELS,
+    SYNC_MODELS,
+    copy_models,
+    sm90a_ptxas,
+)
 from tests.test_deopt_wgmma import ATTN_SHAPES
 from tests.test_hopper_attention import ATTN, ATTN_MODELS
 
@@ -209,24 +215,6 @@ COMPLETE = r"""__device__ __forceinline__ void kl_tma_complete(uint32_t bar, uin
     KlBar& b = kl_bar(bar); b.tx -= bytes; bar_settle(b);
 }
 """
-CLUSTER_MODELS = r"""
-__device__ __forceinline__ uint32_t cluster_rank() { return 0; }
-__device__ __forceinline__ void cluster_sync() { __syncthreads(); }
-__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar) { mbar_arrive(bar); }
-"""
-#: the descriptor-reading wgmma model of tests/test_hopper_expert.py
-WGMMA_MODELS = r"""
-template <int kN>
-__device__ __forceinline__ void kl_wgmma(float (&d)[kN / 2], uint64_t da, uint64_t db) {
-    for (int i = 0; i < kN / 2; ++i) {
-        float s = 0.f;
-        for (int k = 0; k < 16; ++k) s = fmaf(kl_operand(da, kl_row(i), k), kl_operand(db, k, kl_col(i)), s);
-        d[i] += s;
-    }
-}
-__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t a, uint64_t b) { kl_wgmma<128>(d, a, b); }
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t a, uint64_t b) { kl_wgmma<256>(d, a, b); }
-"""
 HOST = r"""
 int resident_clusters() { return 2; }
 void launch_clusters(int clusters, const KlShimTensorMap& a, const KlShimTensorMap& b, __nv_bfloat16* C, int M, int N,
@@ -291,7 +279,11 @@ def test_rewritten_tma_feeds_the_wgmma_model_on_the_emulator(
 ) -> None:
     rewritten = _remove("tma", HOPPER_GEMM.read_text())
     text = _tma_rewritten_with_models(
-        rewritten, CLUSTER_MODELS + WGMMA_MODELS, "// A launch of `blocks` blocks in clusters", HOST, "bf16"
+        rewritten,
+        GEMM_CLUSTER_MODELS + GEMM_WGMMA_MODELS,
+        "// A launch of `blocks` blocks in clusters",
+        HOST,
+        "bf16",
     )
     if old:
         assert text.count(old) == 1

@@ -22,7 +22,13 @@ from klineage.gates.backend import GateOptions
 from klineage.gates.gate import gate
 from klineage.source.model import CudaSource
 from tests.conftest import REPO, define_lines, with_emu_shapes
-from tests.hopper_models import SYNC_MODELS, copy_models, sm90a_ptxas
+from tests.hopper_models import (
+    GEMM_CLUSTER_MODELS,
+    GEMM_NO_MULTICAST,
+    SYNC_MODELS,
+    copy_models,
+    sm90a_ptxas,
+)
 from tests.test_hopper_attention import ATTN, ATTN_MODELS
 from tests.test_hopper_attention import HOST_MODEL as ATTN_HOST_MODEL
 
@@ -134,14 +140,6 @@ def test_rewritten_hopper_variants_compile_for_sm90a(tmp_path: Path, variant: Pa
 # ---- the gemm_bf16 Hopper variant on the emulator: its wgmmas rewritten, TMA and mbarriers modelled
 
 
-#: the variant's cluster helpers for clusters of one block (the emulator has no clusters)
-CLUSTER_MODELS = r"""
-__device__ __forceinline__ uint32_t cluster_rank() { return 0; }
-__device__ __forceinline__ void cluster_sync() { __syncthreads(); }
-__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar) { mbar_arrive(bar); }
-__device__ __forceinline__ void tma_load_2d_multicast(uint32_t, const KlTensorMap*, int, int, uint32_t) { __trap(); }
-"""
-
 HOST_MODEL = r"""
 int resident_clusters() { return 2; }
 void launch_clusters(int clusters, const KlTensorMap& a, const KlTensorMap& b, __nv_bfloat16* C, int M, int N, int K,
@@ -172,7 +170,7 @@ def _with_models(rewritten: str, wrappers: str, models: str, host_model: str, ho
 
 
 def _gemm_with_models(rewritten: str) -> str:
-    models = copy_models("bf16") + CLUSTER_MODELS
+    models = copy_models("bf16") + GEMM_CLUSTER_MODELS + GEMM_NO_MULTICAST
     return _with_models(rewritten, "// D (64 x 128", models, HOST_MODEL, "}  // namespace")
 
 

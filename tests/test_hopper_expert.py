@@ -22,6 +22,9 @@ from klineage.mining import mine_corpus
 from klineage.walker import find_workloads
 from tests.conftest import REPO, define_lines, with_emu_shapes
 from tests.hopper_models import (
+    GEMM_CLUSTER_MODELS,
+    GEMM_NO_MULTICAST,
+    GEMM_WGMMA_MODELS,
     SYNC_MODELS,
     assert_emu_names_hopper_constructs,
     copy_models,
@@ -130,22 +133,7 @@ def test_table_reports_ratios_to_cublas() -> None:
 #: the gemm's own PTX helpers beside the shared models (tests/hopper_models.py): clusters of one
 #: block, and a wgmma that reads A (K-major) and B (MN-major) through their descriptors, each thread
 #: adding into its own fragment.
-GEMM_MODELS = r"""
-__device__ __forceinline__ uint32_t cluster_rank() { return 0; }
-__device__ __forceinline__ void cluster_sync() { __syncthreads(); }
-__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar) { mbar_arrive(bar); }
-__device__ __forceinline__ void tma_load_2d_multicast(uint32_t, const KlTensorMap*, int, int, uint32_t) { __trap(); }
-template <int kN>
-__device__ __forceinline__ void kl_wgmma(float (&d)[kN / 2], uint64_t da, uint64_t db) {
-    for (int i = 0; i < kN / 2; ++i) {
-        float s = 0.f;
-        for (int k = 0; k < 16; ++k) s = fmaf(kl_operand(da, kl_row(i), k), kl_operand(db, k, kl_col(i)), s);  // A K-major, B MN-major
-        d[i] += s;
-    }
-}
-__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t a, uint64_t b) { kl_wgmma<128>(d, a, b); }
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t a, uint64_t b) { kl_wgmma<256>(d, a, b); }
-"""
+GEMM_MODELS = GEMM_CLUSTER_MODELS + GEMM_NO_MULTICAST + GEMM_WGMMA_MODELS
 PTX_MODELS = SYNC_MODELS + copy_models("bf16") + GEMM_MODELS
 
 HOST_MODEL = r"""
