@@ -11,7 +11,6 @@ documentation, not the hardware."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 from pathlib import Path
 
@@ -123,14 +122,10 @@ def copy_models(elem: str) -> str:
     return text.replace("KL_ELEM", name)
 
 
-def assert_emu_names_hopper_constructs(kernel: Path, workload: Path) -> None:
-    """The emu gate refuses a Hopper kernel as `unsupported`, naming every construct it cannot run,
-    at the kernel's file and line."""
+def assert_emu_runs_hopper_kernel(kernel: Path, workload: Path) -> None:
+    """The emu gate runs a Hopper kernel as written (gates/emu/ptx_hopper.py) and accepts it."""
     r = gate(kernel, workload, GateOptions(backend="emu"), use_cache=False)
-    assert not r.accepted and r.category == "unsupported", f"{r.category}: {r.message}"
-    for words in ("mbarrier", "TMA (CUtensorMap)", "TMA (cp.async.bulk)", "wgmma", "setmaxnreg"):
-        assert words in r.message, (words, r.message)
-    assert re.match(rf"\S*{re.escape(kernel.name)}:\d+: ", r.message), r.message
+    assert r.accepted, f"{r.category}: {r.message}"
 
 
 def with_models(src: str, ptx_models: str, host_model: str, host_end: str) -> str:

@@ -27,7 +27,7 @@ KERNEL_HEAD = "#include <cuda_runtime.h>\n"
             "TMA",
         ),
         ('  asm("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0};" : "=r"(x));', "wgmma"),
-        ('  asm("mov.u32 %0, %%laneid;" : "=r"(x));', 'inline PTX asm ("mov.u32")'),
+        ('  asm("mov.u32 %0, %%smid;" : "=r"(x));', 'inline PTX asm ("mov.u32")'),
         ("  cooperative_groups::this_grid().sync();", "grid-wide"),
         ("  __nanosleep(100);", "__nanosleep"),
         ("  auto c = cooperative_groups::this_cluster();", "clusters"),

@@ -341,7 +341,7 @@ def test_gate_rejects_async_copy_and_layout_bugs(tmp_path: Path, old: str, new: 
             "st.shared.b32",
         ),
         ('asm volatile("cp.async.bulk.shared::cluster.global [%0], [%1], 16;" :: "r"(x), "l"(x));', "TMA"),
-        ('asm("mov.u32 %0, %%laneid;" : "=r"(x));', "mov.u32"),
+        ('asm("mov.u32 %0, %%smid;" : "=r"(x));', "mov.u32"),
     ],
 )
 def test_other_ptx_stays_unsupported_with_instruction_and_line(asm: str, words: str) -> None:

@@ -1,7 +1,7 @@
 """The Hopper gemm_bf16 expert (expert_kernels/gemm_bf16/variants/expert_wgmma.cu, issue 25 item 3):
-the emulator refuses it as `unsupported` naming every construct it cannot run (TMA, mbarrier,
-wgmma, setmaxnreg), mining a corpus that holds it skips it with that reason, it compiles for
-sm_90a without spills, and the variant benchmark's host side builds the commands it should.
+the emulator runs it as written (TMA, mbarrier, wgmma, setmaxnreg) and refuses its cluster build,
+mining a corpus that holds it walks its Hopper steps on the CPU, it compiles for sm_90a without
+spills, and the variant benchmark's host side builds the commands it should.
 The GPU verdict is benchmarks/gemm_variants_bench.py's and the cuda gate's, on the device."""
 
 from __future__ import annotations
@@ -19,14 +19,15 @@ from klineage.gates.backend import GateOptions
 from klineage.gates.emu.rewrite import Unsupported, translate
 from klineage.gates.gate import gate
 from klineage.mining import mine_corpus
-from klineage.walker import find_workloads
+from klineage.store.db import Store
+from klineage.store.lineage import taken_steps
 from tests.conftest import REPO, define_lines, with_emu_shapes
 from tests.hopper_models import (
     GEMM_CLUSTER_MODELS,
     GEMM_NO_MULTICAST,
     GEMM_WGMMA_MODELS,
     SYNC_MODELS,
-    assert_emu_names_hopper_constructs,
+    assert_emu_runs_hopper_kernel,
     copy_models,
     sm90a_ptxas,
     with_models,
@@ -45,56 +46,97 @@ sys.modules[_spec.name] = bench  # dataclasses look their module up there
 _spec.loader.exec_module(bench)
 
 
-def test_emu_gate_names_every_hopper_construct_of_the_expert() -> None:
-    assert_emu_names_hopper_constructs(HOPPER, GEMM)
+def test_emu_gate_runs_the_hopper_expert() -> None:
+    """TMA loads into a swizzled ring, mbarrier phases, setmaxnreg and wgmma as written: the emulator
+    runs them (gates/emu/ptx_hopper.py) and the product is right."""
+    assert_emu_runs_hopper_kernel(HOPPER, GEMM)
+
+
+def test_a_cluster_launch_stays_unsupported(tmp_path: Path) -> None:
+    """KL_CLUSTER = 2 launches clusters of two blocks through cudaLaunchKernelEx: blocks that wait on
+    each other cannot run one after another, so the emulator says so rather than guess."""
+    (tmp_path / "k.cu").write_text(define_lines("KL_CLUSTER=2") + HOPPER.read_text())
+    r = gate(tmp_path / "k.cu", GEMM, GateOptions(backend="emu"), use_cache=False)
+    assert r.category == "unsupported" and "clusters of 2 x 1 x 1 blocks" in r.message, (
+        f"{r.category}: {r.message}"
+    )
 
 
 def test_each_kind_is_named_once_at_its_first_line() -> None:
     src = (
         HEAD
-        + '  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(x));\n'  # line 3
-        + '  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(x));\n'
+        + '  asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%1, %1}], [%1];"'
+        + ' :: "l"(x), "r"(x));\n'  # line 3
+        + '  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes'
+        + ' [%0], [%1, {%0, %0}], [%0], {%0};" :: "r"(x), "l"(x));\n'  # line 4: the same kind (TMA), not named again
         + '  asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %1, 0;\\n'
-        + 'wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0}, %1, %1, p, 1, 1, 0, 1;\\n}\\n"'
-        + ' : "+r"(x) : "r"(x));\n'  # line 5: named by its wgmma, not by the setp before it
-        + '  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");\n'  # line 6
-        + '  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(x));\n'  # line 7: named by its register
+        + 'wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {%0}, %1, %1, p, 1, 1;\\n}\\n"'
+        + ' : "+r"(x) : "r"(x));\n'  # line 5: named by its wgmma (an fp8 form), not by the setp before it
+        + "  __nanosleep(100);\n"  # line 6
+        + '  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%0, %0, %0, %0};" :: "r"(x));\n'  # line 7
         + "}\n"
     )
     with pytest.raises(Unsupported) as e:
         translate(src, "h.cu")
-    assert (e.value.file, e.value.line) == ("h.cu", 3) and "mbarrier" in e.value.construct
+    assert (e.value.file, e.value.line) == ("h.cu", 3) and "TMA" in e.value.construct
     assert [line for _, line in e.value.others] == [5, 6, 7]
-    assert (
-        e.value.others[2][0]
-        == "thread-block clusters (%cluster_* special registers): asm reads %cluster_ctarank"
-    )
     assert "wgmma (warpgroup matrix multiply)" in e.value.others[0][0]
-    assert "setmaxnreg" in e.value.others[1][0]
+    assert "__nanosleep" in e.value.others[1][0]
+    assert "stmatrix" in e.value.others[2][0]
     text = str(e.value)
-    assert text.startswith("h.cu:3: asynchronous barriers (mbarrier)") and text.count("mbarrier") == 2
+    assert text.startswith("h.cu:3: TMA (cp.async.bulk)") and text.count("TMA") == 1
 
 
 def test_a_single_construct_keeps_the_one_line_message() -> None:
     with pytest.raises(Unsupported) as e:
-        translate(HEAD + '  asm volatile("mov.u32 %0, %%laneid;" : "=r"(x));\n}\n', "h.cu")
+        translate(HEAD + '  asm volatile("mov.u32 %0, %%smid;" : "=r"(x));\n}\n', "h.cu")
     assert e.value.others == ()
-    assert str(e.value) == 'h.cu:3: inline PTX asm ("mov.u32") cannot be emulated on the CPU (emu backend)'
+    assert str(e.value) == (
+        'h.cu:3: inline PTX asm ("mov.u32") in `mov.u32 %0, %%smid` cannot be emulated on the CPU (emu backend)'
+    )
 
 
-def test_mining_skips_a_hopper_expert_with_the_reason(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_mining_walks_a_hopper_expert_through_its_hopper_steps(tmp_path: Path) -> None:
+    """On the CPU, the walk from the Hopper expert takes its Hopper steps: setmaxnreg removed, then
+    (after the steps that stand in front of them) the TMA copies made synchronous and each wgmma done
+    as per-warp mma.sync."""
     corpus = tmp_path / "corpus"
     wl = corpus / "gemm_bf16_hopper"
     wl.mkdir(parents=True)
     shutil.copy(GEMM / "workload.py", wl / "workload.py")
     shutil.copy(GEMM / "naive.cu", wl / "naive.cu")
     shutil.copy(HOPPER, wl / "expert.cu")
-    assert find_workloads([corpus]) == [wl]
-    report = mine_corpus([corpus], db=tmp_path / "s.duckdb", workers=1, roundtrip=False, max_steps=2)
+    report = mine_corpus([corpus], db=tmp_path / "s.duckdb", workers=2, roundtrip=False, max_steps=14)
     (w,) = report["workloads"]
-    assert w["skipped"].startswith("expert fails its own gate: unsupported: ")
-    assert "wgmma" in w["skipped"] and "TMA" in w["skipped"]
-    assert w["accepted"] == 0 and w["skills"] == [] and report["skills"] == 0
+    assert not w["skipped"] and w["accepted"] == 14, w
+    with Store(tmp_path / "s.duckdb", read_only=True) as store:
+        taken = [row["operator"] for row in taken_steps(store, "gemm_bf16")]
+    assert {"setmaxnreg", "tma", "wgmma"} <= set(taken), taken
+    assert taken.index("setmaxnreg") < taken.index("tma") < taken.index("wgmma"), taken  # expert first
+
+
+def test_a_consumer_that_reads_its_stage_before_the_phase_completes_is_rejected(tmp_path: Path) -> None:
+    """Without its wait on the stage's `full` barrier, a consumer reads the ring before the TMA
+    copies land: the emulator lands them only when the barrier's phase completes, so it reads poison."""
+    wait = "mbar_wait(ring.full(s), (it / kStages) & 1);"
+    assert HOPPER.read_text().count(wait) == 1
+    (tmp_path / "k.cu").write_text(HOPPER.read_text().replace(wait, ";"))
+    r = gate(tmp_path / "k.cu", GEMM, GateOptions(backend="emu"), use_cache=False)
+    assert not r.accepted and r.category in ("wrong_answer", "nondeterministic"), f"{r.category}: {r.message}"
+
+
+def test_a_producer_that_refills_a_stage_in_use_deadlocks_on_its_barrier(tmp_path: Path) -> None:
+    """Without its wait on the stage's `empty` barrier, the producer refills stages the consumers still
+    read; K = 512 (eight slices in a four-deep ring) wraps the ring, and the consumers' arrivals then
+    outrun the barrier's phases: a deadlock naming the wait, where the GPU would hang or compute garbage."""
+    wait = "if (it >= kStages) mbar_wait(ring.empty(s), ((it / kStages) - 1) & 1);"
+    assert HOPPER.read_text().count(wait) == 1
+    (tmp_path / "k.cu").write_text(HOPPER.read_text().replace(wait, ";"))
+    wl = with_emu_shapes(GEMM, '[{"M": 192, "N": 320, "K": 512}]', tmp_path / "wl")
+    assert gate(HOPPER, wl, GateOptions(backend="emu"), use_cache=False).accepted
+    r = gate(tmp_path / "k.cu", wl, GateOptions(backend="emu"), use_cache=False)
+    assert r.category == "crash" and "deadlock" in r.message and "mbarrier.try_wait" in r.message, r.message
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")

@@ -106,7 +106,9 @@ def runtime(sanitize: bool, opt: str = "-O1") -> RuntimeBuild:
     ).hexdigest()[:16]
     final = cache_root() / key
     rb = RuntimeBuild(
-        final, (final / "klemu_rt.o", final / "klemu_tc.o", final / "switch.o"), final / "klemu.h"
+        final,
+        (final / "klemu_rt.o", final / "klemu_tc.o", final / "klemu_hopper.o", final / "switch.o"),
+        final / "klemu.h",
     )
     if all(p.exists() for p in (*rb.objects, final / "klemu.h.gch")):
         return rb
@@ -118,6 +120,15 @@ def runtime(sanitize: bool, opt: str = "-O1") -> RuntimeBuild:
         steps = [
             [CXX, *fl, *inc, "-c", str(RUNTIME / "src" / "klemu_rt.cpp"), "-o", str(tmp / "klemu_rt.o")],
             [CXX, *fl, *inc, "-c", str(RUNTIME / "src" / "klemu_tc.cpp"), "-o", str(tmp / "klemu_tc.o")],
+            [
+                CXX,
+                *fl,
+                *inc,
+                "-c",
+                str(RUNTIME / "src" / "klemu_hopper.cpp"),
+                "-o",
+                str(tmp / "klemu_hopper.o"),
+            ],
             [CXX, "-c", str(RUNTIME / "src" / "switch.S"), "-o", str(tmp / "switch.o")],
             [CXX, *fl, *inc, "-x", "c++-header", str(tmp / "klemu.h"), "-o", str(tmp / "klemu.h.gch")],
         ]

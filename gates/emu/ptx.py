@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import codecs
 import re
+from collections.abc import Callable
 
 import tree_sitter as ts
 
+from klineage.gates.emu import ptx_hopper
 from klineage.gates.emu.unsupported import Unsupported, describe_asm
 
 #: first-mnemonic prefixes this module handles (registered in unsupported.ASM_HANDLERS)
@@ -35,8 +37,43 @@ PREFIXES = (
     "cvta.to.shared",
     "ex2.approx",
 )
-#: instructions that are warp collectives (a kernel using them runs its threads as fibers)
-WARP_PREFIXES = ("mma.", "ldmatrix.")
+#: instructions that are warp collectives or waits (a kernel using them runs its threads as fibers)
+WARP_PREFIXES = ("mma.", "ldmatrix.", *ptx_hopper.WAITING_PREFIXES)
+
+
+#: `NAME:` at the start of a statement (a label; not `mapa.shared::cluster`, whose name has a dot)
+LABEL = re.compile(r"^([A-Za-z_$][\w$]*)\s*:(?!:)\s*(.*)$", re.S)
+
+#: special registers a template may read (`%%laneid`, `%%tid.x`): C++ for each; `{}` takes the axis
+SPECIAL_REGISTERS = {
+    "laneid": "::klemu::g_cur->lane",
+    "warpid": "::klemu::g_cur->warp",
+    "tid": "threadIdx.{}",
+    "ntid": "blockDim.{}",
+    "ctaid": "blockIdx.{}",
+    "nctaid": "gridDim.{}",
+    # a launch is a cluster of one block (gates/emu/runtime/include/klemu/hopper.h)
+    "cluster_ctarank": "0",
+    "cluster_nctarank": "1",
+    "cluster_ctaid": "0 * blockIdx.{}",
+    "cluster_nctaid": "1 + 0 * blockIdx.{}",
+    "clusterid": "blockIdx.{}",
+    "nclusterid": "gridDim.{}",
+    "is_explicit_cluster": "0",
+    "dynamic_smem_size": "::klemu::dyn_smem_size()",
+    "lanemask_lt": "__lanemask_lt()",
+    "lanemask_le": "__lanemask_le()",
+    "lanemask_eq": "__lanemask_eq()",
+    "lanemask_gt": "__lanemask_gt()",
+    "lanemask_ge": "__lanemask_ge()",
+    "clock64": "clock64()",
+    "globaltimer": "clock64()",
+}
+
+#: further instruction translators (gates/emu/ptx_hopper.py): (asm, mnemonic, operands, statement)
+#: -> C++, or None when the instruction is not theirs
+StatementTranslator = Callable[["Asm", str, list[str], str], "str | None"]
+STATEMENT_TRANSLATORS: list[StatementTranslator] = [ptx_hopper.translate]
 
 
 def _line(src: bytes, n: ts.Node) -> int:
@@ -94,11 +131,15 @@ def _split_top(s: str) -> list[str]:
     return parts
 
 
-class _Asm:
+class Asm:
+    """One inline `asm` statement being translated (operands, temporaries, labels)."""
+
     def __init__(self, node: ts.Node, src: bytes) -> None:
         self.node, self.src = node, src
         self.line = _line(src, node)
         self.temps: set[str] = set()
+        self.labels: set[str] = set()
+        self.all_labels: set[str] = set()
         self.ops: list[tuple[str, str, bool]] = []  # (constraint letter, expression, is output)
         for field, is_out in (("output_operands", True), ("input_operands", False)):
             lst = node.child_by_field_name(field)
@@ -119,6 +160,13 @@ class _Asm:
     # ---- operands ----
     def val(self, tok: str, stmt: str) -> str:
         tok = tok.strip()
+        special = re.fullmatch(r"%%?([a-z_0-9]+)(?:\.([xyz]))?", tok)
+        if special and not special.group(1).isdigit():
+            expr = SPECIAL_REGISTERS.get(special.group(1))
+            axis = special.group(2)
+            if expr is None or (("{}" in expr) != (axis is not None)):
+                raise self.unsupported(stmt)
+            return f"((uint64_t){expr.format(axis)})"
         m = re.fullmatch(r"%(\d+)", tok)
         if m:
             i = int(m.group(1))
@@ -150,23 +198,64 @@ class _Asm:
         return items
 
     # ---- instructions ----
+    def reg_names(self, rest: str, stmt: str) -> list[str]:
+        """The temporaries a `.reg` declaration names (`.reg .pred p, q;`, `.reg .b32 r<4>;` refused)."""
+        names = [nm.strip() for nm in re.sub(r"^(\.\w+\s+)+", "", rest).split(",")]
+        if not all(re.fullmatch(r"[A-Za-z_$][\w$]*", nm) for nm in names):
+            raise self.unsupported(stmt)
+        return names
+
+    def temp(self, name: str) -> str:
+        return f"_t_{name.replace('$', '_')}"
+
     def stmt(self, s: str) -> str:
-        if s.startswith("@"):
-            raise self.unsupported(s)
+        label = LABEL.match(s)
+        if label:  # `NAME:` (a loop's head), possibly followed by an instruction on the same line
+            self.labels.add(label.group(1))
+            rest = label.group(2).strip()
+            return f"{label.group(1)}: ;" + (f" {self.stmt(rest)}" if rest else "")
+        guard = re.match(r"@(!?)([A-Za-z_$][\w$]*)\s+(.*)$", s, re.S)
+        if guard:  # a predicated instruction
+            if guard.group(2) not in self.temps:
+                raise self.unsupported(s)
+            return f"if ({guard.group(1)}{self.temp(guard.group(2))}) {{ {self.stmt(guard.group(3))} }}"
         m = re.match(r"(\S+)\s*(.*)$", s, re.S)
         mn, rest = m.group(1), m.group(2)
         ops = _split_top(rest)
         L = self.line
         if mn == ".reg":
-            names = re.sub(r"^(\.\w+\s+)+", "", rest)
-            out = []
-            for nm in names.split(","):
-                nm = nm.strip()
-                if not re.fullmatch(r"[A-Za-z_$][\w$]*", nm):
-                    raise self.unsupported(s)
-                self.temps.add(nm)
-                out.append(f"uint64_t _t_{nm.replace('$', '_')} = 0;")
-            return " ".join(out)
+            self.reg_names(rest, s)  # declared at the top of the translation (gotos may cross them)
+            return ""
+        if re.fullmatch(r"bra(\.uni)?", mn) and len(ops) == 1 and ops[0] in self.all_labels:
+            return f"goto {ops[0]};"
+        cmp = re.fullmatch(r"setp\.(eq|ne|lt|le|gt|ge|lo|ls|hi|hs)\.([bsu](16|32|64)|f32)", mn)
+        if cmp and len(ops) == 3 and ops[0] in self.temps:
+            op = {
+                "eq": "==",
+                "ne": "!=",
+                "lt": "<",
+                "le": "<=",
+                "gt": ">",
+                "ge": ">=",
+                "lo": "<",
+                "ls": "<=",
+                "hi": ">",
+                "hs": ">=",
+            }[cmp.group(1)]
+            kind = cmp.group(2)
+            a, b = self.val(ops[1], s), self.val(ops[2], s)
+            if kind == "f32":
+                a, b = f"::klemu::f_reg({a})", f"::klemu::f_reg({b})"
+            else:
+                ctype = f"{'int' if kind[0] == 's' else 'uint'}{kind[1:]}_t"
+                a, b = f"({ctype}){a}", f"({ctype}){b}"
+            return f"{self.temp(ops[0])} = ({a} {op} {b});"
+        if re.fullmatch(r"selp\.([bsu](16|32|64)|f32)", mn) and len(ops) == 4 and ops[3] in self.temps:
+            return f"{self.val(ops[0], s)} = {self.temp(ops[3])} ? {self.val(ops[1], s)} : {self.val(ops[2], s)};"
+        for translate in STATEMENT_TRANSLATORS:
+            out = translate(self, mn, ops, s)
+            if out is not None:
+                return out
         parts = mn.split(".")
         if mn.startswith("mma.sync.aligned.m16n8k"):
             mm = re.fullmatch(
@@ -243,7 +332,16 @@ class _Asm:
         tmpl = template_text(self.node, self.src)
         if tmpl is None:
             raise Unsupported("inline PTX asm whose template is not a string literal", self.line)
-        body = [self.stmt(s) for s in statements(tmpl)]
+        stmts = statements(tmpl.replace("%=", ""))
+        for st in stmts:  # temporaries and labels first: a branch may jump forward
+            if st.startswith(".reg"):
+                self.temps.update(self.reg_names(st[4:].strip(), st))
+            if LABEL.match(st):
+                self.all_labels.add(LABEL.match(st).group(1))
+        body = [self.stmt(s) for s in stmts]
+        body = [f"uint64_t {self.temp(t)} = 0;" for t in sorted(self.temps)] + body
+        # local labels (GNU): each expansion of the statement has its own; declared first in the block
+        labels = f"__label__ {', '.join(sorted(self.all_labels))}; " if self.all_labels else ""
         loads, stores = [], []
         for i, (c, e, is_out) in enumerate(self.ops):
             letter = c.lstrip("=+&")[:1]
@@ -262,24 +360,25 @@ class _Asm:
                     cast = "(uint32_t)" if letter == "r" else "(uint16_t)" if letter == "h" else ""
                     stores.append(f"({e}) = (std::remove_reference_t<decltype({e})>){cast}_r[{i}];")
         regs = f"uint64_t _r[{len(self.ops)}] = {{}}; " if self.ops else ""
-        text = f"({{ {regs}{' '.join(loads)} {' '.join(body)} {' '.join(stores)} (void)0; }})"
+        text = f"({{ {labels}{regs}{' '.join(loads)} {' '.join(body)} {' '.join(stores)} (void)0; }})"
         nl = self.src.count(b"\n", self.node.start_byte, self.node.end_byte)
         return text + "\n" * nl
 
 
 def translate_asm(node: ts.Node, src: bytes) -> str:
-    return _Asm(node, src).translate()
+    return Asm(node, src).translate()
 
 
 def is_warp_collective(node: ts.Node, src: bytes) -> bool:
     tmpl = template_text(node, src) or ""
-    return any(s.startswith(WARP_PREFIXES) for s in statements(tmpl))
+    guard = re.compile(r"^([A-Za-z_$][\w$]*\s*:(?!:)\s*)?(@!?[A-Za-z_$][\w$]*\s+)?")
+    return any(guard.sub("", s).startswith(WARP_PREFIXES) for s in statements(tmpl))
 
 
 def _register() -> None:
     from klineage.gates.emu.unsupported import ASM_HANDLERS
 
-    for p in PREFIXES:
+    for p in ("", *PREFIXES, *ptx_hopper.PREFIXES):  # "": an empty template, a compiler fence
         ASM_HANDLERS.setdefault(p, translate_asm)
 
 

@@ -195,6 +195,27 @@ class _Rewriter:
         self.edits.append(_Edit(call.start_byte, kcs.end_byte, text))
         self.launches += 1
 
+    def launch_ex(self, call: ts.Node) -> None:
+        """`cudaLaunchKernelEx(&cfg, kernel, args...)`: the kernel's name, line and instantiation go
+        in front (`::klemu::launch_ex(info, &cfg, kernel, args...)`), as for a `<<<...>>>` launch."""
+        fn, args = call.child_by_field_name("function"), call.child_by_field_name("arguments")
+        if (
+            fn is None
+            or args is None
+            or _text(self.src, fn) not in ("cudaLaunchKernelEx", "::cudaLaunchKernelEx")
+        ):
+            return
+        named = [c for c in args.named_children if c.type != "comment"]
+        if len(named) < 2:
+            return
+        kernel = named[1]
+        base = kernel.child_by_field_name("name") if kernel.type == "template_function" else kernel
+        name = _text(self.src, base) if base is not None else _text(self.src, kernel)
+        defs = [f for f in self.functions if f.name == name and f.is_global]
+        fibers = self.fibers.get(name, True) if defs else True
+        info = f"::klemu::KInfo{{{json.dumps(name)}, {int(fibers)}, {json.dumps(self.filename)}, __LINE__, nullptr}}"
+        self.edits.append(_Edit(fn.start_byte, args.start_byte + 1, f"::klemu::launch_ex({info}, "))
+
     # ---- inline asm (extension point for issue 11) -------------------------------------------------
     def asm(self, node: ts.Node) -> None:
         handler = asm_handler(asm_mnemonic(node, self.src))
@@ -240,6 +261,7 @@ class _Rewriter:
                     if args is not None:
                         stack.append(args)
                     continue
+                self.launch_ex(n)
             elif n.type == "gnu_asm_expression":
                 self.asm(n)
                 continue

@@ -27,13 +27,9 @@ UNSUPPORTED_NAMES: dict[str, str] = {
     "__cluster_dims__": "thread-block clusters (__cluster_dims__)",
     "cluster_group": "thread-block clusters (cluster_group)",
     "this_cluster": "thread-block clusters (this_cluster)",
-    "cudaLaunchKernelEx": "cudaLaunchKernelEx (cluster / attribute launch)",
     "cudaLaunchKernel": "cudaLaunchKernel (launch through an argument array)",
     "__nanosleep": "__nanosleep spin-wait",
-    "CUtensorMap": "TMA (CUtensorMap)",
-    "cuTensorMapEncodeTiled": "TMA (cuTensorMapEncodeTiled)",
     "cp_async_bulk_tensor": "TMA (cp.async.bulk)",
-    "wgmma": "wgmma (warpgroup matrix multiply)",
     "pipeline_shared_state": "cuda::pipeline of thread_block scope (pipeline_shared_state)",
     "thread_scope_block": "cuda::pipeline / cuda::barrier of thread_block scope",
     "tex1Dfetch": "texture memory (tex1Dfetch)",
@@ -64,6 +60,7 @@ ASM_HANDLERS: dict[str, AsmHandler] = {}
 #: PTX families named more helpfully in the message
 _PTX_WORDS = (
     ("cp.async.bulk", "TMA (cp.async.bulk)"),
+    ("cp.reduce.async.bulk", "TMA (cp.async.bulk)"),
     ("wgmma", "wgmma (warpgroup matrix multiply)"),
     ("mma.sync", "inline PTX mma.sync (only m16n8k16/m16n8k8 .row.col with f16/bf16 inputs are emulated)"),
     ("ldmatrix", "inline PTX ldmatrix (only m8n8 .x1/.x2/.x4 .shared.b16 is emulated)"),
@@ -116,6 +113,7 @@ def asm_instructions(node: ts.Node, src: bytes) -> list[str]:
     out = []
     for part in re.split(r"[;\n]|\\n", _template(node, src)):
         word = part.strip().strip("{}").strip()
+        word = re.sub(r"^([A-Za-z_$][\w$]*(%=)?\s*:(?!:)\s*)?(@!?[A-Za-z_$][\w$]*\s+)?", "", word)
         if word and not word.startswith(("//", ".reg", "{", "}")):
             out.append(word.split()[0])
     return out
@@ -162,7 +160,11 @@ def describe_asm(mnemonic: str) -> str:
 
 
 def asm_handler(mnemonic: str) -> AsmHandler | None:
+    if not mnemonic:  # an empty template (a compiler fence on its operands): "" is its key
+        return ASM_HANDLERS.get("")
     for prefix, fn in ASM_HANDLERS.items():
+        if not prefix:
+            continue
         if mnemonic.startswith(prefix):
             return fn
     return None
@@ -182,9 +184,15 @@ def scan(root: ts.Node, src: bytes, filename: str) -> None:
                 found.append((n.start_byte, UNSUPPORTED_NAMES[name], UNSUPPORTED_NAMES[name]))
             continue
         if t == "gnu_asm_expression":
-            if asm_handler(asm_mnemonic(n, src)) is None:
-                culprit = asm_culprit(n, src)
+            handler = asm_handler(asm_mnemonic(n, src))
+            culprit = asm_culprit(n, src)
+            if handler is None:
                 found.append((n.start_byte, asm_family(culprit), describe_asm(culprit)))
+            else:
+                try:  # a known first instruction; the form, or a later one, may still be refused
+                    handler(n, src)
+                except Unsupported as e:
+                    found.append((n.start_byte, asm_family(culprit), e.construct))
             continue
         if t == "preproc_include":
             path = n.child_by_field_name("path")

@@ -4,9 +4,9 @@
 // STATUS: checked and timed on an H100 (2026-12-07, benchmarks/RESULTS.md "seventeenth session"):
 // B 8, H 16, S 2048, D 128 fp16, three consumers (this default) 0.5740 ms = 0.74x SDPA non-causal,
 // 0.3495 ms = 0.77x causal; two consumers with the overlap 0.52x / 0.58x; the mma.sync expert.cu
-// 0.49x / 0.55x, same process. The CPU emulator refuses it (`unsupported`: TMA, mbarrier, wgmma,
-// setmaxnreg); its ring, online softmax, masks and descriptor arithmetic run on the emulator with
-// C++ models of the PTX helpers (tests/test_hopper_attention.py). Preconditions (workload): D is 64
+// 0.49x / 0.55x, same process. The CPU emulator runs it as written (TMA, mbarrier, named barriers,
+// wgmma: gates/emu/ptx_hopper.py); its ring, online softmax, masks and descriptor arithmetic also run
+// there with C++ models of the PTX helpers (tests/test_hopper_attention.py). Preconditions (workload): D is 64
 // or 128, S a multiple of 128 (a 192-row block's last tile is partial and masked).
 //
 // Against expert.cu (FlashAttention-2 on mma.sync: every warp loads with cp.async and multiplies):

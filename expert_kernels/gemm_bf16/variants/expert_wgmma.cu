@@ -2,8 +2,8 @@
 //
 // STATUS: compiled for sm_90a here (nvcc 13.0, ptxas: see benchmarks/RESULTS.md, s15-hopper);
 // NOT YET RUN ON A GPU when written: its correctness and speed are what
-// .devwork/s15-hopper/run_gpu.sh measures. The CPU emulator refuses it (`unsupported`: TMA,
-// wgmma, mbarrier, setmaxnreg, clusters), so only the cuda gate can verify it.
+// .devwork/s15-hopper/run_gpu.sh measures (since: H100, 0.89x cuBLAS, RESULTS). The CPU emulator
+// runs it as written (gates/emu/ptx_hopper.py) except its cluster build (KL_CLUSTER = 2: unsupported).
 // Precondition (workload): M, N, K multiples of 64.
 //
 // The Hopper design, against expert.cu's Ampere one (mma.sync fed by ldmatrix from a cp.async

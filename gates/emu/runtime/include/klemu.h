@@ -8,4 +8,5 @@
 #include "klemu/cg.h"
 #include "klemu/host.h"
 #include "klemu/tc.h"
+#include "klemu/hopper.h"
 #endif

@@ -231,7 +231,9 @@ void init_fiber(Fiber* f, int i) {
   f->asan_fake = nullptr;
 }
 
-const char* state_words(const Fiber& t) { return t.state == kAtBarrier ? "barrier" : "warp collective"; }
+const char* state_words(const Fiber& t) {
+  return t.state == kAtBarrier ? "barrier" : t.state == kAtWait ? t.what : "warp collective";
+}
 
 [[noreturn]] void deadlock() {
   const Fiber* bar = nullptr;
@@ -241,11 +243,22 @@ const char* state_words(const Fiber& t) { return t.state == kAtBarrier ? "barrie
     if (t.state == kAtBarrier && !bar) bar = &t;
     if (t.state == kAtWarp && !warp) warp = &t;
   }
+  const Fiber* async = nullptr;
+  for (int i = 0; i < g_nthreads && !async; ++i)
+    if (g_fibers[i].state == kAtWait) async = &g_fibers[i];
+  if (async && !warp && !bar) {
+    g_cur = const_cast<Fiber*>(async);
+    fail("crash", "deadlock: %d live threads all blocked; this thread waits at %s (line %d), which nothing "
+         "left running can complete", g_live, async->what, async->line);
+  }
   char extra[512] = "";
   const Fiber* first = warp ? warp : bar;
   if (warp && bar)
     snprintf(extra, sizeof extra, "; thread (%u,%u,%u) waits at %s (line %d)", bar->tid.x, bar->tid.y, bar->tid.z,
              bar->what, bar->line);
+  else if (async)
+    snprintf(extra, sizeof extra, "; thread (%u,%u,%u) waits at %s (line %d)", async->tid.x, async->tid.y,
+             async->tid.z, async->what, async->line);
   g_cur = const_cast<Fiber*>(first);
   if (warp)
     fail("crash", "deadlock: %d live threads all blocked; this thread waits at %s (line %d) with mask 0x%08x, "
@@ -593,6 +606,27 @@ uint64_t warp_collective(int op, unsigned mask, uint64_t val, int arg, int width
   return f->result;
 }
 
+// ---- asynchronous waits ----------------------------------------------------------------------------------------
+void wait_on(uint64_t key, int line, const char* what) {
+  Fiber* f = g_cur;
+  if (!g_fiber_mode)
+    fail("crash", "internal: %s at line %d reached in a kernel compiled for plain-loop execution", what, line);
+  f->state = kAtWait;
+  f->val = key;
+  f->line = line;
+  f->what = what;
+  yield_from(f);
+}
+
+void wake_all(uint64_t key) {
+  for (int i = 0; i < g_nthreads; ++i)
+    if (g_fibers[i].state == kAtWait && g_fibers[i].val == key) g_fibers[i].state = kReady;
+}
+
+void yield_now() {
+  if (g_fiber_mode) yield_from(g_cur);
+}
+
 // ---- launch ---------------------------------------------------------------------------------------------------
 void run_grid(const KInfo& k, dim3 grid, dim3 block, size_t smem, void (*body)(void*), void* ctx) {
   g_kernel = &k;
@@ -624,7 +658,7 @@ void run_grid(const KInfo& k, dim3 grid, dim3 block, size_t smem, void (*body)(v
   // Dynamic shared memory: exact size under ASan (it reports overruns); otherwise a poisoned
   // slack after the buffer that is checked after every block, so overruns are caught anyway.
   size_t alloc = kSmemSlack ? smem + kSmemSlack : (smem ? smem : 1);
-  if (posix_memalign((void**)&g_dyn, 128, alloc)) fail("crash", "out of host memory");
+  if (posix_memalign((void**)&g_dyn, 1024, alloc)) fail("crash", "out of host memory");
   g_dyn_size = smem;
   if (g_fiber_mode) ensure_stacks();
   for (int i = 0; i < g_nthreads; ++i) {

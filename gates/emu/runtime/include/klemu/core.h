@@ -78,7 +78,7 @@ static constexpr int warpSize = 32;
 // ---- thread state (defined in klemu_rt.cpp) ------------------------------------------------------
 namespace klemu {
 
-enum FiberState : int { kReady = 0, kAtBarrier = 1, kAtWarp = 2, kExited = 3 };
+enum FiberState : int { kReady = 0, kAtBarrier = 1, kAtWarp = 2, kExited = 3, kAtWait = 4 };
 
 enum CollOp : int {
   kSyncWarp, kShflIdx, kShflUp, kShflDown, kShflXor, kBallot, kAny, kAll,
@@ -114,6 +114,11 @@ int barrier(int pred, int mode, int line, const char* what);
 // Warp rendezvous among the lanes of `mask`; returns this lane's result.
 uint64_t warp_collective(int op, unsigned mask, uint64_t val, int arg, int width, int line, const char* what);
 unsigned active_mask();
+// Hopper's waits (klemu_hopper.cpp): the running thread blocks until wake_all(key) (an mbarrier
+// phase, a named barrier); yield_now lets the others run while it stays ready (a polling loop).
+void wait_on(uint64_t key, int line, const char* what);
+void wake_all(uint64_t key);
+void yield_now();
 [[noreturn]] void fail(const char* category, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
 // `__launch_bounds__(N, ...)` of the running kernel, checked first in its body (the rewrite puts the
@@ -169,8 +174,9 @@ void* dyn_smem();
 
 #define threadIdx (::klemu::g_cur->tid)
 #define blockIdx (::klemu::g_block_idx)
-#define blockDim (::klemu::g_block_dim)
-#define gridDim (::klemu::g_grid_dim)
+// References, not macros: host code names members gridDim / blockDim (cudaLaunchConfig_t).
+inline dim3& blockDim = ::klemu::g_block_dim;
+inline dim3& gridDim = ::klemu::g_grid_dim;
 
 // ---- barriers and warp collectives ----------------------------------------------------------------
 static inline void __syncthreads(int line = __builtin_LINE()) { ::klemu::barrier(0, 0, line, "__syncthreads"); }
