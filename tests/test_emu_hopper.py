@@ -3,7 +3,8 @@ written here in the idioms of other authors (a PTX branch loop around try_wait, 
 tiled bulk store, cudaLaunchKernelEx, the encoder reached through the runtime's driver entry point)
 runs and is right, and each way of getting the asynchronous protocol wrong is caught: a read before
 the phase completes reads poison, a wrong transaction count or an uninitialised barrier never
-completes, a map the driver would refuse leaves the output unwritten, clusters stay unsupported."""
+completes, a map the driver would refuse leaves the output unwritten, clusters stay unsupported;
+stmatrix stores fragments in ldmatrix's layout."""
 
 from __future__ import annotations
 
@@ -103,3 +104,23 @@ def test_a_branch_loop_gets_labels_of_its_own_at_every_expansion() -> None:
 def test_named_barrier_misuse_is_a_crash(tmp_path: Path, asm: str, words: str) -> None:
     r = _gate(tmp_path, _mutant("    wait_phase(bar, 0);\n", f"    wait_phase(bar, 0);\n    {asm}\n"))
     assert r.category == "crash" and words in r.message, f"{r.category}: {r.message}"
+
+
+STMATRIX = REPO / "tests" / "kernels" / "emu" / "scale_bf16"
+
+
+@pytest.mark.parametrize(("defines", "passes"), [("", True), ("#define KL_TRANS 1\n", True), ("swap", False)])
+def test_stmatrix_writes_the_ldmatrix_layout_back(tmp_path: Path, defines: str, passes: bool) -> None:
+    """Fragments in ldmatrix's layout (or its transpose, with .trans) land in row order; the transposed
+    store of untransposed fragments does not."""
+    text = (STMATRIX / "stmatrix.cu").read_text()
+    if defines == "swap":
+        assert text.count("#if KL_TRANS\n") == 1
+        text = "#define KL_TRANS 1\n" + text.replace("#if KL_TRANS\n", "#if !KL_TRANS\n")
+    else:
+        text = defines + text
+    (tmp_path / "k.cu").write_text(text)
+    r = gate(tmp_path / "k.cu", STMATRIX, GateOptions(backend="emu"), use_cache=False)
+    assert r.accepted == passes, f"{r.category}: {r.message}"
+    if not passes:
+        assert r.category == "mismatch", f"{r.category}: {r.message}"

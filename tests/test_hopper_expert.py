@@ -73,7 +73,7 @@ def test_each_kind_is_named_once_at_its_first_line() -> None:
         + 'wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {%0}, %1, %1, p, 1, 1;\\n}\\n"'
         + ' : "+r"(x) : "r"(x));\n'  # line 5: named by its wgmma (an fp8 form), not by the setp before it
         + "  __nanosleep(100);\n"  # line 6
-        + '  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%0, %0, %0, %0};" :: "r"(x));\n'  # line 7
+        + '  asm volatile("stmatrix.sync.aligned.m16n8.x2.trans.shared.b8 [%0], {%0, %0};" :: "r"(x));\n'  # line 7
         + "}\n"
     )
     with pytest.raises(Unsupported) as e:
@@ -118,12 +118,30 @@ def test_mining_walks_a_hopper_expert_through_its_hopper_steps(tmp_path: Path) -
 
 def test_a_consumer_that_reads_its_stage_before_the_phase_completes_is_rejected(tmp_path: Path) -> None:
     """Without its wait on the stage's `full` barrier, a consumer reads the ring before the TMA
-    copies land: the emulator lands them only when the barrier's phase completes, so it reads poison."""
+    copies land: the emulator lands them only when the barrier's phase completes, so it reads poison
+    (and the landing changes the operands before the wgmmas' wait)."""
     wait = "mbar_wait(ring.full(s), (it / kStages) & 1);"
     assert HOPPER.read_text().count(wait) == 1
     (tmp_path / "k.cu").write_text(HOPPER.read_text().replace(wait, ";"))
     r = gate(tmp_path / "k.cu", GEMM, GateOptions(backend="emu"), use_cache=False)
-    assert not r.accepted and r.category in ("wrong_answer", "nondeterministic"), f"{r.category}: {r.message}"
+    # the copy's bytes land under the wgmmas that already read the poison: caught at their wait, or as a
+    # wrong product
+    assert not r.accepted and r.category in ("crash", "mismatch", "nondeterministic"), (
+        f"{r.category}: {r.message}"
+    )
+
+
+def test_a_stage_released_before_its_wgmmas_retire_is_caught(tmp_path: Path) -> None:
+    """Waiting for all but two groups instead of one releases a stage whose wgmmas may still read it:
+    the producer refills it, and the wait that retires the group finds its operand changed."""
+    wait = "wgmma_wait<1>();  // the previous slice's MMAs are done"
+    assert HOPPER.read_text().count(wait) == 1
+    (tmp_path / "k.cu").write_text(HOPPER.read_text().replace(wait, "wgmma_wait<2>();  //"))
+    wl = with_emu_shapes(GEMM, '[{"M": 192, "N": 320, "K": 512}]', tmp_path / "wl")
+    r = gate(tmp_path / "k.cu", wl, GateOptions(backend="emu"), use_cache=False)
+    assert r.category == "crash" and "changed before wgmma.wait_group retired its group" in r.message, (
+        r.message
+    )
 
 
 def test_a_producer_that_refills_a_stage_in_use_deadlocks_on_its_barrier(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ Operands are moved into 64-bit "registers" `_r[i]` (numbered as in the template:
 in-out "+" operand once), the template's instructions are translated one by one, and the outputs
 are written back. Recognised instructions:
   mma.sync.aligned.m16n8k16 / m16n8k8 .row.col, f16 or bf16 inputs, f32 or f16 accumulators;
-  ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{,.trans}.shared{,::cta}.b16;
+  ldmatrix / stmatrix .sync.aligned.m8n8.{x1,x2,x4}{,.trans}.shared{,::cta}.b16;
   cp.async.{ca,cg}.shared{,::cta}.global [dst], [src], 4|8|16 {, src-size} (+ L2 hints, ignored),
   cp.async.commit_group, cp.async.wait_group N, cp.async.wait_all;
   cvta.to.shared.{u32,u64}, cvt.u32.u64 / cvt.u64.u32, mov.{b,u,s}{32,64}, ex2.approx{,.ftz}.f32,
@@ -29,6 +29,7 @@ PREFIXES = (
     "mma.sync.aligned.m16n8k16.",
     "mma.sync.aligned.m16n8k8.",
     "ldmatrix.sync.aligned.m8n8.",
+    "stmatrix.sync.aligned.m8n8.",
     "cp.async.ca.shared",
     "cp.async.cg.shared",
     "cp.async.commit_group",
@@ -38,7 +39,7 @@ PREFIXES = (
     "ex2.approx",
 )
 #: instructions that are warp collectives or waits (a kernel using them runs its threads as fibers)
-WARP_PREFIXES = ("mma.", "ldmatrix.", *ptx_hopper.WAITING_PREFIXES)
+WARP_PREFIXES = ("mma.", "ldmatrix.", "stmatrix.", *ptx_hopper.WAITING_PREFIXES)
 
 
 #: `NAME:` at the start of a statement (a label; not `mapa.shared::cluster`, whose name has a dot)
@@ -294,6 +295,18 @@ class Asm:
             return (
                 f"{{ uint32_t _d[4]; ::klemu::ldmatrix({n}, {1 if mm.group(2) else 0}, _d, "
                 f"(uint64_t)(uint32_t){self.addr(ops[1], s)}, {L}); {back} }}"
+            )
+        if mn.startswith("stmatrix."):
+            mm = re.fullmatch(r"stmatrix\.sync\.aligned\.m8n8\.x(1|2|4)(\.trans)?\.shared(::cta)?\.b16", mn)
+            if not mm or len(ops) != 2:
+                raise self.unsupported(s)
+            n = int(mm.group(1))
+            v = self.vec(ops[1], s, n) if ops[1].startswith("{") else [self.val(ops[1], s)]
+            if len(v) != n:
+                raise self.unsupported(s)
+            return (
+                f"{{ uint32_t _v[4] = {{{', '.join(f'(uint32_t){x}' for x in v)}}}; ::klemu::stmatrix({n}, "
+                f"{1 if mm.group(2) else 0}, _v, (uint64_t)(uint32_t){self.addr(ops[0], s)}, {L}); }}"
             )
         if mn.startswith(("cp.async.ca.", "cp.async.cg.")):
             mm = re.fullmatch(

@@ -63,7 +63,7 @@ _BULK_LOAD = re.compile(
 _BULK_STORE = re.compile(r"cp\.async\.bulk\.global\.shared::cta\.bulk_group(?P<hint>\.L2::cache_hint)?")
 #: instructions without an effect here
 _NO_EFFECT = re.compile(
-    r"fence\..*|wgmma\.(fence|commit_group|wait_group)\.sync\.aligned|cp\.async\.bulk\.(commit_group|wait_group(\.read)?)"
+    r"fence\..*|wgmma\.fence\.sync\.aligned|cp\.async\.bulk\.(commit_group|wait_group(\.read)?)"
     r"|cp\.async\.bulk\.prefetch\..*|prefetch\..*|griddepcontrol\.(wait|launch_dependents)"
 )
 
@@ -257,6 +257,10 @@ def _bulk(asm: Asm, mn: str, ops: list[str], s: str) -> str | None:
 
 
 def _misc(asm: Asm, mn: str, ops: list[str], s: str) -> str | None:
+    if mn == "wgmma.commit_group.sync.aligned" and not ops:
+        return "::klemu::wgmma_commit();"
+    if mn == "wgmma.wait_group.sync.aligned" and len(ops) == 1:
+        return f"::klemu::wgmma_wait((int){asm.val(ops[0], s)}, {asm.line});"
     if _NO_EFFECT.fullmatch(mn):
         return "__atomic_signal_fence(__ATOMIC_SEQ_CST);"
     reg = re.fullmatch(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32", mn)

@@ -124,7 +124,7 @@ inline float e2f(uint16_t v, bool bf) { return bf ? bf2f(v) : h2f(v); }
 // K; `mn_major` when the operand is transposed (imm-trans = 1). K-major operands: 8 x 16-byte core
 // matrices (no swizzle; the stride byte offset steps along M/N, the leading one along K) or swizzle
 // atoms of 8 rows of 32/64/128 bytes; MN-major operands in swizzle atoms (rows along K).
-uint16_t desc_elem(uint64_t desc, int mn, int k, int mn_major, int line) {
+const unsigned char* desc_elem(uint64_t desc, int mn, int k, int mn_major, int line) {
   const uint32_t start = (uint32_t)(desc & 0x3FFF) << 4;
   const uint32_t lead = (uint32_t)((desc >> 16) & 0x3FFF) << 4;
   const uint32_t stride = (uint32_t)((desc >> 32) & 0x3FFF) << 4;
@@ -149,12 +149,34 @@ uint16_t desc_elem(uint64_t desc, int mn, int k, int mn_major, int line) {
   if (a + 2 > dyn_smem_size())
     fail("crash", "line %d: wgmma operand at shared offset 0x%05x is outside the %zu bytes of dynamic shared memory "
          "(the emulator reads matrix descriptors in dynamic shared memory)", line, a, dyn_smem_size());
+  return (const unsigned char*)dyn_smem() + a;
+}
+
+inline uint16_t bits16(const unsigned char* p) {
   uint16_t v;
-  std::memcpy(&v, (unsigned char*)dyn_smem() + a, 2);
+  std::memcpy(&v, p, 2);
   return v;
 }
 
-void wgmma_whole(const WgArgs* T, int line) {
+// The shared-memory operands each warpgroup's wgmmas read, kept until `wgmma.wait_group` retires their
+// group: an operand changed before then is one the hardware may have read changed.
+struct WgReads {
+  uint64_t group;  // the issuing thread's commit count: the group this wgmma joins at its next commit
+  int line;
+  std::vector<std::pair<const unsigned char*, uint16_t>> bytes;
+};
+std::vector<WgReads> g_wg_reads[8];
+uint64_t g_wg_commits[1024];
+unsigned long g_wg_epoch = 0;
+
+void wg_reset() {
+  if (g_wg_epoch == g_block_epoch) return;
+  g_wg_epoch = g_block_epoch;
+  for (auto& v : g_wg_reads) v.clear();
+  for (uint64_t& c : g_wg_commits) c = 0;
+}
+
+void wgmma_whole(const WgArgs* T, unsigned group, uint64_t leader_commits, int line) {
   const WgArgs& h = T[0];
   const bool bf = h.kind & 1, f32 = h.kind & 2, regs_a = h.kind & 4;
   const int N = h.n;
@@ -176,13 +198,18 @@ void wgmma_whole(const WgArgs* T, int line) {
         A[m * 16 + k] = e2f((uint16_t)(r[h.a0 + i / 2] >> (16 * (i % 2))), bf) * (h.neg_a ? -1.f : 1.f);
       }
   }
+  WgReads reads{leader_commits, line, {}};
+  auto read = [&](uint64_t desc, int mn, int k, int mn_major) {
+    const unsigned char* p = desc_elem(desc, mn, k, mn_major, line);
+    reads.bytes.emplace_back(p, bits16(p));
+    return bits16(p);
+  };
   if (!regs_a)
     for (int m = 0; m < 64; ++m)
-      for (int k = 0; k < 16; ++k)
-        A[m * 16 + k] = e2f(desc_elem(h.desc_a, m, k, h.trans_a, line), bf) * (h.neg_a ? -1.f : 1.f);
+      for (int k = 0; k < 16; ++k) A[m * 16 + k] = e2f(read(h.desc_a, m, k, h.trans_a), bf) * (h.neg_a ? -1.f : 1.f);
   for (int k = 0; k < 16; ++k)
-    for (int n = 0; n < N; ++n)
-      B[k * N + n] = e2f(desc_elem(h.desc_b, n, k, h.trans_b, line), bf) * (h.neg_b ? -1.f : 1.f);
+    for (int n = 0; n < N; ++n) B[k * N + n] = e2f(read(h.desc_b, n, k, h.trans_b), bf) * (h.neg_b ? -1.f : 1.f);
+  g_wg_reads[group].push_back(std::move(reads));
   for (int m = 0; m < 64; ++m)
     for (int n = 0; n < N; ++n) {
       float s = 0.f;
@@ -442,10 +469,35 @@ void wgmma(int kind, int n, uint64_t* r, int d0, int a0, uint64_t desc_a, uint64
           T[i].scale_d != scale_d)
         fail("crash", "line %d: the threads of warpgroup %u are at different wgmma instructions (thread %u differs)",
              line, group, group * 128 + i);
-    wgmma_whole(T, line);
+    wg_reset();
+    wgmma_whole(T, group, g_wg_commits[t], line);
   }
   arrive_at(slot, 128, line, "wgmma.mma_async");
   wait_for(slot, gen, line, "wgmma.mma_async");
+}
+
+void wgmma_commit() {
+  wg_reset();
+  ++g_wg_commits[g_cur->linear];
+}
+
+void wgmma_wait(int pending, int line) {
+  wg_reset();
+  const unsigned t = g_cur->linear;
+  const uint64_t c = g_wg_commits[t];
+  std::vector<WgReads>& reads = g_wg_reads[t / 128];
+  for (size_t i = 0; i < reads.size();) {
+    if (reads[i].group + (uint64_t)pending >= c) {  // its group may still be in flight
+      ++i;
+      continue;
+    }
+    for (const auto& [p, v] : reads[i].bytes)
+      if (bits16(p) != v)
+        fail("crash", "line %d: a wgmma (line %d) operand at shared offset 0x%05zx changed before wgmma.wait_group "
+             "retired its group (the hardware may read it any time before)", line, reads[i].line,
+             (size_t)(p - (const unsigned char*)dyn_smem()));
+    reads.erase(reads.begin() + (long)i);
+  }
 }
 
 // ---- bulk copies -----------------------------------------------------------------------------------------

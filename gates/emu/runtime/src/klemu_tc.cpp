@@ -160,18 +160,23 @@ void mma_sync(int kind, uint32_t* d, const uint32_t* a, const uint32_t* b, const
 }
 
 // ---- ldmatrix -----------------------------------------------------------------------------------------
+namespace {
+// Row r of 8 x 8 matrix j of an ldmatrix / stmatrix: the 16-byte aligned address lane 8 j + r gives.
+void* matrix_row(const LaneArgs* L, int j, int r, const char* what, int line) {
+  const uint64_t a = L[j * 8 + r].addr;
+  if (a & 15)
+    fail("crash", "%s at line %d: row address 0x%llx of lane %d is not 16-byte aligned", what, line,
+         (unsigned long long)a, j * 8 + r);
+  return shared_ptr(a, line);
+}
+}  // namespace
+
 void ldmatrix(int num, int trans, uint32_t* d, uint64_t addr, int line) {
   LaneArgs me{nullptr, nullptr, nullptr, d, addr, 0, 0};
   warp_op(16 + num * 2 + trans, "ldmatrix", line, me, [num, trans, line](LaneArgs* L) {
     uint16_t M[4][8][8];
     for (int j = 0; j < num; ++j)
-      for (int r = 0; r < 8; ++r) {
-        uint64_t a = L[j * 8 + r].addr;
-        if (a & 15)
-          fail("crash", "ldmatrix at line %d: row address 0x%llx of lane %d is not 16-byte aligned", line,
-               (unsigned long long)a, j * 8 + r);
-        std::memcpy(M[j][r], shared_ptr(a, line), 16);
-      }
+      for (int r = 0; r < 8; ++r) std::memcpy(M[j][r], matrix_row(L, j, r, "ldmatrix", line), 16);
     for (int l = 0; l < 32; ++l) {
       uint32_t* rd = (uint32_t*)L[l].d;
       const int g = l >> 2, t = l & 3;
@@ -181,6 +186,26 @@ void ldmatrix(int num, int trans, uint32_t* d, uint64_t addr, int line) {
         rd[j] = (uint32_t)lo | (uint32_t)hi << 16;
       }
     }
+  });
+}
+
+// stmatrix: ldmatrix's inverse; lane l's register j holds its two elements of matrix j, written to the
+// row addresses lanes 8j .. 8j + 7 give (transposed with .trans).
+void stmatrix(int num, int trans, const uint32_t* v, uint64_t addr, int line) {
+  LaneArgs me{v, nullptr, nullptr, nullptr, addr, 0, 0};
+  warp_op(32 + num * 2 + trans, "stmatrix", line, me, [num, trans, line](LaneArgs* L) {
+    uint16_t M[4][8][8];
+    for (int l = 0; l < 32; ++l) {
+      const uint32_t* rv = (const uint32_t*)L[l].a;
+      const int g = l >> 2, t = l & 3;
+      for (int j = 0; j < num; ++j) {
+        const uint16_t lo = (uint16_t)rv[j], hi = (uint16_t)(rv[j] >> 16);
+        (trans ? M[j][2 * t][g] : M[j][g][2 * t]) = lo;
+        (trans ? M[j][2 * t + 1][g] : M[j][g][2 * t + 1]) = hi;
+      }
+    }
+    for (int j = 0; j < num; ++j)
+      for (int r = 0; r < 8; ++r) std::memcpy(matrix_row(L, j, r, "stmatrix", line), M[j][r], 16);
   });
 }
 

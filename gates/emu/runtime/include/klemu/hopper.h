@@ -38,6 +38,10 @@ int elect(uint32_t mask, uint32_t* leader, int line);
 // r: the caller's operand registers; D at r[d0 ...], A (register form) at r[a0 .. a0 + 3].
 void wgmma(int kind, int n, uint64_t* r, int d0, int a0, uint64_t desc_a, uint64_t desc_b, int scale_d,
            int neg_a, int neg_b, int trans_a, int trans_b, int line);
+// wgmma.commit_group / wait_group: the operands of a group's wgmmas must not change before the wait
+// that retires it (checked there).
+void wgmma_commit();
+void wgmma_wait(int pending, int line);
 // cp.async.bulk.tensor (tiled): a box of the tensor map at coordinates c[0..rank) (innermost first).
 void tma_load(uint64_t dst, const void* map, const int32_t* c, int rank, uint64_t bar, uint32_t multicast,
               int line);

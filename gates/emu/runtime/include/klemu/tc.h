@@ -11,6 +11,7 @@ void* shared_ptr(uint64_t addr, int line);
 // kind bits: 1 = m16n8k16 (else m16n8k8), 2 = bf16 inputs (else f16), 4 = f32 C/D (else f16x2).
 void mma_sync(int kind, uint32_t* d, const uint32_t* a, const uint32_t* b, const uint32_t* c, int line);
 void ldmatrix(int num, int trans, uint32_t* d, uint64_t addr, int line);
+void stmatrix(int num, int trans, const uint32_t* v, uint64_t addr, int line);
 void cp_async(uint64_t dst, const void* src, int size, int src_size, int line);
 void cp_async_commit();
 void cp_async_wait(int n);
