@@ -124,3 +124,16 @@ def test_stmatrix_writes_the_ldmatrix_layout_back(tmp_path: Path, defines: str, 
     assert r.accepted == passes, f"{r.category}: {r.message}"
     if not passes:
         assert r.category == "mismatch", f"{r.category}: {r.message}"
+
+
+def test_bar_sync_0_is_the_block_barrier(tmp_path: Path) -> None:
+    """`bar.sync 0` (no count) is barrier 0, __syncthreads' own: odd threads at one and even threads at
+    the other meet, as on the GPU."""
+    text = _mutant(
+        "    __syncthreads();\n    if (threadIdx.x < 32",
+        '    if (threadIdx.x % 2) asm volatile("bar.sync 0;" ::: "memory");\n'
+        "    else __syncthreads();\n    if (threadIdx.x < 32",
+    )
+    r = _gate(tmp_path, text)
+    assert r.accepted, f"{r.category}: {r.message}"
+    assert '"bar.sync 0"' in translate(text, "k.cu").text

@@ -144,6 +144,9 @@ def _barriers(asm: Asm, mn: str, ops: list[str], s: str) -> str | None:
     if named and len(ops) in (1, 2):
         count = f"(uint32_t){asm.val(ops[1], s)}" if len(ops) == 2 else "0u"
         wait = 1 if named.group(3) == "sync" else 0
+        if wait and len(ops) == 1 and ops[0].strip() == "0":  # barrier 0 of the whole block: __syncthreads
+            return f'::klemu::barrier(0, 0, {L}, "bar.sync 0");'
+
         if not wait and len(ops) != 2:
             raise asm.unsupported(s)  # bar.arrive needs its thread count
         return f"::klemu::bar_named((uint32_t){asm.val(ops[0], s)}, {count}, {wait}, {L});"
