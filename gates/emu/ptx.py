@@ -22,7 +22,7 @@ from collections.abc import Callable
 import tree_sitter as ts
 
 from klineage.gates.emu import ptx_hopper
-from klineage.gates.emu.unsupported import Unsupported, describe_asm
+from klineage.gates.emu.unsupported import LABEL_AND_GUARD, Unsupported, describe_asm
 
 #: first-mnemonic prefixes this module handles (registered in unsupported.ASM_HANDLERS)
 PREFIXES = (
@@ -139,8 +139,7 @@ class Asm:
         self.node, self.src = node, src
         self.line = _line(src, node)
         self.temps: set[str] = set()
-        self.labels: set[str] = set()
-        self.all_labels: set[str] = set()
+        self.labels: set[str] = set()  # every label of the template (gotos may jump forward)
         self.ops: list[tuple[str, str, bool]] = []  # (constraint letter, expression, is output)
         for field, is_out in (("output_operands", True), ("input_operands", False)):
             lst = node.child_by_field_name(field)
@@ -212,7 +211,6 @@ class Asm:
     def stmt(self, s: str) -> str:
         label = LABEL.match(s)
         if label:  # `NAME:` (a loop's head), possibly followed by an instruction on the same line
-            self.labels.add(label.group(1))
             rest = label.group(2).strip()
             return f"{label.group(1)}: ;" + (f" {self.stmt(rest)}" if rest else "")
         guard = re.match(r"@(!?)([A-Za-z_$][\w$]*)\s+(.*)$", s, re.S)
@@ -227,7 +225,7 @@ class Asm:
         if mn == ".reg":
             self.reg_names(rest, s)  # declared at the top of the translation (gotos may cross them)
             return ""
-        if re.fullmatch(r"bra(\.uni)?", mn) and len(ops) == 1 and ops[0] in self.all_labels:
+        if re.fullmatch(r"bra(\.uni)?", mn) and len(ops) == 1 and ops[0] in self.labels:
             return f"goto {ops[0]};"
         cmp = re.fullmatch(r"setp\.(eq|ne|lt|le|gt|ge|lo|ls|hi|hs)\.([bsu](16|32|64)|f32)", mn)
         if cmp and len(ops) == 3 and ops[0] in self.temps:
@@ -349,12 +347,12 @@ class Asm:
         for st in stmts:  # temporaries and labels first: a branch may jump forward
             if st.startswith(".reg"):
                 self.temps.update(self.reg_names(st[4:].strip(), st))
-            if LABEL.match(st):
-                self.all_labels.add(LABEL.match(st).group(1))
+            if label := LABEL.match(st):
+                self.labels.add(label.group(1))
         body = [self.stmt(s) for s in stmts]
         body = [f"uint64_t {self.temp(t)} = 0;" for t in sorted(self.temps)] + body
         # local labels (GNU): each expansion of the statement has its own; declared first in the block
-        labels = f"__label__ {', '.join(sorted(self.all_labels))}; " if self.all_labels else ""
+        labels = f"__label__ {', '.join(sorted(self.labels))}; " if self.labels else ""
         loads, stores = [], []
         for i, (c, e, is_out) in enumerate(self.ops):
             letter = c.lstrip("=+&")[:1]
@@ -384,8 +382,7 @@ def translate_asm(node: ts.Node, src: bytes) -> str:
 
 def is_warp_collective(node: ts.Node, src: bytes) -> bool:
     tmpl = template_text(node, src) or ""
-    guard = re.compile(r"^([A-Za-z_$][\w$]*\s*:(?!:)\s*)?(@!?[A-Za-z_$][\w$]*\s+)?")
-    return any(guard.sub("", s).startswith(WARP_PREFIXES) for s in statements(tmpl))
+    return any(LABEL_AND_GUARD.sub("", s).startswith(WARP_PREFIXES) for s in statements(tmpl))
 
 
 def _register() -> None:

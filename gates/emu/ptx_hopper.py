@@ -215,6 +215,11 @@ def _tensor_operand(asm: Asm, tok: str, rank: int, stmt: str) -> tuple[str, list
     return asm.val(parts[0], stmt), asm.vec(parts[1], stmt, rank)
 
 
+def _coords(coords: list[str]) -> str:
+    """The C++ array `_c` of a bulk tensor copy's coordinates (innermost first)."""
+    return f"int32_t _c[{len(coords)}] = {{{', '.join(f'(int32_t){c}' for c in coords)}}};"
+
+
 def _bulk(asm: Asm, mn: str, ops: list[str], s: str) -> str | None:
     L = asm.line
     m = _TENSOR_LOAD.fullmatch(mn)
@@ -226,7 +231,7 @@ def _bulk(asm: Asm, mn: str, ops: list[str], s: str) -> str | None:
         tmap, coords = _tensor_operand(asm, ops[1], rank, s)
         mask = f"(uint32_t){asm.val(ops[3], s)}" if m.group("mc") else "~0u"
         return (
-            f"{{ int32_t _c[{rank}] = {{{', '.join(f'(int32_t){c}' for c in coords)}}}; ::klemu::tma_load("
+            f"{{ {_coords(coords)} ::klemu::tma_load("
             f"{_shared(asm, ops[0], s)}, (const void*)(uintptr_t){tmap}, _c, {rank}, {_shared(asm, ops[2], s)}, "
             f"{mask}, {L}); }}"
         )
@@ -237,7 +242,7 @@ def _bulk(asm: Asm, mn: str, ops: list[str], s: str) -> str | None:
             raise asm.unsupported(s)
         tmap, coords = _tensor_operand(asm, ops[0], rank, s)
         return (
-            f"{{ int32_t _c[{rank}] = {{{', '.join(f'(int32_t){c}' for c in coords)}}}; ::klemu::tma_store("
+            f"{{ {_coords(coords)} ::klemu::tma_store("
             f"(const void*)(uintptr_t){tmap}, _c, {rank}, {_shared(asm, ops[1], s)}, {L}); }}"
         )
     m = _BULK_LOAD.fullmatch(mn)

@@ -174,26 +174,33 @@ class _Rewriter:
                 self.filename,
             )
         fn_text = _text(src, fn)
-        base = fn if fn.type != "template_function" else fn.child_by_field_name("name")
-        if base is not None and base.type == "qualified_identifier":
-            base = base.child_by_field_name("name")
-        name = _text(src, base) if base is not None else fn_text
-        defs = [f for f in self.functions if f.name == name and f.is_global]
-        fibers = self.fibers.get(name, True) if defs else True
-        if len(defs) == 1 and (not defs[0].is_template or fn.type == "template_function"):
-            addr = f"(const void*)&{fn_text}, ::klemu::instance_name<&{fn_text}>()"
-        else:
-            addr = "nullptr"
         cfg = [_text(src, c) for c in kcs.named_children if c.type != "comment"]
         if len(cfg) < 2:
             raise Unsupported(
                 "kernel launch without grid and block", _line_of(src, call.start_byte), self.filename
             )
-        info = f"::klemu::KInfo{{{json.dumps(name)}, {int(fibers)}, {json.dumps(self.filename)}, __LINE__, {addr}}}"
+        info = self.kernel_info(fn, with_address=True)
         lam = f"[&](auto&&... _klemu_a) {{ {fn_text}(_klemu_a...); }}"
         text = f"::klemu::launch({info}, {', '.join(cfg)}, {lam})"
         self.edits.append(_Edit(call.start_byte, kcs.end_byte, text))
         self.launches += 1
+
+    def kernel_info(self, fn: ts.Node, with_address: bool) -> str:
+        """The `::klemu::KInfo{...}` of a launch of the kernel `fn` names: its name, whether it needs
+        fibers, file and line, and (`with_address`, when the name picks one instantiation) its address
+        and instantiation."""
+        fn_text = _text(self.src, fn)
+        base = fn if fn.type != "template_function" else fn.child_by_field_name("name")
+        if base is not None and base.type == "qualified_identifier":
+            base = base.child_by_field_name("name")
+        name = _text(self.src, base) if base is not None else fn_text
+        defs = [f for f in self.functions if f.name == name and f.is_global]
+        fibers = self.fibers.get(name, True) if defs else True
+        if with_address and len(defs) == 1 and (not defs[0].is_template or fn.type == "template_function"):
+            addr = f"(const void*)&{fn_text}, ::klemu::instance_name<&{fn_text}>()"
+        else:
+            addr = "nullptr"
+        return f"::klemu::KInfo{{{json.dumps(name)}, {int(fibers)}, {json.dumps(self.filename)}, __LINE__, {addr}}}"
 
     def launch_ex(self, call: ts.Node) -> None:
         """`cudaLaunchKernelEx(&cfg, kernel, args...)`: the kernel's name, line and instantiation go
@@ -208,12 +215,7 @@ class _Rewriter:
         named = [c for c in args.named_children if c.type != "comment"]
         if len(named) < 2:
             return
-        kernel = named[1]
-        base = kernel.child_by_field_name("name") if kernel.type == "template_function" else kernel
-        name = _text(self.src, base) if base is not None else _text(self.src, kernel)
-        defs = [f for f in self.functions if f.name == name and f.is_global]
-        fibers = self.fibers.get(name, True) if defs else True
-        info = f"::klemu::KInfo{{{json.dumps(name)}, {int(fibers)}, {json.dumps(self.filename)}, __LINE__, nullptr}}"
+        info = self.kernel_info(named[1], with_address=False)
         self.edits.append(_Edit(fn.start_byte, args.start_byte + 1, f"::klemu::launch_ex({info}, "))
 
     # ---- inline asm (extension point for issue 11) -------------------------------------------------

@@ -80,6 +80,10 @@ _PTX_WORDS = (
     ("stmatrix", "stmatrix (shared-memory matrix store)"),
 )
 
+#: what may stand before a statement's instruction: a label (`WAIT:`, `WAIT%=:`; not `mapa.shared::x`)
+#: and a predicate guard (`@p`, `@!p`)
+LABEL_AND_GUARD = re.compile(r"^([A-Za-z_$][\w$]*(%=)?\s*:(?!:)\s*)?(@!?[A-Za-z_$][\w$]*\s+)?")
+
 _IDENT_TYPES = {"identifier", "field_identifier", "type_identifier", "namespace_identifier"}
 
 
@@ -113,7 +117,7 @@ def asm_instructions(node: ts.Node, src: bytes) -> list[str]:
     out = []
     for part in re.split(r"[;\n]|\\n", _template(node, src)):
         word = part.strip().strip("{}").strip()
-        word = re.sub(r"^([A-Za-z_$][\w$]*(%=)?\s*:(?!:)\s*)?(@!?[A-Za-z_$][\w$]*\s+)?", "", word)
+        word = LABEL_AND_GUARD.sub("", word)
         if word and not word.startswith(("//", ".reg", "{", "}")):
             out.append(word.split()[0])
     return out

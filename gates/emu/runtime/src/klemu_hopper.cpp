@@ -17,8 +17,7 @@ unsigned char smem_poison();
 
 namespace {
 
-constexpr uint64_t kKeyMbar = 1ull << 40, kKeyNamed = 2ull << 40, kKeyGroup = 3ull << 40;
-constexpr unsigned kDynRegion = 1;
+constexpr uint64_t kKeyMbar = 1ull << 40, kKeyNamed = 2ull << 40;
 
 // ---- mbarriers ------------------------------------------------------------------------------------
 struct Landing {  // bytes of a bulk copy that land when the phase completes
@@ -43,9 +42,13 @@ std::unordered_map<uint64_t, Mbar>& mbars() {
   return g_mbars;
 }
 
-Mbar& mbar(uint64_t bar, int line, const char* what) {
+void check_aligned(uint64_t bar, int line, const char* what) {
   if (bar & 7) fail("crash", "line %d: %s on shared address 0x%08llx, which is not 8-byte aligned", line, what,
                     (unsigned long long)bar);
+}
+
+Mbar& mbar(uint64_t bar, int line, const char* what) {
+  check_aligned(bar, line, what);
   auto& m = mbars();
   auto it = m.find(bar);
   if (it == m.end())
@@ -293,11 +296,33 @@ uint64_t box_bytes(const MapDesc& m) {
   return n;
 }
 
+// The shared bytes [a, a + bytes): shared_ptr checks both ends against their region.
 unsigned char* smem_at(uint64_t a, uint64_t bytes, int line) {
-  unsigned char* p = (unsigned char*)shared_ptr(a, line);
-  unsigned char* end = (unsigned char*)shared_ptr(a + bytes, line);  // checks the far end too
-  (void)end;
-  return p;
+  shared_ptr(a + bytes, line);
+  return (unsigned char*)shared_ptr(a, line);
+}
+
+// A bulk tensor copy's map, checked against the copy's rank, and its 128-byte aligned shared end.
+const MapDesc& tensor_copy(const void* map, int rank, uint64_t smem, const char* what, int line) {
+  const MapDesc& m = map_of(map, line);
+  if ((uint32_t)rank != m.rank)
+    fail("crash", "line %d: a %d-D bulk tensor copy with a %u-D tensor map", line, rank, m.rank);
+  if (smem & 127) fail("crash", "line %d: %s shared address 0x%08llx, which is not 128-byte aligned", line, what,
+                       (unsigned long long)smem);
+  return m;
+}
+
+// A bulk load's bytes wait on its barrier's phase; its whole size counts there now.
+void land_on(uint64_t bar, Landing&& l, uint32_t bytes, const char* what, int line) {
+  mbar(bar, line, what).landings.push_back(std::move(l));
+  mbar_complete_tx(bar, bytes, line);
+}
+
+// cp.async.bulk's sizes and addresses are multiples of 16; `what` says which way it copies.
+void check_bulk(uint32_t bytes, uint64_t smem, const void* global, const char* what, int line) {
+  if (bytes % 16 || (smem & 15) || ((uintptr_t)global & 15))
+    fail("crash", "line %d: cp.async.bulk %s of %u bytes, shared address 0x%08llx, global %p (sizes and addresses "
+         "are multiples of 16)", line, what, bytes, (unsigned long long)smem, global);
 }
 
 CUresult encode_tiled(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, void* global,
@@ -345,8 +370,7 @@ void* entry_point(const char* symbol) {
 
 // ---- mbarrier entry points ----------------------------------------------------------------------------
 void mbar_init(uint64_t bar, uint32_t count, int line) {
-  if (bar & 7) fail("crash", "line %d: mbarrier.init on shared address 0x%08llx, which is not 8-byte aligned", line,
-                    (unsigned long long)bar);
+  check_aligned(bar, line, "mbarrier.init");
   if (count == 0 || count >= (1u << 20))
     fail("crash", "line %d: mbarrier.init with an arrival count of %u (1 .. 2^20 - 1)", line, count);
   smem_at(bar, 8, line);
@@ -460,8 +484,8 @@ void wgmma(int kind, int n, uint64_t* r, int d0, int a0, uint64_t desc_a, uint64
   if (n % 8 || n < 8 || n > 256) fail("crash", "line %d: wgmma with N = %d", line, n);
   g_wg[t] = WgArgs{kind, n, d0, a0, scale_d, neg_a, neg_b, trans_a, trans_b, desc_a, desc_b, r};
   const int slot = kGroups + (int)group;
-  const uint64_t gen = named(slot).gen;
   const Named& grp = named(slot);
+  const uint64_t gen = grp.gen;
   if (grp.arrived == 127) {  // the last of the warpgroup: every other thread's registers are posted
     const WgArgs* T = &g_wg[group * 128];
     for (int i = 0; i < 128; ++i)
@@ -502,13 +526,9 @@ void wgmma_wait(int pending, int line) {
 
 // ---- bulk copies -----------------------------------------------------------------------------------------
 void tma_load(uint64_t dst, const void* map, const int32_t* c, int rank, uint64_t bar, uint32_t multicast, int line) {
-  const MapDesc& m = map_of(map, line);
-  if ((uint32_t)rank != m.rank)
-    fail("crash", "line %d: a %d-D bulk tensor copy with a %u-D tensor map", line, rank, m.rank);
   if (multicast != ~0u && multicast != 1u)
     fail("crash", "line %d: multicast mask 0x%x names blocks outside the cluster of one block", line, multicast);
-  if (dst & 127) fail("crash", "line %d: bulk tensor copy to shared address 0x%08llx, which is not 128-byte aligned",
-                      line, (unsigned long long)dst);
+  const MapDesc& m = tensor_copy(map, rank, dst, "bulk tensor copy to", line);
   const uint64_t bytes = box_bytes(m);
   const uint32_t off = (uint32_t)(dst & 0xFFFFFFu), lo = off & ~127u;
   const uint32_t span = (uint32_t)((off + bytes + 127) / 128 * 128 - lo);
@@ -525,17 +545,11 @@ void tma_load(uint64_t dst, const void* map, const int32_t* c, int rank, uint64_
     std::memset(&l.mask[i], 1, m.esz);
     std::memset(base + i, poison, m.esz);  // not there until the phase completes
   });
-  Mbar& b = mbar(bar, line, "cp.async.bulk.tensor");
-  b.landings.push_back(std::move(l));
-  mbar_complete_tx(bar, (uint32_t)bytes, line);
+  land_on(bar, std::move(l), (uint32_t)bytes, "cp.async.bulk.tensor", line);
 }
 
 void tma_store(const void* map, const int32_t* c, int rank, uint64_t src, int line) {
-  const MapDesc& m = map_of(map, line);
-  if ((uint32_t)rank != m.rank)
-    fail("crash", "line %d: a %d-D bulk tensor copy with a %u-D tensor map", line, rank, m.rank);
-  if (src & 127) fail("crash", "line %d: bulk tensor store from shared address 0x%08llx, which is not 128-byte aligned",
-                      line, (unsigned long long)src);
+  const MapDesc& m = tensor_copy(map, rank, src, "bulk tensor store from", line);
   const uint32_t off = (uint32_t)(src & 0xFFFFFFu);
   const uint64_t region = src - off;
   smem_at(src, box_bytes(m), line);
@@ -545,23 +559,17 @@ void tma_store(const void* map, const int32_t* c, int rank, uint64_t src, int li
 }
 
 void bulk_load(uint64_t dst, const void* src, uint32_t bytes, uint64_t bar, int line) {
-  if (bytes % 16 || (dst & 15) || ((uintptr_t)src & 15))
-    fail("crash", "line %d: cp.async.bulk of %u bytes from %p to 0x%08llx (sizes and addresses are multiples of 16)",
-         line, bytes, src, (unsigned long long)dst);
+  check_bulk(bytes, dst, src, "load", line);
   check_global(src, "cp.async.bulk source", line);
   unsigned char* d = smem_at(dst, bytes, line);
   Landing l{d, std::vector<unsigned char>((const unsigned char*)src, (const unsigned char*)src + bytes),
             std::vector<unsigned char>(bytes, 1)};
   std::memset(d, smem_poison(), bytes);
-  Mbar& b = mbar(bar, line, "cp.async.bulk");
-  b.landings.push_back(std::move(l));
-  mbar_complete_tx(bar, bytes, line);
+  land_on(bar, std::move(l), bytes, "cp.async.bulk", line);
 }
 
 void bulk_store(void* dst, uint64_t src, uint32_t bytes, int line) {
-  if (bytes % 16 || (src & 15) || ((uintptr_t)dst & 15))
-    fail("crash", "line %d: cp.async.bulk of %u bytes from 0x%08llx to %p (sizes and addresses are multiples of 16)",
-         line, bytes, (unsigned long long)src, dst);
+  check_bulk(bytes, src, dst, "store", line);
   check_global(dst, "cp.async.bulk destination", line);
   std::memcpy(dst, smem_at(src, bytes, line), bytes);
 }

@@ -147,16 +147,25 @@ struct cudaLaunchConfig_t {
 };
 
 namespace klemu {
+// The cluster dimension attribute of a launch configuration, or nullptr.
+inline const cudaLaunchAttribute* cluster_attr(const cudaLaunchConfig_t* cfg) {
+  for (unsigned i = 0; i < cfg->numAttrs; ++i)
+    if (cfg->attrs[i].id == cudaLaunchAttributeClusterDimension) return &cfg->attrs[i];
+  return nullptr;
+}
+inline unsigned long long cluster_blocks(const cudaLaunchConfig_t* cfg) {
+  const cudaLaunchAttribute* a = cluster_attr(cfg);
+  return a ? (unsigned long long)a->val.clusterDim.x * a->val.clusterDim.y * a->val.clusterDim.z : 1;
+}
 // A cluster of more than one block, or a cooperative launch, is refused as `unsupported`.
 inline void check_launch_attrs(const cudaLaunchConfig_t* cfg) {
-  for (unsigned i = 0; i < cfg->numAttrs; ++i) {
-    const cudaLaunchAttribute& a = cfg->attrs[i];
-    if (a.id == cudaLaunchAttributeClusterDimension &&
-        (unsigned long long)a.val.clusterDim.x * a.val.clusterDim.y * a.val.clusterDim.z > 1)
-      cluster_launch(a.val.clusterDim.x, a.val.clusterDim.y, a.val.clusterDim.z);
-    if (a.id == cudaLaunchAttributeCooperative && a.val.cooperative)
-      fail("unsupported", "a cooperative launch (cudaLaunchAttributeCooperative) cannot be emulated");
+  if (cluster_blocks(cfg) > 1) {
+    const cudaLaunchAttribute* a = cluster_attr(cfg);
+    cluster_launch(a->val.clusterDim.x, a->val.clusterDim.y, a->val.clusterDim.z);
   }
+  for (unsigned i = 0; i < cfg->numAttrs; ++i)
+    if (cfg->attrs[i].id == cudaLaunchAttributeCooperative && cfg->attrs[i].val.cooperative)
+      fail("unsupported", "a cooperative launch (cudaLaunchAttributeCooperative) cannot be emulated");
 }
 }  // namespace klemu
 
@@ -179,10 +188,7 @@ static inline cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t* cfg, void
 }
 template <class T>
 static inline cudaError_t cudaOccupancyMaxActiveClusters(int* n, T*, const cudaLaunchConfig_t* cfg) {
-  unsigned size = 1;
-  for (unsigned i = 0; i < cfg->numAttrs; ++i)
-    if (cfg->attrs[i].id == cudaLaunchAttributeClusterDimension)
-      size = cfg->attrs[i].val.clusterDim.x * cfg->attrs[i].val.clusterDim.y * cfg->attrs[i].val.clusterDim.z;
-  *n = 132 / (size ? size : 1);
+  const unsigned long long size = ::klemu::cluster_blocks(cfg);
+  *n = (int)(132 / (size ? size : 1));
   return cudaSuccess;
 }
